@@ -1,0 +1,211 @@
+"""Answer extraction, normalization and equivalence (DESIGN section 4; seed 003 section 3.1).
+
+GSM8K: the final number of a text, with currency symbols and thousands separators stripped, a
+trailing period and a trailing point-zero dropped. Gold: the number after ``####``.
+
+MATH-500: the content of the last ``\\boxed{...}`` (balanced braces) under the standard MATH
+normalization of Hendrycks et al. (``strip_string``; ``is_equiv`` is equality of normalized
+strings), falling back to the final number. ``\\text{...}`` is unwrapped, not deleted, so answers
+such as ``\\text{Evelyn}`` stay scorable (the original harness deleted them).
+
+Answer classes for entropy are the normalized strings; ``None`` means no answer was found.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+BENCHMARKS = ("gsm8k", "math500", "arithmetic")
+
+OK = "ok"
+NO_ANSWER = "no_answer"
+
+_NUMBER = re.compile(r"-?[$€£]?\s?-?\d[\d,]*(?:\.\d+)?|-?[$€£]?\s?-?\.\d+")
+
+
+@dataclass(frozen=True)
+class Extraction:
+    answer: str | None
+    status: str  # OK | NO_ANSWER
+
+
+def normalize_number(raw: str) -> str | None:
+    """Canonical string of one number as written: no currency, separators, trailing '.'/'.0'."""
+    s = re.sub(r"[$€£\s]", "", raw).replace(",", "").rstrip(".")
+    if s.startswith("--"):
+        s = s[1:]
+    if "." in s:
+        s = re.sub(r"\.0+$", "", s)  # 18.0 and 18.00 are the integer 18
+    if s.startswith("."):
+        s = "0" + s
+    if s.startswith("-."):
+        s = "-0" + s[1:]
+    if s in ("", "-") or not re.fullmatch(r"-?\d+(\.\d+)?", s):
+        return None
+    if s == "-0":
+        s = "0"
+    return s
+
+
+def final_number(text: str) -> str | None:
+    """The last number in ``text``, normalized; None when there is none."""
+    matches = _NUMBER.findall(text or "")
+    for raw in reversed(matches):
+        number = normalize_number(raw)
+        if number is not None:
+            return number
+    return None
+
+
+def last_boxed(text: str) -> str | None:
+    """Content of the last ``\\boxed{...}`` (or ``\\fbox{...}``), with nested braces balanced."""
+    text = text or ""
+    start = max(text.rfind("\\boxed"), text.rfind("\\fbox"))
+    if start < 0:
+        return None
+    brace = text.find("{", start)
+    if brace < 0:
+        # "\boxed 5" form: the token after a space
+        match = re.match(r"\\boxed\s+([^\s$]+)", text[start:])
+        return match.group(1) if match else None
+    depth = 0
+    for i in range(brace, len(text)):
+        if text[i] == "{":
+            depth += 1
+        elif text[i] == "}":
+            depth -= 1
+            if depth == 0:
+                return text[brace + 1 : i]
+    return None  # unbalanced: the box never closes
+
+
+# --- Hendrycks MATH normalization (strip_string), with \text{} unwrapped rather than deleted ---
+
+
+def _fix_fracs(s: str) -> str:
+    """\\frac12 -> \\frac{1}{2}, \\frac1b -> \\frac{1}{b}, and (beyond Hendrycks) \\frac{270}7."""
+    s = re.sub(r"\\frac\{([^{}]*)\}(\w)", r"\\frac{\1}{\2}", s)
+    parts = s.split("\\frac")
+    out = parts[0]
+    for part in parts[1:]:
+        out += "\\frac"
+        if part.startswith("{") or len(part) < 2:
+            out += part
+            continue
+        a, b, rest = part[0], part[1], part[2:]
+        if b == "{":
+            out += "{" + a + "}" + b + rest
+        else:
+            out += "{" + a + "}{" + b + "}" + rest
+    return out
+
+
+def _fix_slash_fraction(s: str) -> str:
+    """a/b with integer a and b -> \\frac{a}{b}."""
+    match = re.fullmatch(r"(-?\d+)/(\d+)", s)
+    return f"\\frac{{{match.group(1)}}}{{{match.group(2)}}}" if match else s
+
+
+def _fix_sqrt(s: str) -> str:
+    """\\sqrt3 -> \\sqrt{3}."""
+    return re.sub(r"\\sqrt(\w)", r"\\sqrt{\1}", s)
+
+
+def _unwrap_text(s: str) -> str:
+    """\\text{Evelyn} -> Evelyn; a trailing unit such as '5.4 \\text{ cents}' is dropped."""
+    s = re.sub(r"\\text\{\s[^{}]*\}\s*$", "", s)  # units: \text{ cents} at the end (Hendrycks)
+    return re.sub(r"\\(?:text|textbf|mathrm|mbox)\{([^{}]*)\}", r"\1", s)
+
+
+def strip_string(s: str) -> str:
+    """Standard MATH normalization (Hendrycks et al. 2021), keeping \\text{} content."""
+    s = s.replace("\n", "").replace("\\!", "").replace("\\\\", "\\")
+    s = s.replace("tfrac", "frac").replace("dfrac", "frac")
+    s = s.replace("\\left", "").replace("\\right", "")
+    s = s.replace("^{\\circ}", "").replace("^\\circ", "")
+    s = s.replace("\\$", "").replace("$", "")
+    s = _unwrap_text(s)
+    s = s.replace("\\%", "").replace("%", "")
+    s = s.replace(" .", " 0.").replace("{.", "{0.")
+    if s.startswith("."):
+        s = "0" + s
+    # "x = 5" or "k=5": keep the right-hand side of a short variable assignment
+    sides = s.split("=")
+    if len(sides) == 2 and len(sides[0].strip()) <= 2:
+        s = sides[1]
+    s = _fix_sqrt(s)
+    s = s.replace(" ", "")
+    s = _fix_fracs(s)
+    if s == "0.5":
+        s = "\\frac{1}{2}"
+    s = _fix_slash_fraction(s)
+    return s.rstrip(".")
+
+
+def normalize(answer: str | None, benchmark: str) -> str | None:
+    """Normalized answer class of a raw answer string, or None when nothing remains."""
+    if answer is None:
+        return None
+    if benchmark == "math500":
+        result = strip_string(answer)
+        # a plain number (1,000 or 18.0) takes its numeric form; a list such as "1,-2" does not
+        if re.fullmatch(r"-?(\d+|\d{1,3}(,\d{3})+)(\.\d+)?", result):
+            result = normalize_number(result)
+    else:
+        result = normalize_number(answer) or final_number(answer)
+    return result or None
+
+
+def extract(text: str, benchmark: str) -> Extraction:
+    """Extract and normalize the final answer of a model's text."""
+    _check_benchmark(benchmark)
+    if benchmark == "math500":
+        boxed = last_boxed(text)
+        answer = normalize(boxed, "math500") if boxed is not None else None
+        if answer is None:
+            answer = normalize(final_number(text), "math500")
+    else:
+        answer = final_number(text)
+    return Extraction(answer, OK if answer is not None else NO_ANSWER)
+
+
+def gold_answer(raw: str, benchmark: str) -> str | None:
+    """Normalized gold: GSM8K's number after '####'; MATH-500's answer field; arithmetic's integer."""
+    _check_benchmark(benchmark)
+    if benchmark == "gsm8k":
+        if "####" not in raw:
+            return None
+        return normalize_number(raw.split("####")[-1].strip())
+    if benchmark == "math500":
+        return normalize(raw, "math500")
+    return normalize_number(raw)
+
+
+def equivalent(a: str | None, b: str | None, benchmark: str, method: str = "normalized") -> bool:
+    """The registered equivalence: equality of normalized answers (Hendrycks ``is_equiv``).
+
+    ``method="math_verify"`` is the sensitivity variant: symbolic equivalence by math-verify.
+    """
+    _check_benchmark(benchmark)
+    if a is None or b is None:
+        return False
+    if method == "normalized":
+        return normalize(a, benchmark) == normalize(b, benchmark)
+    if method == "math_verify":
+        return _math_verify_equal(a, b)
+    raise ValueError(f"unknown equivalence method '{method}' (known: normalized, math_verify)")
+
+
+def _math_verify_equal(a: str, b: str) -> bool:
+    from math_verify import parse, verify
+
+    def parsed(x: str):
+        return parse(f"${x}$")
+
+    return bool(verify(parsed(a), parsed(b)))
+
+
+def _check_benchmark(benchmark: str) -> None:
+    if benchmark not in BENCHMARKS:
+        raise ValueError(f"unknown benchmark '{benchmark}' (known: {', '.join(BENCHMARKS)})")

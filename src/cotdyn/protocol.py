@@ -1,0 +1,201 @@
+"""The registered protocol for one cell, as pure steps over plain tables (seed 003 sections 2-3).
+
+1. ``reference_requests``: one reference chain per problem (all in one batched phase).
+2. ``chains_table``: the chains with their own answers, truncation flags and token counts.
+3. ``prefix_plan``: the prefixes of every chain, as token counts (segmentation or checkpoints).
+4. ``continuation_requests``: m continuations per (problem, prefix), all in one batched phase.
+5. ``samples_table``: every continuation's text, ids, answer and parse status.
+6. ``records_table``: one row per problem (DESIGN section 11), derived from chains and samples only.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from . import answers, segment
+from .backends.base import Completion, Request, Sampling
+from .benchmarks import Problem
+from .prompts import prefix_ids
+from .seeds import request_seed
+from .trajectory import summarize
+
+Decode = Callable[[Sequence[int]], str]
+
+
+def reference_sampling(protocol: dict) -> Sampling:
+    return Sampling(protocol["reference_temperature"], protocol["reference_max_tokens"],
+                    protocol["top_p"], protocol["top_k"], protocol["repetition_penalty"])
+
+
+def continuation_sampling(protocol: dict) -> Sampling:
+    return Sampling(protocol["continuation_temperature"], protocol["continuation_max_tokens"],
+                    protocol["top_p"], protocol["top_k"], protocol["repetition_penalty"])
+
+
+def reference_requests(problems: list[Problem], prompts: list[list[int]], protocol: dict, cell: str) -> list[Request]:
+    sampling = reference_sampling(protocol)
+    return [Request(tuple(ids), 1, sampling, request_seed(protocol["seed"], cell, p.problem_id, 0, "reference"),
+                    role="reference")
+            for p, ids in zip(problems, prompts)]
+
+
+def chains_table(problems: list[Problem], prompts: list[list[int]], completions: list[list[Completion]],
+                 benchmark: str) -> pd.DataFrame:
+    rows = []
+    for problem, prompt, (chain,) in zip(problems, prompts, completions):
+        own = answers.extract(chain.text, benchmark)
+        rows.append({
+            "problem_id": problem.problem_id,
+            "gold": problem.gold,
+            "prompt_ids": list(prompt),
+            "token_ids": list(chain.token_ids),
+            "text": chain.text,
+            "finish_reason": chain.finish_reason,
+            "reference_tokens": len(chain.token_ids),
+            "reference_truncated": chain.finish_reason == "length",
+            "chain_answer": own.answer,
+            "chain_status": own.status,
+        })
+    return pd.DataFrame(rows)
+
+
+def prefix_plan(chains: pd.DataFrame, protocol: dict, decode: Decode) -> pd.DataFrame:
+    """One row per (problem, prefix k): the prefix's token count and the chain's raw unit count."""
+    rows = []
+    for chain in chains.itertuples():
+        ids = _ints(chain.token_ids)
+        if protocol["checkpoints"] == "tokens":
+            counts = segment.checkpoints(len(ids), protocol["checkpoint_stride"])
+            raw_units = len(counts) - 1
+        else:
+            counts, raw_units = segment.segment(chain.text, ids, decode, protocol["segmentation"], protocol["cap"])
+        rows += [{"problem_id": chain.problem_id, "prefix": k, "prefix_tokens": n, "raw_units": raw_units}
+                 for k, n in enumerate(counts)]
+    return pd.DataFrame(rows, columns=["problem_id", "prefix", "prefix_tokens", "raw_units"])
+
+
+def continuation_requests(chains: pd.DataFrame, plan: pd.DataFrame, protocol: dict, cell: str,
+                          n: int | None = None) -> list[Request]:
+    """m continuations of every prefix (``n`` overrides m, e.g. N = 20 sampled once for the m sweep)."""
+    sampling = continuation_sampling(protocol)
+    ids = {c.problem_id: (_ints(c.prompt_ids), _ints(c.token_ids)) for c in chains.itertuples()}
+    requests = []
+    for row in plan.itertuples():
+        prompt, chain = ids[row.problem_id]
+        seed = request_seed(protocol["seed"], cell, row.problem_id, row.prefix_tokens, "continuation")
+        requests.append(Request(prefix_ids(prompt, chain, row.prefix_tokens), n or protocol["m"], sampling, seed))
+    return requests
+
+
+def _ints(ids) -> list[int]:
+    """Token ids read back from parquet arrive as numpy arrays; requests hold plain ints."""
+    return np.asarray(ids, dtype=np.int64).tolist()
+
+
+def samples_table(plan: pd.DataFrame, requests: list[Request], completions: list[list[Completion]],
+                  benchmark: str) -> pd.DataFrame:
+    rows = []
+    for row, request, samples in zip(plan.itertuples(), requests, completions):
+        for j, c in enumerate(samples):
+            found = answers.extract(c.text, benchmark)
+            rows.append({
+                "problem_id": row.problem_id, "prefix": row.prefix, "prefix_tokens": row.prefix_tokens,
+                "raw_units": row.raw_units, "sample": j, "seed": request.seed + j,
+                "text": c.text, "token_ids": list(c.token_ids), "finish_reason": c.finish_reason,
+                "answer": found.answer, "status": found.status,
+            })
+    return pd.DataFrame(rows)
+
+
+def records_table(chains: pd.DataFrame, samples: pd.DataFrame, protocol: dict, plan_exclusion: dict,
+                  benchmark: str, cell: str, m: int | None = None) -> pd.DataFrame:
+    """One row per problem: trajectory, shape, magnitude, labels and flags (DESIGN section 11).
+
+    ``m`` keeps only the first m samples of each prefix (the m sweep subsamples N = 20 this way).
+    """
+    m = m or protocol["m"]
+    samples = samples[samples["sample"] < m]
+    grouped = {pid: g for pid, g in samples.groupby("problem_id", sort=False)}
+    rows = []
+    for chain in chains.itertuples():
+        group = grouped.get(chain.problem_id)
+        prefix_answers = _prefix_answers(group)
+        finished = not chain.reference_truncated
+        if protocol["endpoint"] == "chain_answer" and finished and chain.chain_answer is not None and prefix_answers:
+            prefix_answers[-1] = [chain.chain_answer] * m  # seed 003 section 5.2: score the chain's own answer
+        t = summarize(prefix_answers, protocol["epsilon"], protocol["null_answers"],
+                      plan_exclusion["min_answer_bearing_prefixes"])
+        if protocol["label"] == "chain":
+            pred = chain.chain_answer
+        else:
+            pred = t.pred
+        raw_units = int(group["raw_units"].iloc[0]) if group is not None else 0
+        n_answered = int((group["status"] == answers.OK).sum()) if group is not None else 0
+        rows.append({
+            "cell": cell,
+            "problem_id": chain.problem_id,
+            "trajectory": t.trajectory,
+            "points": t.points,
+            "n_points": len(t.trajectory),
+            "n_prefixes": len(prefix_answers),
+            "monotone": t.monotone,
+            "violations": t.violations,
+            "coherence": t.coherence,
+            "final_entropy": t.final_entropy,
+            "final_confidence": t.final_confidence,
+            "pred": pred,
+            "gold": chain.gold,
+            "correct": answers.equivalent(pred, chain.gold, benchmark, protocol["equivalence"]),
+            "chain_answer": chain.chain_answer,
+            "chain_correct": answers.equivalent(chain.chain_answer, chain.gold, benchmark, protocol["equivalence"]),
+            "excluded": t.excluded,
+            "exclusion_reason": t.exclusion_reason,
+            "reference_tokens": int(chain.reference_tokens),
+            "reference_truncated": bool(chain.reference_truncated),
+            "raw_units": raw_units,
+            "cap_hit": protocol["cap"] is not None and protocol["checkpoints"] == "steps" and raw_units >= protocol["cap"],
+            "parse_rate": n_answered / len(group) if group is not None and len(group) else float("nan"),
+            "endpoint_answered": bool(prefix_answers and any(a is not None for a in prefix_answers[-1])),
+        })
+    records = pd.DataFrame(rows)
+    for column in ("monotone",):
+        records[column] = records[column].astype("boolean")
+    records["violations"] = records["violations"].astype("Int64")
+    return records
+
+
+def _prefix_answers(group: pd.DataFrame | None) -> list[list[str | None]]:
+    if group is None:
+        return []
+    ordered = group.sort_values(["prefix", "sample"])
+    return [[a if isinstance(a, str) else None for a in g["answer"]] for _, g in ordered.groupby("prefix", sort=True)]
+
+
+def cell_summary(records: pd.DataFrame, samples: pd.DataFrame) -> dict:
+    """The per-cell summary: n, exclusions, accuracy, coverage, points, truncation, cap, parse rate."""
+    kept = records[~records["excluded"]]
+    monotone = kept["monotone"].astype(bool)
+
+    def rate(values) -> float | None:
+        return float(np.mean(values)) if len(values) else None
+
+    acc_mono, acc_non = rate(kept.loc[monotone, "correct"]), rate(kept.loc[~monotone, "correct"])
+    return {
+        "n": int(len(records)),
+        "n_excluded": int(records["excluded"].sum()),
+        "n_analyzed": int(len(kept)),
+        "accuracy": rate(kept["correct"]),
+        "monotone_coverage": rate(monotone),
+        "accuracy_monotone": acc_mono,
+        "accuracy_nonmonotone": acc_non,
+        "gap_pp": None if acc_mono is None or acc_non is None else 100 * (acc_mono - acc_non),
+        "median_points": float(np.median(kept["n_points"])) if len(kept) else None,
+        "truncation_rate": rate(records["reference_truncated"]),
+        "cap_hit_rate": rate(records["cap_hit"]),
+        "parse_rate": rate(samples["status"] == answers.OK),
+        "endpoint_answered_rate": rate(records["endpoint_answered"]),
+        "chain_accuracy": rate(records["chain_correct"]),
+    }

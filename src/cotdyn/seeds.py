@@ -1,0 +1,28 @@
+"""Per-request sampler seeds (DESIGN section 4: seeds reach the sampler).
+
+A request's seed is a hash of (run seed, cell, problem id, prefix position, role). Sample j of a
+request uses seed + j, as vLLM does for n > 1, so base seeds are multiples of 2**SAMPLE_BITS:
+two requests' sample ranges never overlap unless their 54-bit hashes collide.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+SAMPLE_BITS = 8  # up to 256 samples per request
+MAX_SAMPLES = 1 << SAMPLE_BITS
+
+
+def request_seed(run_seed: int, cell: str, problem_id: str, prefix: int, role: str) -> int:
+    """Seed of one request; ``prefix`` is the prefix's token count (the same prefix gets the
+    same seed under every segmentation rule, so variants share its samples)."""
+    key = json.dumps([int(run_seed), cell, str(problem_id), int(prefix), role])
+    digest = int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big")
+    return (digest >> (64 - 54)) << SAMPLE_BITS
+
+
+def sample_seed(base: int, j: int) -> int:
+    if not 0 <= j < MAX_SAMPLES:
+        raise ValueError(f"sample index {j} outside 0..{MAX_SAMPLES - 1}")
+    return base + j

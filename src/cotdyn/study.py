@@ -1,0 +1,93 @@
+"""The I/O shell around ``protocol``: read inputs, call a backend through the cache, write artifacts.
+
+Snakemake's scripts call these three functions; everything they compute lives in ``protocol``.
+Writes go to a temporary name and are renamed into place, so a killed job leaves no torn artifact.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from . import protocol as P
+from .backends import make_backend
+from .benchmarks import Problem
+from .cache import GenerationCache, generate
+
+
+def read_problems(path: str | Path) -> list[Problem]:
+    table = pd.read_parquet(path)
+    return [Problem(r.problem_id, r.question, r.gold_raw, r.gold) for r in table.itertuples()]
+
+
+def write_parquet(table: pd.DataFrame, path: str | Path) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    table.to_parquet(tmp, index=False)
+    os.replace(tmp, path)
+
+
+def write_json(data: dict, path: str | Path) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+    os.replace(tmp, path)
+
+
+def _backend(model: dict, problems: list[Problem], benchmark: str):
+    return make_backend(model, {p.question: p.gold for p in problems}, benchmark)
+
+
+def _generation_log(backend, stats, sampling, phase: str) -> dict:
+    return {"phase": phase, "backend": backend.describe(),
+            "effective_sampling": backend.effective_sampling(sampling),
+            "requests": stats.requests, "cached_requests": stats.cached_requests,
+            "samples": stats.samples, "calls": stats.calls, "prompt_tokens": stats.prompt_tokens,
+            "generated_tokens": stats.generated_tokens, "seconds": round(stats.seconds, 3)}
+
+
+def run_reference(problems_path, model: dict, protocol: dict, cell: str, benchmark: str,
+                  cache_dir, chains_out, log_out, limit: int | None = None) -> None:
+    problems = read_problems(problems_path)[:limit]
+    backend = _backend(model, problems, benchmark)
+    prompts = [backend.tokenizer.chat_prompt_ids(protocol["system_prompt"], p.question) for p in problems]
+    requests = P.reference_requests(problems, prompts, protocol, cell)
+    completions, stats = generate(backend, requests, GenerationCache(cache_dir),
+                                  model.get("chunk_size", 0), desc=f"{cell} reference chains")
+    write_parquet(P.chains_table(problems, prompts, completions, benchmark), chains_out)
+    write_json(_generation_log(backend, stats, P.reference_sampling(protocol), "reference"), log_out)
+
+
+def run_continuations(problems_path, chains_path, model: dict, protocol: dict, cell: str, benchmark: str,
+                      cache_dir, samples_out, log_out, n: int | None = None) -> None:
+    problems = read_problems(problems_path)
+    chains = pd.read_parquet(chains_path)
+    backend = _backend(model, problems, benchmark)
+    plan = P.prefix_plan(chains, protocol, backend.tokenizer.decode)
+    requests = P.continuation_requests(chains, plan, protocol, cell, n)
+    completions, stats = generate(backend, requests, GenerationCache(cache_dir),
+                                  model.get("chunk_size", 0), desc=f"{cell} continuations")
+    write_parquet(P.samples_table(plan, requests, completions, benchmark), samples_out)
+    write_json(_generation_log(backend, stats, P.continuation_sampling(protocol), "continuations"), log_out)
+
+
+def derive_records(chains_path, samples_path, protocol: dict, exclusion: dict, benchmark: str, cell: str,
+                   records_out, summary_out, m: int | None = None) -> pd.DataFrame:
+    chains, samples = pd.read_parquet(chains_path), pd.read_parquet(samples_path)
+    records = P.records_table(chains, samples, protocol, exclusion, benchmark, cell, m)
+    write_parquet(records, records_out)
+    summary = {"cell": cell, **P.cell_summary(records, samples[samples["sample"] < (m or protocol["m"])])}
+    write_json(summary, summary_out)
+    return records
+
+
+def timed(fn, *args, **kwargs):
+    started = time.time()
+    result = fn(*args, **kwargs)
+    return result, time.time() - started
