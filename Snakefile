@@ -1,0 +1,22 @@
+# cotdyn: chain-of-thought answer-entropy trajectories (DESIGN.md). Stages live in workflow/rules/.
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+# The embedded default, unless a config was given (--configfile replaces it, never merges with it).
+if not config:
+
+    configfile: "config/config.yaml"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/problems.smk"
+include: "workflow/rules/generate.smk"
+include: "workflow/rules/trajectories.smk"
+
+
+rule all:
+    input:
+        summaries=expand(f"{STUDY_DIR}/cells/{{cell}}/{{variant}}/summary.json", cell=CELLS, variant=VARIANTS),
+    default_target: True

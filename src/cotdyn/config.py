@@ -1,0 +1,66 @@
+"""A study's config resolved against the plan: cells, their model and benchmark, and protocols.
+
+The config names cells ``<model>-<benchmark>``; panel models and benchmarks take their ids,
+revisions and content hashes from the plan's ``panel`` (one place for each registered fact),
+with the config's entry laid over them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .plan import effective_protocol
+
+
+class ConfigError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Cell:
+    name: str
+    model_key: str
+    benchmark_key: str
+    model: dict
+    benchmark: dict
+
+
+def split_cell(name: str) -> tuple[str, str]:
+    model, _, benchmark = name.rpartition("-")
+    return model, benchmark
+
+
+def resolve_cells(config: dict, plan: dict, source: str = "config") -> dict[str, Cell]:
+    panel_models = plan.get("panel", {}).get("models", {})
+    panel_benchmarks = plan.get("panel", {}).get("benchmarks", {})
+    cells = {}
+    for name in config["cells"]:
+        model_key, benchmark_key = split_cell(name)
+        if model_key not in config["models"]:
+            raise ConfigError(f"{source}: cell '{name}' names model '{model_key}', which is not under 'models'")
+        if benchmark_key not in config["benchmarks"]:
+            raise ConfigError(f"{source}: cell '{name}' names benchmark '{benchmark_key}', which is not under 'benchmarks'")
+        model = {**panel_models.get(model_key, {}), **config["models"][model_key]}
+        benchmark = {**panel_benchmarks.get(benchmark_key, {}), **config["benchmarks"][benchmark_key]}
+        if model["backend"] in ("transformers", "vllm") and "id" not in model and "gguf" not in model:
+            raise ConfigError(f"{source}: model '{model_key}' needs an 'id' (or 'gguf'), or must be a panel model of the plan")
+        cells[name] = Cell(name, model_key, benchmark_key, model, benchmark)
+    for name in config.get("confirmatory", []):
+        if name not in cells:
+            raise ConfigError(f"{source}: confirmatory cell '{name}' is not one of the study's cells")
+    return cells
+
+
+def protocol_for(config: dict, plan: dict, variant: str, source: str = "config") -> dict:
+    variants = config.get("variants", {"registered": {}})
+    if variant not in variants:
+        raise ConfigError(f"{source}: unknown variant '{variant}' (known: {', '.join(variants)})")
+    try:
+        return effective_protocol(plan, config.get("protocol"), variants[variant])
+    except KeyError as e:
+        raise ConfigError(f"{source}: variant '{variant}': {e.args[0]}") from None
+
+
+def reference_id(protocol: dict) -> str:
+    """Name of a reference setting: variants that share it share their chains."""
+    return f"t{protocol['reference_temperature']}-b{protocol['reference_max_tokens']}-s{protocol['seed']}"

@@ -1,0 +1,60 @@
+# Helpers shared by every stage: config validation, cells, variants, paths.
+import sys
+from pathlib import Path
+
+from snakemake.utils import validate
+
+sys.path.insert(0, str(Path(workflow.basedir) / "src"))
+from cotdyn.config import ConfigError, protocol_for, reference_id, resolve_cells
+from cotdyn.plan import load_plan
+
+CONFIG_SOURCE = ", ".join(str(f) for f in getattr(workflow, "configfiles", [])) or "config"
+
+try:
+    validate(config, "../schemas/config.schema.yaml")
+except Exception as e:
+    raise WorkflowError(f"invalid config ({CONFIG_SOURCE}): {e}") from None
+
+PLAN_PATH = config["plan"]
+PLAN = load_plan(PLAN_PATH)
+STUDY_DIR = f"results/{config['study']}"
+CACHE_DIR = config["cache"]
+try:
+    CELL_SPECS = resolve_cells(config, PLAN, CONFIG_SOURCE)
+    VARIANTS = list(config["variants"])
+    PROTOCOLS = {v: protocol_for(config, PLAN, v, CONFIG_SOURCE) for v in VARIANTS}
+except ConfigError as e:
+    raise WorkflowError(str(e)) from None
+CELLS = list(CELL_SPECS)
+BENCHMARKS = sorted({c.benchmark_key for c in CELL_SPECS.values()})
+MODELS = sorted({c.model_key for c in CELL_SPECS.values()})
+REFERENCES = {reference_id(p): p for p in PROTOCOLS.values()}
+
+
+wildcard_constraints:
+    cell="|".join(CELLS),
+    variant="|".join(VARIANTS),
+    benchmark="|".join(BENCHMARKS),
+    ref="[A-Za-z0-9_.-]+",
+
+
+def model_for(cell):
+    """The cell's model entry, pointing at the converted weights when it ships as GGUF."""
+    spec = CELL_SPECS[cell]
+    model = dict(spec.model, dtype=PROTOCOLS[VARIANTS[0]]["dtype"])
+    if "gguf" in model:
+        model["id"] = f"results/models/{spec.model_key}"
+    return model
+
+
+def model_inputs(wildcards):
+    spec = CELL_SPECS[wildcards.cell]
+    return [f"results/models/{spec.model_key}/SOURCE"] if "gguf" in spec.model else []
+
+
+def chains_path(cell, variant):
+    return f"{STUDY_DIR}/cells/{cell}/reference/{reference_id(PROTOCOLS[variant])}/chains.parquet"
+
+
+def is_gpu(cell):
+    return CELL_SPECS[cell].model.get("device", "cpu").startswith("cuda")

@@ -1,0 +1,56 @@
+# Generation, per cell: every reference chain in one batched phase, then every (problem, prefix)
+# continuation in another. Both go through the content-addressed cache in CACHE_DIR.
+
+
+rule prepare_model:
+    output:
+        "results/models/{model}/SOURCE",
+    params:
+        gguf=lambda w: config["models"][w.model]["gguf"],
+    log:
+        "results/logs/prepare_model/{model}.log",
+    script:
+        "../scripts/prepare_model.py"
+
+
+rule reference:
+    input:
+        problems=lambda w: f"{STUDY_DIR}/problems/{CELL_SPECS[w.cell].benchmark_key}.parquet",
+        model=model_inputs,
+    output:
+        chains=f"{STUDY_DIR}/cells/{{cell}}/reference/{{ref}}/chains.parquet",
+        generation=f"{STUDY_DIR}/cells/{{cell}}/reference/{{ref}}/generation.json",
+    params:
+        model=lambda w: model_for(w.cell),
+        protocol=lambda w: REFERENCES[w.ref],
+        benchmark=lambda w: CELL_SPECS[w.cell].benchmark["kind"],
+        cache=CACHE_DIR,
+    resources:
+        gpu=lambda w: 1 if is_gpu(w.cell) else 0,
+    threads: 2
+    log:
+        f"{STUDY_DIR}/logs/reference/{{cell}}/{{ref}}.log",
+    script:
+        "../scripts/reference.py"
+
+
+rule continuations:
+    input:
+        problems=lambda w: f"{STUDY_DIR}/problems/{CELL_SPECS[w.cell].benchmark_key}.parquet",
+        chains=lambda w: chains_path(w.cell, w.variant),
+        model=model_inputs,
+    output:
+        samples=f"{STUDY_DIR}/cells/{{cell}}/{{variant}}/samples.parquet",
+        generation=f"{STUDY_DIR}/cells/{{cell}}/{{variant}}/generation.json",
+    params:
+        model=lambda w: model_for(w.cell),
+        protocol=lambda w: PROTOCOLS[w.variant],
+        benchmark=lambda w: CELL_SPECS[w.cell].benchmark["kind"],
+        cache=CACHE_DIR,
+    resources:
+        gpu=lambda w: 1 if is_gpu(w.cell) else 0,
+    threads: 2
+    log:
+        f"{STUDY_DIR}/logs/continuations/{{cell}}/{{variant}}.log",
+    script:
+        "../scripts/continuations.py"

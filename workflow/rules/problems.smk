@@ -1,0 +1,9 @@
+rule problems:
+    output:
+        f"{STUDY_DIR}/problems/{{benchmark}}.parquet",
+    params:
+        spec=lambda w: next(c.benchmark for c in CELL_SPECS.values() if c.benchmark_key == w.benchmark),
+    log:
+        f"{STUDY_DIR}/logs/problems/{{benchmark}}.log",
+    script:
+        "../scripts/problems.py"

@@ -1,0 +1,15 @@
+rule records:
+    input:
+        chains=lambda w: chains_path(w.cell, w.variant),
+        samples=f"{STUDY_DIR}/cells/{{cell}}/{{variant}}/samples.parquet",
+    output:
+        records=f"{STUDY_DIR}/cells/{{cell}}/{{variant}}/records.parquet",
+        summary=f"{STUDY_DIR}/cells/{{cell}}/{{variant}}/summary.json",
+    params:
+        protocol=lambda w: PROTOCOLS[w.variant],
+        exclusion=PLAN["exclusion"],
+        benchmark=lambda w: CELL_SPECS[w.cell].benchmark["kind"],
+    log:
+        f"{STUDY_DIR}/logs/records/{{cell}}/{{variant}}.log",
+    script:
+        "../scripts/records.py"

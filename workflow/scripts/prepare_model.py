@@ -1,0 +1,9 @@
+from pathlib import Path
+
+from cotdyn.backends.transformers import convert_gguf
+from cotdyn.logs import tee_to
+
+tee_to(snakemake.log[0])
+gguf = snakemake.params.gguf
+out = convert_gguf(gguf["package"], gguf["file"], Path(snakemake.output[0]).parent)
+print(f"converted {gguf['package']}/{gguf['file']} to {out}")
