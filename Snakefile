@@ -14,9 +14,11 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/problems.smk"
 include: "workflow/rules/generate.smk"
 include: "workflow/rules/trajectories.smk"
+include: "workflow/rules/audit.smk"
 
 
 rule all:
     input:
         summaries=expand(f"{STUDY_DIR}/cells/{{cell}}/{{variant}}/summary.json", cell=CELLS, variant=VARIANTS),
+        manifest=f"{STUDY_DIR}/manifest/manifest.json",
     default_target: True

@@ -6,9 +6,10 @@ gap), a violation count that is 0 exactly for monotone problems, and a final-ans
 whose dependence on correctness is set directly. With equal accuracies and equal correct/incorrect
 rates every registered p-value-bearing test (H1 Fisher, H3 Spearman) is under its null.
 
-Trajectories are generated to agree with ``monotone``, ``violations`` and ``n_points`` (rises
-of more than 0.2 nats where a violation is planted, non-increases elsewhere); their values are
-otherwise illustrative, and coherence is not a planted quantity.
+Trajectories are generated to agree with ``monotone``, ``violations`` and ``n_points``: they move
+over the entropies an m = 5 answer distribution can take, one level up where a violation is
+planted, level or one down elsewhere. Their values are otherwise illustrative, and coherence is
+not a planted quantity.
 """
 
 from __future__ import annotations
@@ -110,15 +111,41 @@ def simulate_labels(truth: PlantedCell, rng: np.random.Generator) -> SimulatedLa
     return SimulatedLabels(excluded, monotone, correct, violations, n_points, final_confidence)
 
 
+def _entropy_levels(m: int = 5) -> np.ndarray:
+    """Every entropy (nats) an answer distribution over 1..m parseable samples can take."""
+
+    def partitions(n: int, largest: int):
+        if n == 0:
+            yield []
+            return
+        for part in range(min(n, largest), 0, -1):
+            for rest in partitions(n - part, part):
+                yield [part, *rest]
+
+    values = set()
+    for total in range(1, m + 1):
+        for parts in partitions(total, total):
+            p = np.array(parts) / total
+            values.add(round(float(-(p * np.log(p)).sum()), 12) + 0.0)  # + 0.0: no -0.0
+    return np.array(sorted(values))
+
+
+# 13 levels for m = 5; neighbouring levels differ by more than 0.015 nats, so a one-level rise is
+# a violation at the registered epsilon of 0.01.
+ENTROPY_LEVELS = _entropy_levels()
+
+
 def _trajectory(n_points: int, violations: int, rng: np.random.Generator) -> list[float]:
-    """Entropies whose rises beyond epsilon fall exactly on ``violations`` transitions."""
+    """Entropies on the m = 5 levels whose rises fall exactly on ``violations`` transitions."""
     if n_points == 0:
         return []
-    steps = -rng.uniform(0.0, 0.3, n_points - 1)
+    steps = -rng.integers(0, 2, n_points - 1)  # stay or fall one level
     rises = rng.choice(n_points - 1, size=violations, replace=False) if violations else []
-    steps[rises] = rng.uniform(0.2, 0.7, len(rises))
-    path = rng.uniform(0.5, 1.6) + np.concatenate([[0.0], np.cumsum(steps)])
-    return [float(h) for h in path - min(0.0, path.min())]
+    steps[rises] = 1
+    path = np.concatenate([[0], np.cumsum(steps)])
+    path -= path.min()
+    path += rng.integers(0, ENTROPY_LEVELS.size - path.max())
+    return [float(h) for h in ENTROPY_LEVELS[path]]
 
 
 def simulate_records(truth: PlantedCell, cell: str, seed: int) -> pd.DataFrame:

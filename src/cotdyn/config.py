@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .plan import effective_protocol
+from .segment import RULES
 
 
 class ConfigError(ValueError):
@@ -51,14 +52,32 @@ def resolve_cells(config: dict, plan: dict, source: str = "config") -> dict[str,
     return cells
 
 
+# Protocol parameters that take one of a few named values, and where those values are defined.
+CHOICES = {
+    "segmentation": RULES,
+    "null_answers": ("drop", "class"),
+    "label": ("majority", "chain"),
+    "endpoint": ("continuation", "chain_answer"),
+    "equivalence": ("normalized", "math_verify"),
+    "checkpoints": ("steps", "tokens"),
+    "dtype": ("bfloat16", "float16", "float32"),
+}
+
+
 def protocol_for(config: dict, plan: dict, variant: str, source: str = "config") -> dict:
+    """The effective protocol of a variant: plan, then the study's overrides, then the variant's."""
     variants = config.get("variants", {"registered": {}})
     if variant not in variants:
         raise ConfigError(f"{source}: unknown variant '{variant}' (known: {', '.join(variants)})")
     try:
-        return effective_protocol(plan, config.get("protocol"), variants[variant])
+        protocol = effective_protocol(plan, config.get("protocol"), variants[variant])
     except KeyError as e:
         raise ConfigError(f"{source}: variant '{variant}': {e.args[0]}") from None
+    for key, allowed in CHOICES.items():
+        if protocol[key] not in allowed:
+            raise ConfigError(f"{source}: variant '{variant}': unknown {key} '{protocol[key]}' "
+                              f"(known: {', '.join(allowed)})")
+    return protocol
 
 
 def reference_id(protocol: dict) -> str:

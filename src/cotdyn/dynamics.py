@@ -17,7 +17,8 @@ Choices the seed leaves open, taken once here and used everywhere below:
 - Metrics use only checkpoints with a nonempty state (Appendix B, "common trace processing"); K is
   the number of steps between consecutive observed checkpoints, so K = (observed checkpoints) - 1.
 - Dominant sets D_k = argmax_a p_k(a) are sets: answers within ``TIE_TOL`` of the maximum are
-  co-dominant (ties count as dominant, section 4.2). The null class can be dominant.
+  co-dominant (ties count as dominant, section 4.2). The null class is an answer like any other: it
+  can be dominant, switch, return and commit.
 - "Per step" (Table 1: N_switch/step, N_return/step, V/step) divides by K.
 - Undefined values are float NaN (never None): PR and R_direct when V = 0 (or K = 0); t_commit when
   no answer holds p >= tau through the last checkpoint, or when K = 0; every "per step" value when
@@ -61,7 +62,7 @@ State = dict[str, float]
 # ---------------------------------------------------------------------------------------------
 # Input checks
 
-def _require(frame: pd.DataFrame, columns: Sequence[str], what: str) -> None:
+def require_columns(frame: pd.DataFrame, columns: Sequence[str], what: str) -> None:
     missing = [c for c in columns if c not in frame.columns]
     if missing:
         raise ValueError(f"{what}: missing column(s) {missing} (have {sorted(frame.columns)})")
@@ -76,13 +77,14 @@ def split_cell(cell: str) -> tuple[str, str]:
 
 
 def _check_samples(samples: pd.DataFrame) -> None:
-    _require(samples, SAMPLE_COLUMNS, "samples")
+    require_columns(samples, SAMPLE_COLUMNS, "samples")
     if "cell" in samples.columns and samples["cell"].nunique() > 1:
         raise ValueError("samples: 'cell' holds several cells; pass one cell's samples at a time")
     null = samples["answer"].isna()
     bad_status = ~samples["status"].isin(["ok", "no_answer"])
     if bad_status.any():
-        raise ValueError(f"samples: 'status' must be 'ok' or 'no_answer', got {samples.loc[bad_status, 'status'].iloc[0]!r}")
+        example = samples.loc[bad_status, "status"].iloc[0]
+        raise ValueError(f"samples: 'status' must be 'ok' or 'no_answer', got {example!r}")
     mismatch = null != (samples["status"] == "no_answer")
     if mismatch.any():
         row = samples.loc[mismatch].iloc[0]
@@ -102,8 +104,8 @@ def _check_samples(samples: pd.DataFrame) -> None:
 def _check_state(state: State, k: int) -> None:
     if not state:
         raise ValueError(f"checkpoint {k}: empty answer distribution (drop it with observed_states)")
-    values = np.fromiter(state.values(), dtype=float)
-    if (values < 0).any() or abs(values.sum() - 1.0) > SUM_TOL:
+    values = state.values()
+    if min(values) < 0 or abs(math.fsum(values) - 1.0) > SUM_TOL:
         raise ValueError(f"checkpoint {k}: probabilities must be >= 0 and sum to 1, got {state}")
 
 
@@ -148,7 +150,7 @@ def checkpoint_positions(samples: pd.DataFrame) -> dict[str, list[int]]:
     Each (problem, prefix) must carry one ``prefix_tokens`` value, strictly increasing in prefix
     order, because Figure 3 places checkpoints on a token time axis.
     """
-    _require(samples, ("problem_id", "prefix", "prefix_tokens"), "samples")
+    require_columns(samples, ("problem_id", "prefix", "prefix_tokens"), "samples")
     per = samples.groupby(["problem_id", "prefix"], sort=True)["prefix_tokens"].agg(["min", "max"])
     ragged = per["min"] != per["max"]
     if ragged.any():
@@ -173,15 +175,13 @@ def observed_states(states: Sequence[State]) -> list[int]:
 
 def entropy(state: State) -> float:
     """Shannon entropy H(p) in nats (section 3.2)."""
-    p = np.fromiter(state.values(), dtype=float)
-    p = p[p > 0]
-    return float(-(p * np.log(p)).sum())
+    return -math.fsum(p * math.log(p) for p in state.values() if p > 0)
 
 
 def effective_support(states: Sequence[State]) -> float:
     """S_eff: mean over checkpoints of exp(H(p_k)), the effective number of answers (section 4.1)."""
     _check_trajectory(states)
-    return float(np.mean([math.exp(entropy(s)) for s in states]))
+    return _effective_support(states)
 
 
 def dominant_set(state: State) -> frozenset[str]:
@@ -193,20 +193,13 @@ def dominant_set(state: State) -> frozenset[str]:
 def n_switch(states: Sequence[State]) -> int:
     """N_switch = sum_{k<K} 1[D_{k+1} != D_k], as sets: gaining or losing a co-leader switches."""
     _check_trajectory(states)
-    d = [dominant_set(s) for s in states]
-    return sum(a != b for a, b in zip(d, d[1:]))
+    return _n_switch([dominant_set(s) for s in states])
 
 
 def n_return(states: Sequence[State]) -> int:
     """N_return = sum_a #{k in 1..K: a in D_k, a not in D_{k-1}, a in D_j for some j < k}."""
     _check_trajectory(states)
-    d = [dominant_set(s) for s in states]
-    seen: set[str] = set(d[0])
-    count = 0
-    for k in range(1, len(d)):
-        count += len((d[k] - d[k - 1]) & seen)
-        seen |= d[k]
-    return count
+    return _n_return([dominant_set(s) for s in states])
 
 
 def total_variation(p: State, q: State) -> float:
@@ -217,7 +210,7 @@ def total_variation(p: State, q: State) -> float:
 def step_lengths(states: Sequence[State]) -> np.ndarray:
     """J_k = TV(p_k, p_{k+1}), k = 0..K-1."""
     _check_trajectory(states)
-    return np.array([total_variation(a, b) for a, b in zip(states, states[1:])], dtype=float)
+    return _step_lengths(states)
 
 
 def path_length(states: Sequence[State]) -> float:
@@ -230,18 +223,12 @@ def participation_ratio(states: Sequence[State]) -> float:
 
     NaN when V = 0 (no movement to distribute) or K = 0.
     """
-    j = step_lengths(states)
-    if len(j) == 0 or j.sum() <= 0:
-        return math.nan
-    return float(j.sum() ** 2 / (len(j) * (j ** 2).sum()))
+    return _participation_ratio(step_lengths(states))
 
 
 def directness(states: Sequence[State]) -> float:
     """R_direct = TV(p_0, p_K) / V, in [0, 1]; NaN when V = 0 (Appendix B: undefined, omitted)."""
-    v = path_length(states)
-    if v <= 0:
-        return math.nan
-    return total_variation(states[0], states[-1]) / v
+    return _directness(states, step_lengths(states))
 
 
 def commitment_time(states: Sequence[State], tau: float = 0.8) -> float:
@@ -251,9 +238,75 @@ def commitment_time(states: Sequence[State], tau: float = 0.8) -> float:
     through the last checkpoint, and when K = 0 (0/0). tau must lie in (0.5, 1], so at most one
     answer can hold the threshold at a checkpoint.
     """
+    _check_tau(tau)
+    _check_trajectory(states)
+    return _commitment_time(states, tau)
+
+
+def trajectory_metrics(states: Sequence[State], tau: float = 0.8) -> dict[str, float]:
+    """The dynamical profile of one trajectory: raw metrics and the per-step rates of Table 1."""
+    _check_tau(tau)
+    _check_trajectory(states)
+    K = len(states) - 1
+    dominant = [dominant_set(s) for s in states]
+    steps = _step_lengths(states)
+    switches, returns, v = _n_switch(dominant), _n_return(dominant), float(steps.sum())
+    per_step = (lambda x: x / K) if K > 0 else (lambda x: math.nan)
+    return {
+        "K": K,
+        "S_eff": _effective_support(states),
+        "N_switch": switches,
+        "N_return": returns,
+        "V": v,
+        "PR": _participation_ratio(steps),
+        "R_direct": _directness(states, steps),
+        "t_commit": _commitment_time(states, tau),
+        "N_switch_per_step": per_step(switches),
+        "N_return_per_step": per_step(returns),
+        "V_per_step": per_step(v),
+    }
+
+
+# Kernels over validated input: trajectory_metrics validates once, then shares dominant sets and steps.
+
+def _check_tau(tau: float) -> None:
     if not 0.5 < tau <= 1.0:
         raise ValueError(f"tau must lie in (0.5, 1], got {tau}")
-    _check_trajectory(states)
+
+
+def _effective_support(states: Sequence[State]) -> float:
+    return float(np.mean([math.exp(entropy(s)) for s in states]))
+
+
+def _n_switch(dominant: Sequence[frozenset[str]]) -> int:
+    return sum(a != b for a, b in zip(dominant, dominant[1:]))
+
+
+def _n_return(dominant: Sequence[frozenset[str]]) -> int:
+    seen: set[str] = set(dominant[0])
+    count = 0
+    for k in range(1, len(dominant)):
+        count += len((dominant[k] - dominant[k - 1]) & seen)
+        seen |= dominant[k]
+    return count
+
+
+def _step_lengths(states: Sequence[State]) -> np.ndarray:
+    return np.array([total_variation(a, b) for a, b in zip(states, states[1:])], dtype=float)
+
+
+def _participation_ratio(steps: np.ndarray) -> float:
+    if len(steps) == 0 or steps.sum() <= 0:
+        return math.nan
+    return float(steps.sum() ** 2 / (len(steps) * (steps ** 2).sum()))
+
+
+def _directness(states: Sequence[State], steps: np.ndarray) -> float:
+    v = float(steps.sum())
+    return total_variation(states[0], states[-1]) / v if v > 0 else math.nan
+
+
+def _commitment_time(states: Sequence[State], tau: float) -> float:
     K = len(states) - 1
     above = [{a for a, p in s.items() if p >= tau - TIE_TOL} for s in states]
     if K == 0 or not above[-1]:
@@ -265,27 +318,6 @@ def commitment_time(states: Sequence[State], tau: float = 0.8) -> float:
             k -= 1
         k_commit = min(k_commit, k)
     return k_commit / K
-
-
-def trajectory_metrics(states: Sequence[State], tau: float = 0.8) -> dict[str, float]:
-    """The dynamical profile of one trajectory: raw metrics and the per-step rates of Table 1."""
-    _check_trajectory(states)
-    K = len(states) - 1
-    switches, returns, v = n_switch(states), n_return(states), path_length(states)
-    per_step = (lambda x: x / K) if K > 0 else (lambda x: math.nan)
-    return {
-        "K": K,
-        "S_eff": effective_support(states),
-        "N_switch": switches,
-        "N_return": returns,
-        "V": v,
-        "PR": participation_ratio(states),
-        "R_direct": directness(states),
-        "t_commit": commitment_time(states, tau),
-        "N_switch_per_step": per_step(switches),
-        "N_return_per_step": per_step(returns),
-        "V_per_step": per_step(v),
-    }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -356,21 +388,21 @@ def traces(samples: pd.DataFrame, records: pd.DataFrame, null_class: bool = True
     record (else ValueError); records without samples are skipped. ``outcome`` names the records
     column of realized endpoint correctness (see module docstring).
     """
-    _require(records, (*RECORD_COLUMNS, outcome), "records")
+    require_columns(records, (*RECORD_COLUMNS, outcome), "records")
     dup = records.duplicated(["cell", "problem_id"])
     if dup.any():
         row = records.loc[dup].iloc[0]
         raise ValueError(f"records: duplicate (cell, problem_id) = ({row['cell']!r}, {row['problem_id']!r})")
-    by_key = records.set_index(["cell", "problem_id"])
+    by_key = {(str(r["cell"]), str(r["problem_id"])): r for r in records.to_dict("records")}
     out: list[Trace] = []
     for cell, frame in _split_samples(samples, sorted(records["cell"].astype(str).unique())):
         model, task = split_cell(cell)
         dists = distributions(frame, null_class=null_class)
         positions = checkpoint_positions(frame)
         for pid in sorted(dists):
-            if (cell, pid) not in by_key.index:
+            rec = by_key.get((cell, str(pid)))
+            if rec is None:
                 raise ValueError(f"records: no record for cell {cell!r} problem_id {pid!r}")
-            rec = by_key.loc[(cell, pid)]
             if pd.isna(rec["gold"]) or pd.isna(rec[outcome]):
                 raise ValueError(f"records: 'gold' or {outcome!r} is null for cell {cell!r} problem_id {pid!r}")
             keep = observed_states(dists[pid])
@@ -444,7 +476,7 @@ def variance_decomposition(profiles: pd.DataFrame, metrics: Sequence[str] = PROF
     identity needs the full model x task grid: a metric with an empty cell gets NaN components and
     ``complete_grid`` False.
     """
-    _require(profiles, ("model", "task", *metrics), "profiles")
+    require_columns(profiles, ("model", "task", *metrics), "profiles")
     models = sorted(profiles["model"].unique())
     tasks = sorted(profiles["task"].unique())
     rows = []
@@ -482,7 +514,7 @@ def condition_means(profiles: pd.DataFrame, metrics: Sequence[str] = PROFILE_MET
 
     CoT length is ``reference_tokens`` (the chain's generated tokens); metric means omit NaN.
     """
-    _require(profiles, ("model", "task", "correct", "reference_tokens", *metrics), "profiles")
+    require_columns(profiles, ("model", "task", "correct", "reference_tokens", *metrics), "profiles")
     g = profiles.groupby(["model", "task"], sort=True)
     out = g[list(metrics)].mean()
     out.insert(0, "accuracy", g["correct"].mean().astype(float))
@@ -545,7 +577,7 @@ def mechanism_shares(profiles: pd.DataFrame) -> pd.DataFrame:
     model name, then in the seed's mechanism order. A model with no correct (incorrect) trace gets
     NaN success (failure) shares.
     """
-    _require(profiles, ("model", "correct", "mechanism"), "profiles")
+    require_columns(profiles, ("model", "correct", "mechanism"), "profiles")
     labelled = profiles[profiles["mechanism"].notna()]
     acc = labelled.groupby("model")["correct"].mean().astype(float)
     order = sorted(acc.index, key=lambda m: (-acc[m], m))
@@ -643,7 +675,7 @@ def disagreement_curve(pairs: pd.DataFrame, bin_width: float = 0.01, max_rmse: f
     empty ones with n_pairs 0 and NaN percentages. Mechanism disagreement averages only the pairs
     where it was evaluated (``n_mechanism_pairs``).
     """
-    _require(pairs, ("rmse", "dominant_set", "gold_dominance", "mechanism"), "pairs")
+    require_columns(pairs, ("rmse", "dominant_set", "gold_dominance", "mechanism"), "pairs")
     n_bins = int(round(max_rmse / bin_width))
     edges = np.round(np.arange(n_bins + 1) * bin_width, 12)
     rmse = pairs["rmse"].to_numpy()

@@ -62,7 +62,11 @@ def trajectory_figure(trace_list: Sequence[dyn.Trace], max_answers: int = 6, nco
     n = len(trace_list)
     ncols = min(ncols, n)
     nrows = -(-n // ncols)
-    fig = Figure(figsize=(5.5 * ncols, 3.2 * nrows), layout="constrained")
+    width, height = 6.5 * ncols, 3.0 * nrows
+    fig = Figure(figsize=(width, height))
+    # fixed margins in inches (constrained layout costs seconds per figure): room for the legends
+    fig.subplots_adjust(left=0.7 / width, right=1 - 1.6 / width, bottom=0.6 / height, top=1 - 0.4 / height,
+                        wspace=2.2 / 4.2, hspace=1.0 / 2.0)
     axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
     for ax, trace in zip(axes, trace_list):
         answers = _answer_order(trace, max_answers)
@@ -94,11 +98,13 @@ def trajectory_figure(trace_list: Sequence[dyn.Trace], max_answers: int = 6, nco
 def example_traces(trace_list: Sequence[dyn.Trace], per_mechanism: int = 1) -> list[dyn.Trace]:
     """Deterministic examples for Figure 1: the first ``per_mechanism`` traces (by cell, problem) of
     each mechanism that occurs, in the seed's mechanism order."""
-    chosen = []
-    for mech in (*dyn.SUCCESS_MECHANISMS, *dyn.FAILURE_MECHANISMS):
-        hits = [t for t in trace_list if t.states and dyn.trace_mechanism(t) == mech]
-        chosen += sorted(hits, key=lambda t: (t.cell, t.problem_id))[:per_mechanism]
-    return chosen
+    by_mechanism: dict[str, list[dyn.Trace]] = {}
+    for t in sorted(trace_list, key=lambda t: (t.cell, t.problem_id)):
+        mech = dyn.trace_mechanism(t)
+        if mech is not None:
+            by_mechanism.setdefault(mech, []).append(t)
+    return [t for mech in (*dyn.SUCCESS_MECHANISMS, *dyn.FAILURE_MECHANISMS)
+            for t in by_mechanism.get(mech, [])[:per_mechanism]]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -107,10 +113,14 @@ def example_traces(trace_list: Sequence[dyn.Trace], per_mechanism: int = 1) -> l
 def mechanism_figure(shares: pd.DataFrame) -> Figure:
     """Horizontal stacked bars per model: success mechanisms among correct traces (left) and failure
     mechanisms among incorrect traces (right), rows sorted by pooled accuracy (seed 002 Fig. 2)."""
-    dyn._require(shares, ("model", "accuracy", "outcome", "mechanism", "share"), "shares")
+    dyn.require_columns(shares, ("model", "accuracy", "outcome", "mechanism", "share"), "shares")
     models = list(dict.fromkeys(shares["model"]))  # already ordered by accuracy
-    fig = Figure(figsize=(11, 1.0 + 0.45 * max(len(models), 1)), layout="constrained")
-    axes = fig.subplots(1, 2, sharey=True)
+    bars_in = 0.4 * max(len(models), 1)  # axes height in inches
+    height = bars_in + 1.5
+    fig = Figure(figsize=(12, height))
+    # fixed margins in inches; each panel has its own tick labels (accuracy left, failure rate right)
+    fig.subplots_adjust(left=0.16, right=0.98, bottom=1.1 / height, top=1 - 0.4 / height, wspace=0.45)
+    axes = fig.subplots(1, 2)
     for ax, outcome, mechs in ((axes[0], "success", dyn.SUCCESS_MECHANISMS),
                                (axes[1], "failure", dyn.FAILURE_MECHANISMS)):
         sub = shares[shares["outcome"] == outcome]
@@ -128,7 +138,7 @@ def mechanism_figure(shares: pd.DataFrame) -> Figure:
         ax.set_xlim(0, 100)
         ax.set_xlabel(f"% of {'correct' if outcome == 'success' else 'incorrect'} traces")
         ax.set_title(f"{outcome.capitalize()} mechanisms", fontsize=10)
-        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.25), ncol=2, frameon=False)
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.55 / bars_in), ncol=2, frameon=False)
     return fig
 
 
@@ -140,12 +150,17 @@ DISAGREEMENTS = (("dominant_set_pct", "Dominant answer set"), ("gold_dominance_p
 
 
 def disagreement_figure(curve: pd.DataFrame) -> Figure:
-    """Mean disagreement (%) per RMSE bin, exact matches at 0 (seed 002 Fig. 3)."""
-    dyn._require(curve, ("rmse_mid", *(c for c, _ in DISAGREEMENTS)), "curve")
-    fig = Figure(figsize=(6, 3.5), layout="constrained")
+    """Mean disagreement (%) per RMSE bin, exact matches as open squares at 0 (seed 002 Fig. 3)."""
+    dyn.require_columns(curve, ("rmse_mid", *(c for c, _ in DISAGREEMENTS)), "curve")
+    fig = Figure(figsize=(6, 3.5))
+    fig.subplots_adjust(left=0.12, right=0.97, bottom=0.15, top=0.95)
     ax = fig.subplots()
-    for column, label in DISAGREEMENTS:
-        ax.plot(curve["rmse_mid"], curve[column], marker="o", markersize=3, label=label)
+    exact = curve["rmse_hi"] <= 0  # exact matches are reported apart from the binned curve
+    for (column, label), color in zip(DISAGREEMENTS, ("#4477aa", "#ee6677", "#228833")):
+        ax.plot(curve.loc[~exact, "rmse_mid"], curve.loc[~exact, column], marker="o", markersize=3,
+                color=color, label=label)
+        ax.plot(curve.loc[exact, "rmse_mid"], curve.loc[exact, column], marker="s", markersize=5,
+                linestyle="none", markerfacecolor="none", color=color)
     ax.set_xlabel("Entropy-profile RMSE (nats)")
     ax.set_ylabel("Disagreement (%)")
     ax.set_xlim(-0.005, float(curve["rmse_hi"].max()) + 0.005)

@@ -203,7 +203,7 @@ def h1_shape_contrast(d: CellData, idx: np.ndarray | None, level: float) -> tupl
     """H1: accuracy gap monotone minus non-monotone (pp), its bootstrap CI, odds ratio and
     one-sided Fisher p (seed 003 sections 3.4 and 4.1). Also returns the gap resamples for H4."""
     n_mono = int(d.monotone.sum())
-    acc_in, acc_out = stats.group_accuracy_rows(d.monotone, d.correct)
+    acc_in, acc_out = stats.group_accuracy_rows(d.monotone, d.correct, stats.full_sample(d.n))
     notes = []
     if d.n == 0:
         notes.append(f"no usable problems ({d.n_excluded} of {d.n_records} excluded)")
@@ -217,7 +217,7 @@ def h1_shape_contrast(d: CellData, idx: np.ndarray | None, level: float) -> tupl
     interval = Interval(None, None, 0, 0)
     odds_ratio = p_fisher = None
     if d.n and not notes:
-        resamples = 100 * stats.accuracy_gap_rows(d.monotone[idx], d.correct[idx])
+        resamples = 100 * stats.accuracy_gap_rows(d.monotone, d.correct, idx)
         interval = stats.percentile_interval(resamples, level)
         odds_ratio, p_fisher = stats.fisher_greater(d.monotone, d.correct)
         if not math.isfinite(odds_ratio):
@@ -248,8 +248,8 @@ def _spearman_block(x: np.ndarray, correct: np.ndarray, idx: np.ndarray | None, 
     if reason:
         return {"rho": None, "ci": [None, None], "ci_n_kept": 0, "ci_resamples": n_resamples,
                 "p_spearman": None, "alternative": alternative, "n": int(x.size), "reason": reason}
-    rho = stats.spearman(x, correct)
-    interval = stats.percentile_interval(stats.spearman_resamples(x, correct, idx), level)
+    rho = stats.spearman_binary(x, correct)
+    interval = stats.percentile_interval(stats.spearman_binary_rows(x, correct, idx), level)
     return {"rho": _num(rho), **_ci_fields(interval), "p_spearman": _num(stats.spearman_p(x, correct, alternative)),
             "alternative": alternative, "n": int(x.size), "reason": None}
 
@@ -302,9 +302,9 @@ def h5_triage_filter(d: CellData, s: Settings) -> dict:
     Stratified train/test split; the filter accepts k = round(baseline coverage x n_test) test
     problems by descending P(correct), ties broken by a seeded uniform averaged over the plan's
     draws. The CI resamples the test split with the model held fixed; inside each resample the
-    draw average is replaced by its exact expectation (the limit of the draws), which removes
-    Monte-Carlo noise without changing the statistic. The as-run quantile threshold is reported
-    beside it with its coverage overshoot.
+    draw average is replaced by its exact expectation (the value the draws estimate), so the
+    interval carries no tie-breaking Monte-Carlo noise. The as-run quantile threshold is
+    reported beside it with its coverage overshoot.
     """
     n_correct = int(d.correct.sum())
     n_wrong = d.n - n_correct
@@ -338,9 +338,7 @@ def h5_triage_filter(d: CellData, s: Settings) -> dict:
     acc_filter = stats.accuracy_at_k_draws(tiers, y_test, k, s.tie_draws, s.tie_seed)
 
     idx = stats.resample_indices(n_test, s.resamples, stats.derive_seed(s.seed, d.cell, "H5"))
-    k_rows = mono_test[idx].sum(axis=1)
-    acc_baseline_rows, _ = stats.group_accuracy_rows(mono_test[idx], y_test[idx])
-    acc_filter_rows = stats.accuracy_at_k_expected_rows(tiers, y_test, idx, k_rows)
+    acc_baseline_rows, acc_filter_rows = stats.exact_coverage_rows(tiers, mono_test, y_test, idx)
     interval = stats.percentile_interval(100 * (acc_filter_rows - acc_baseline_rows), s.level)
 
     threshold = float(np.quantile(probability, 1 - k / n_test))
@@ -654,9 +652,11 @@ def table_rows(result: dict) -> dict[str, list[dict]]:
             "truncation_rate": s["truncation_rate"], "cap_hit_rate": s["cap_hit_rate"], "reason": h1["reason"],
         })  # fmt: skip
         b2 = r["H2"]
+        # H2 is reported beside the shape effect (DESIGN section 5): the gap and the violation rho.
         h2.append({
             "cell": cell, "rho": b2["rho"], "ci_lo": b2["ci"][0], "ci_hi": b2["ci"][1], "ci_n_kept": b2["ci_n_kept"],
-            "p_spearman": b2["p_spearman"], "criterion": verdict_h2.get(cell, {}).get("verdict"), "reason": b2["reason"],
+            "p_spearman": b2["p_spearman"], "criterion": verdict_h2.get(cell, {}).get("verdict"),
+            "shape_gap_pp": h1["gap_pp"], "violations_rho": r["H3"]["rho"], "reason": b2["reason"],
         })  # fmt: skip
         b3 = r["H3"]
         row = {"cell": cell, "rho": b3["rho"], "ci_lo": b3["ci"][0], "ci_hi": b3["ci"][1],
@@ -734,10 +734,16 @@ def write_analysis(result: dict, records: pd.DataFrame, out_dir: Path) -> list[P
     ``records`` are the records the result was computed from; their per-cell counts are checked
     against the result so that a stale or mismatched result is never written beside new records.
     """
-    for cell, count in records.groupby(records["cell"].astype(str)).size().items():
-        have = result["cells"].get(cell, {}).get("summary", {}).get("n_records")
-        if have != int(count):
-            raise ValueError(f"result does not match the records: cell {cell} has {count} records, result says {have}")
+    counts = records.groupby(records["cell"].astype(str)).size()
+    for cell, block in result["cells"].items():
+        have, count = block["summary"]["n_records"], int(counts.get(cell, 0)) or None
+        if have != count:
+            raise ValueError(
+                f"result does not match the records: cell {cell} has {count or 0} records, result says {have}"
+            )
+    unknown = sorted(set(counts.index) - set(result["cells"]))
+    if unknown:
+        raise ValueError(f"result does not match the records: no results for cell(s) {', '.join(unknown)}")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []

@@ -2,7 +2,9 @@
 
 The primary inferential object is a 95% percentile bootstrap interval over problem-level
 resamples. Every bootstrap here is vectorized: one (resamples, n) index matrix drawn from
-``numpy.random.default_rng(seed)``, and each statistic is evaluated on all resample rows at once.
+``numpy.random.default_rng(seed)``, and each statistic is evaluated on all resample rows at once,
+as a function of how many problems of each category (flag x label, rank tier x label) a row holds.
+Point estimates are the same functions applied to the one-row matrix ``full_sample(n)``.
 A resample in which a statistic is undefined (an empty group, a constant vector) yields NaN; NaNs
 are dropped before the percentiles are taken and the number kept is reported with the interval.
 """
@@ -25,11 +27,6 @@ class Interval:
     hi: float | None
     n_kept: int
     n_resamples: int
-
-    def scaled(self, factor: float) -> "Interval":
-        if self.lo is None:
-            return self
-        return Interval(self.lo * factor, self.hi * factor, self.n_kept, self.n_resamples)
 
     def as_list(self) -> list[float | None]:
         return [self.lo, self.hi]
@@ -63,69 +60,75 @@ def percentile_interval(values: np.ndarray, level: float) -> Interval:
     return Interval(float(lo), float(hi), int(kept.size), int(values.size))
 
 
-def group_accuracy_rows(flag_rows: np.ndarray, correct_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Accuracy inside and outside the flagged group for each row; NaN where a group is empty."""
-    flag = np.atleast_2d(np.asarray(flag_rows, dtype=bool))
-    correct = np.atleast_2d(np.asarray(correct_rows, dtype=bool))
-    n_in = flag.sum(axis=1)
-    n_out = flag.shape[1] - n_in
-    c_in = (flag & correct).sum(axis=1)
-    c_out = correct.sum(axis=1) - c_in
+def category_counts(codes: np.ndarray, idx: np.ndarray, n_codes: int) -> np.ndarray:
+    """(resamples, n_codes): how many problems of each category every resample row holds.
+
+    Every resampled statistic below is a function of these counts, so a whole bootstrap costs one
+    gather and one bincount over the index matrix instead of one pass per resample.
+    """
+    rows = idx.shape[0]
+    flat = np.asarray(codes, dtype=np.int64)[idx]
+    flat += (np.arange(rows, dtype=np.int64) * n_codes)[:, None]
+    return np.bincount(flat.ravel(), minlength=rows * n_codes).reshape(rows, n_codes)
+
+
+def full_sample(n: int) -> np.ndarray:
+    """The index matrix whose single row is the sample itself, for point estimates."""
+    return np.arange(n)[None, :]
+
+
+def group_accuracy_rows(flag: np.ndarray, correct: np.ndarray, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Accuracy inside and outside the flagged group in each resample row; NaN where a group is empty."""
+    codes = 2 * np.asarray(flag, dtype=np.int64) + np.asarray(correct, dtype=np.int64)
+    counts = category_counts(codes, idx, 4)  # (unflagged wrong, unflagged right, flagged wrong, flagged right)
+    n_out, n_in = counts[:, 0] + counts[:, 1], counts[:, 2] + counts[:, 3]
     with np.errstate(divide="ignore", invalid="ignore"):
-        acc_in = np.where(n_in > 0, c_in / np.maximum(n_in, 1), np.nan)
-        acc_out = np.where(n_out > 0, c_out / np.maximum(n_out, 1), np.nan)
+        acc_in = np.where(n_in > 0, counts[:, 3] / np.maximum(n_in, 1), np.nan)
+        acc_out = np.where(n_out > 0, counts[:, 1] / np.maximum(n_out, 1), np.nan)
     return acc_in, acc_out
 
 
-def accuracy_gap_rows(flag_rows: np.ndarray, correct_rows: np.ndarray) -> np.ndarray:
-    """Accuracy of flagged minus unflagged problems, per row (seed 003 section 3.4, H1)."""
-    acc_in, acc_out = group_accuracy_rows(flag_rows, correct_rows)
+def accuracy_gap_rows(flag: np.ndarray, correct: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Accuracy of flagged minus unflagged problems per resample row (seed 003 section 3.4, H1)."""
+    acc_in, acc_out = group_accuracy_rows(flag, correct, idx)
     return acc_in - acc_out
 
 
 def accuracy_gap(flag: np.ndarray, correct: np.ndarray) -> float:
-    return float(accuracy_gap_rows(flag, correct)[0])
+    return float(accuracy_gap_rows(flag, correct, full_sample(len(flag)))[0])
 
 
-def resample_ranks(values: np.ndarray, idx: np.ndarray) -> np.ndarray:
-    """Average-tie ranks of ``values[idx]`` within each resample row, without sorting each row.
+def spearman_binary_rows(x: np.ndarray, y: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Spearman rho of x against a binary y in each resample row, average ranks for ties.
 
-    A resample holds copies of the original items, so an item's rank in row b is the number of
-    row-b items with a smaller value plus half of (its tie count + 1): one bincount per row over
-    the distinct values of the full sample, then a cumulative sum. Equals
-    ``scipy.stats.rankdata(values[idx], axis=1)``.
+    With y binary its ranks are an increasing affine map of y, so rho is the Pearson correlation
+    of x's within-row average ranks with y. A row's ranks follow from its count of each distinct x
+    value: rank = (count below) + (ties + 1) / 2. NaN where either resampled vector is constant,
+    since a rank correlation with a constant is undefined.
     """
-    distinct, tier = np.unique(np.asarray(values, dtype=float), return_inverse=True)
-    tier = tier.reshape(-1)
-    n_rows, n_tiers = idx.shape[0], distinct.size
-    flat = (np.arange(n_rows)[:, None] * n_tiers + tier[idx]).ravel()
-    count = np.bincount(flat, minlength=n_rows * n_tiers).reshape(n_rows, n_tiers)
-    rank_of_tier = np.cumsum(count, axis=1) - count + (count + 1) / 2.0
-    return np.take_along_axis(rank_of_tier, tier[idx], axis=1)
-
-
-def spearman_resamples(x: np.ndarray, y: np.ndarray, idx: np.ndarray) -> np.ndarray:
-    """Spearman rho of x against y within each resample row: Pearson of average-tie ranks.
-
-    NaN where either resampled vector is constant, since a rank correlation with a constant is
-    undefined. ``idx = np.arange(n)[None]`` gives the full-sample rho.
-    """
-    rx = resample_ranks(x, idx)
-    ry = resample_ranks(y, idx)
-    rx -= rx.mean(axis=1, keepdims=True)
-    ry -= ry.mean(axis=1, keepdims=True)
-    sxx = (rx * rx).sum(axis=1)
-    syy = (ry * ry).sum(axis=1)
-    # A constant row has all ranks equal to (n + 1) / 2, so its centred ranks are exactly zero.
-    constant = (sxx == 0) | (syy == 0)
+    distinct, tier = np.unique(np.asarray(x, dtype=float), return_inverse=True)
+    n_tiers = distinct.size
+    codes = 2 * tier.reshape(-1) + np.asarray(y, dtype=np.int64)
+    counts = category_counts(codes, idx, 2 * n_tiers).reshape(idx.shape[0], n_tiers, 2)
+    y_per_tier = counts[:, :, 1].astype(float)
+    per_tier = counts[:, :, 0] + y_per_tier
+    n = idx.shape[1]
+    # Centred rank of each tier: (count below) + (ties + 1) / 2 - (n + 1) / 2, built in place.
+    # A constant row puts all n items in one tier, whose centred rank is exactly 0, so sxx == 0.
+    centred = np.cumsum(per_tier, axis=1)
+    centred -= 0.5 * per_tier
+    centred -= 0.5 * n
+    sxx = np.einsum("ij,ij,ij->i", per_tier, centred, centred)
+    sxy = np.einsum("ij,ij->i", y_per_tier, centred)
+    n_y = y_per_tier.sum(axis=1)
+    syy = n_y * (n - n_y) / n
     with np.errstate(divide="ignore", invalid="ignore"):
-        rho = (rx * ry).sum(axis=1) / np.sqrt(sxx * syy)
-    return np.where(constant, np.nan, rho)
+        rho = sxy / np.sqrt(sxx * syy)
+    return np.where((sxx == 0) | (syy == 0), np.nan, rho)
 
 
-def spearman(x: np.ndarray, y: np.ndarray) -> float:
-    x = np.asarray(x)
-    return float(spearman_resamples(x, y, np.arange(x.size)[None, :])[0])
+def spearman_binary(x: np.ndarray, y: np.ndarray) -> float:
+    return float(spearman_binary_rows(x, y, full_sample(len(x)))[0])
 
 
 def spearman_p(x: np.ndarray, y: np.ndarray, alternative: str) -> float:
@@ -170,42 +173,48 @@ def descending_tiers(score: np.ndarray) -> np.ndarray:
     return inverse.reshape(-1)
 
 
-def accuracy_at_k_draws(tiers: np.ndarray, correct: np.ndarray, k: int, draws: int, seed: int) -> float:
-    """Accuracy of the k items ranked first by tier, ties broken by a seeded uniform, averaged over draws.
+def accept_top_k(tiers: np.ndarray, k: int, draws: int, seed: int) -> np.ndarray:
+    """(draws, n) acceptance masks: the k items ranked first by tier, ties broken by a seeded uniform.
 
     This is the exact-coverage rule of seed 003 section 4.5: exactly k items are accepted in every
     draw, and the uniform never inspects the outcome.
     """
     tiers = np.asarray(tiers)
-    correct = np.asarray(correct, dtype=bool)
     if not 0 < k <= tiers.size:
         raise ValueError(f"k must lie in 1..{tiers.size}, got {k}")
     uniform = np.random.default_rng(seed).random((draws, tiers.size))
     order = np.lexsort((uniform, np.broadcast_to(tiers, uniform.shape)), axis=-1)
-    return float(correct[order[:, :k]].mean(axis=1).mean())
+    accepted = np.zeros(uniform.shape, dtype=bool)
+    np.put_along_axis(accepted, order[:, :k], True, axis=1)
+    return accepted
 
 
-def accuracy_at_k_expected_rows(
-    tiers: np.ndarray, correct: np.ndarray, idx: np.ndarray, k_rows: np.ndarray
-) -> np.ndarray:
-    """Expected accuracy of the top k_rows[b] items of resample b under uniform random tie-breaking.
+def accuracy_at_k_draws(tiers: np.ndarray, correct: np.ndarray, k: int, draws: int, seed: int) -> float:
+    """Accuracy of the exactly-k accepted items, averaged over the seeded tie-breaking draws."""
+    accepted = accept_top_k(tiers, k, draws, seed)
+    return float((accepted & np.asarray(correct, dtype=bool)).sum(axis=1).mean() / k)
+
+
+def exact_coverage_rows(
+    tiers: np.ndarray, flag: np.ndarray, correct: np.ndarray, idx: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per resample row: accuracy of the flagged items, and the expected accuracy of the top
+    k = (flagged count) items by tier under uniform random tie-breaking (seed 003 section 4.5).
 
     The tiers strictly above the cut are accepted whole; the cut tier contributes its accepted
-    count times its accuracy. This is the limit of ``accuracy_at_k_draws`` as draws grow, computed
-    for all resample rows at once; NaN where k is 0.
+    count times its accuracy. This is the limit of ``accuracy_at_k_draws`` as draws grow. Both
+    are NaN where the row has no flagged item.
     """
-    tiers = np.asarray(tiers)
-    correct = np.asarray(correct, dtype=float)
-    n_rows = idx.shape[0]
-    n_tiers = int(tiers.max()) + 1
-    flat = (np.arange(n_rows)[:, None] * n_tiers + tiers[idx]).ravel()
-    size = n_rows * n_tiers
-    count = np.bincount(flat, minlength=size).reshape(n_rows, n_tiers)
-    n_correct = np.bincount(flat, weights=correct[idx].ravel(), minlength=size).reshape(n_rows, n_tiers)
-    above = np.cumsum(count, axis=1) - count
-    k_rows = np.asarray(k_rows)
-    accepted = np.clip(k_rows[:, None] - above, 0, count)
-    share = np.divide(n_correct, count, out=np.zeros_like(n_correct), where=count > 0)
-    expected = (accepted * share).sum(axis=1)
+    n_tiers = int(np.max(tiers)) + 1
+    codes = 4 * np.asarray(tiers, dtype=np.int64) + 2 * np.asarray(flag, dtype=np.int64)
+    codes += np.asarray(correct, dtype=np.int64)
+    counts = category_counts(codes, idx, 4 * n_tiers).reshape(idx.shape[0], n_tiers, 4)
+    per_tier = counts.sum(axis=2)
+    right_per_tier = counts[:, :, 1] + counts[:, :, 3]
+    k = counts[:, :, 2:].sum(axis=(1, 2))
+    accepted = np.clip(k[:, None] - (np.cumsum(per_tier, axis=1) - per_tier), 0, per_tier)
+    share = np.divide(right_per_tier, per_tier, out=np.zeros(per_tier.shape), where=per_tier > 0)
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(k_rows > 0, expected / np.maximum(k_rows, 1), np.nan)
+        acc_top_k = np.where(k > 0, (accepted * share).sum(axis=1) / np.maximum(k, 1), np.nan)
+        acc_flag = np.where(k > 0, counts[:, :, 3].sum(axis=1) / np.maximum(k, 1), np.nan)
+    return acc_flag, acc_top_k

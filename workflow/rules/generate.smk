@@ -15,6 +15,7 @@ rule prepare_model:
 
 rule reference:
     input:
+        plan_check=f"{STUDY_DIR}/checks/plan_check.json",
         problems=lambda w: f"{STUDY_DIR}/problems/{CELL_SPECS[w.cell].benchmark_key}.parquet",
         model=model_inputs,
     output:

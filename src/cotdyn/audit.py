@@ -1,0 +1,224 @@
+"""The reviewer's audit (DESIGN section 7): re-derive every analysis output and compare hashes.
+
+From the stored generations alone (chains.parquet, samples.parquet) and the study manifest's
+config, the audit re-extracts every continuation's answer from its text, re-derives records,
+summaries, the plan check and the registered analysis in a scratch directory, and compares each
+file's sha256 with the manifest and with the file on disk. It also re-checks the plan's
+registered hash and lists every undeclared deviation. CPU only; no model weights.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from . import answers
+from .config import ConfigError, protocol_for, reference_id, resolve_cells
+from .hypotheses import analyze, read_records, write_analysis
+from .plan import load_plan, plan_sha256
+from .preregistration import (PreregistrationError, check_registered, load_deviations, plan_check,
+                              sibling_paths, undeclared_differences, undeclared_message)
+from .provenance import STUDY_MANIFEST, config_sha256, file_sha256, output_hashes
+from .study import derive_records, write_json, write_parquet
+
+PLAN_CHECK = "checks/plan_check.json"
+MATCH, MISMATCH, MISSING, UNLISTED = "match", "mismatch", "missing", "unlisted"
+
+
+# --- the study's layout (the same paths the Snakemake rules write) --------------------------
+
+
+def chains_rel(cell: str, protocol: dict) -> str:
+    return f"cells/{cell}/reference/{reference_id(protocol)}/chains.parquet"
+
+
+def variant_rel(cell: str, variant: str, name: str) -> str:
+    return f"cells/{cell}/{variant}/{name}"
+
+
+def analysis_rel(variant: str) -> str:
+    return f"analysis/{variant}"
+
+
+def study_protocols(config: dict, plan: dict) -> dict[str, dict]:
+    return {v: protocol_for(config, plan, v) for v in config.get("variants", {"registered": {}})}
+
+
+# --- derivations shared by the workflow's rules and the audit --------------------------------
+
+
+def write_plan_check(plan_path, config: dict, out) -> dict:
+    """checks/plan_check.json: the registered hash and every confirmatory cell's declared deviations;
+    raises on an edited plan or an undeclared deviation."""
+    plan = load_plan(plan_path)
+    check = plan_check(plan_path, list(config["cells"]), list(config.get("confirmatory", [])),
+                       study_protocols(config, plan), plan)
+    write_json(check, out)
+    return check
+
+
+def derive_analysis(records_paths: list, plan_path, plan_check_path, out_dir) -> list[Path]:
+    """analysis/<variant>/: the registered analysis over all cells' records, naming the plan's hash
+    and the preregistration status (declared deviations) of every analysed cell."""
+    records = read_records(records_paths)
+    check = json.loads(Path(plan_check_path).read_text())
+    result = analyze(records, load_plan(plan_path), plan_sha256(plan_path))
+    cells = sorted(records["cell"].astype(str).unique())
+    result["preregistration"] = {"registered": check["registered"],
+                                 "cells": {c: check["cells"].get(c) for c in cells}}
+    return write_analysis(result, records, Path(out_dir))
+
+
+def reextract_answers(samples: pd.DataFrame, benchmark: str) -> tuple[pd.DataFrame, int]:
+    """Samples with answer and status re-extracted from each continuation's text, and the number
+    of rows whose stored answer or status differs from the re-extraction."""
+    found = [answers.extract(text, benchmark) for text in samples["text"]]
+    out = samples.copy()
+    out["answer"] = [f.answer for f in found]
+    out["status"] = [f.status for f in found]
+    stored = [None if pd.isna(a) else a for a in samples["answer"]]
+    changed = sum(a != f.answer or s != f.status for a, s, f in zip(stored, samples["status"], found))
+    return out, int(changed)
+
+
+# --- the report ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FileCheck:
+    path: str
+    status: str  # match | mismatch | missing | unlisted
+    detail: str = ""
+
+
+@dataclass
+class AuditReport:
+    study: str
+    files: list[FileCheck] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # plan hash, config hash, undeclared deviations, ...
+
+    @property
+    def failures(self) -> list[FileCheck]:
+        return [f for f in self.files if f.status in (MISMATCH, MISSING)]
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures and not self.problems
+
+    def as_dict(self) -> dict:
+        return {"study": self.study, "ok": self.ok, "problems": self.problems,
+                "files": [asdict(f) for f in self.files]}
+
+    def text(self) -> str:
+        lines = [f"audit of {self.study}: {'PASS' if self.ok else 'FAIL'}"]
+        lines += [f"  problem: {p}" for p in self.problems]
+        lines += [f"  {f.status:9s} {f.path}" + (f"  ({f.detail})" if f.detail else "") for f in self.files]
+        return "\n".join(lines)
+
+
+def is_derived(path: str) -> bool:
+    """Whether a study file is a function of the stored generations, plan and config (so the audit
+    must re-derive it), rather than a stored generation or a record of the run."""
+    return (path == PLAN_CHECK or path.startswith("analysis/")
+            or (path.startswith("cells/") and path.endswith(("/records.parquet", "/summary.json"))))
+
+
+def compare_files(listed: dict[str, str], stored: dict[str, str], derived: dict[str, str]) -> list[FileCheck]:
+    """Per file: the manifest's hash against the file on disk and, where the audit re-derived it,
+    against the re-derivation. Files on disk but not in the manifest are listed, not failed;
+    re-derived files the manifest lacks fail, and so do derived files the audit could not re-derive."""
+    checks = []
+    for path in sorted(set(listed) | set(stored) | set(derived)):
+        want = listed.get(path)
+        if want is not None and is_derived(path) and path not in derived:
+            checks.append(FileCheck(path, MISSING, "could not be re-derived from samples and chains"))
+        elif want is None:
+            if path in derived:
+                checks.append(FileCheck(path, MISSING, "re-derived, but the manifest does not list it"))
+            else:
+                checks.append(FileCheck(path, UNLISTED, "not in the manifest; not audited"))
+        elif path not in stored:
+            checks.append(FileCheck(path, MISSING, "listed in the manifest, absent from the study"))
+        elif stored[path] != want:
+            checks.append(FileCheck(path, MISMATCH, f"stored sha256 {stored[path]} != manifest {want}"))
+        elif path in derived and derived[path] != want:
+            checks.append(FileCheck(path, MISMATCH, f"re-derived from samples and chains: sha256 {derived[path]} != manifest {want}"))
+        else:
+            checks.append(FileCheck(path, MATCH, "re-derived" if path in derived else "stored"))
+    return checks
+
+
+def _rederive(study_dir: Path, scratch: Path, config: dict, plan_path: Path, problems: list[str]) -> None:
+    """Write into ``scratch`` every derived file: records, summaries, plan check, analyses."""
+    plan = load_plan(plan_path)
+    cells = resolve_cells(config, plan, "manifest config")
+    protocols = study_protocols(config, plan)
+    try:
+        write_plan_check(plan_path, config, scratch / PLAN_CHECK)
+    except PreregistrationError as e:
+        problems.append(f"plan check: {e}")
+    deviations = load_deviations(sibling_paths(plan_path)[1])
+    for cell in config.get("confirmatory", []):
+        if "registered" in protocols:
+            problems += [f"undeclared deviation: {undeclared_message(cell, d)}"
+                         for d in undeclared_differences(cell, protocols["registered"], plan, deviations)]
+    for variant, protocol in protocols.items():
+        records_paths = []
+        for name, spec in cells.items():
+            chains = study_dir / chains_rel(name, protocol)
+            samples_path = study_dir / variant_rel(name, variant, "samples.parquet")
+            if not chains.exists() or not samples_path.exists():
+                problems.append(f"cell {name}, variant {variant}: stored generations missing, nothing to re-derive")
+                continue
+            samples, changed = reextract_answers(pd.read_parquet(samples_path), spec.benchmark["kind"])
+            if changed:
+                problems.append(f"{variant_rel(name, variant, 'samples.parquet')}: {changed} stored answers "
+                                "differ from the answers extracted from their text")
+            scratch_samples = scratch / "generations" / variant_rel(name, variant, "samples.parquet")
+            write_parquet(samples, scratch_samples)
+            records = scratch / variant_rel(name, variant, "records.parquet")
+            derive_records(chains, scratch_samples, protocol, plan["exclusion"], spec.benchmark["kind"], name,
+                           records, scratch / variant_rel(name, variant, "summary.json"))
+            records_paths.append(records)
+        if records_paths and (scratch / PLAN_CHECK).exists():
+            derive_analysis(records_paths, plan_path, scratch / PLAN_CHECK, scratch / analysis_rel(variant))
+
+
+def audit(study_dir, plan_path=None, scratch=None) -> AuditReport:
+    """Audit a finished study directory against its manifest (see the module docstring)."""
+    study_dir = Path(study_dir)
+    report = AuditReport(str(study_dir))
+    manifest_path = study_dir / STUDY_MANIFEST
+    if not manifest_path.exists():
+        report.problems.append(f"{manifest_path} not found: the study has no manifest to audit against")
+        return report
+    manifest = json.loads(manifest_path.read_text())
+    config = manifest["config"]
+    if config_sha256(config) != manifest["config_sha256"]:
+        report.problems.append(f"manifest config hashes to {config_sha256(config)}, manifest says {manifest['config_sha256']}")
+    plan_path = Path(plan_path or config["plan"])
+    registered_path = sibling_paths(plan_path)[0]
+    try:
+        check_registered(plan_path, registered_path)
+    except PreregistrationError as e:
+        report.problems.append(str(e))
+    if plan_sha256(plan_path) != manifest["plan_sha256"]:
+        report.problems.append(f"{plan_path} has sha256 {plan_sha256(plan_path)}, the study ran under {manifest['plan_sha256']}")
+    with tempfile.TemporaryDirectory(prefix="cotdyn-audit-") as tmp:
+        work = Path(scratch) if scratch else Path(tmp)
+        derived_dir = work / "derived"
+        try:
+            _rederive(study_dir, derived_dir, config, plan_path, report.problems)
+        except (ConfigError, PreregistrationError, ValueError, KeyError) as e:
+            report.problems.append(f"re-derivation failed: {type(e).__name__}: {e}")
+        derived = {p: h for p, h in output_hashes(derived_dir).items() if not p.startswith("generations/")}
+    report.files = compare_files(manifest["files"], output_hashes(study_dir), derived)
+    return report
+
+
+def write_report(report: AuditReport, path) -> None:
+    write_json(report.as_dict(), path)

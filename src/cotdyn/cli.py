@@ -1,0 +1,89 @@
+"""The ``cotdyn`` command line (DESIGN section 11), for people with their own traces."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from . import answers
+
+
+def _json_lines(stream):
+    for number, line in enumerate(stream, 1):
+        if not line.strip():
+            continue
+        try:
+            yield number, json.loads(line)
+        except json.JSONDecodeError as e:
+            raise SystemExit(f"stdin line {number}: not JSON ({e.msg})")
+
+
+def _field(obj: dict, key: str, number: int):
+    if not isinstance(obj, dict) or key not in obj:
+        raise SystemExit(f"stdin line {number}: missing field '{key}'")
+    return obj[key]
+
+
+def cmd_extract(args) -> int:
+    for number, obj in _json_lines(sys.stdin):
+        found = answers.extract(str(_field(obj, "text", number)), args.benchmark)
+        print(json.dumps({"answer": found.answer, "status": found.status}))
+    return 0
+
+
+def cmd_equivalent(args) -> int:
+    for number, obj in _json_lines(sys.stdin):
+        a, b = _field(obj, "a", number), _field(obj, "b", number)
+        same = answers.equivalent(None if a is None else str(a), None if b is None else str(b),
+                                  args.benchmark, args.method)
+        print(json.dumps({"equivalent": same}))
+    return 0
+
+
+def cmd_analyze(args) -> int:
+    from .hypotheses import analyze, read_records, write_analysis
+    from .plan import load_plan, plan_sha256
+
+    records = read_records(args.records)
+    result = analyze(records, load_plan(args.plan), plan_sha256(args.plan))
+    for path in write_analysis(result, records, Path(args.out)):
+        print(path)
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="cotdyn", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+    benchmarks = ["gsm8k", "math500"]
+
+    e = sub.add_parser("extract", help="final answers of JSON lines {\"text\": ...} on stdin")
+    e.add_argument("--benchmark", required=True, choices=benchmarks)
+    e.set_defaults(run=cmd_extract)
+
+    q = sub.add_parser("equivalent", help="equivalence of JSON lines {\"a\": ..., \"b\": ...} on stdin")
+    q.add_argument("--benchmark", required=True, choices=benchmarks)
+    q.add_argument("--method", default="normalized", choices=["normalized", "math_verify"],
+                   help="normalized (registered) or math_verify (sensitivity variant)")
+    q.set_defaults(run=cmd_equivalent)
+
+    a = sub.add_parser("analyze", help="the registered analysis of records files")
+    a.add_argument("records", nargs="+", help="records.parquet files (cells named by their 'cell' column)")
+    a.add_argument("--plan", required=True, help="preregistration/plan.yaml")
+    a.add_argument("--out", required=True, help="output directory for hypotheses.json and tables")
+    a.set_defaults(run=cmd_analyze)
+
+    from .cli_prereg import add_subcommands
+
+    add_subcommands(sub)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    return args.run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,105 @@
+"""The two annotation-free baselines of seed 000 (section 5, "Baselines").
+
+- ORM (Havrilla et al., 2024): a classifier f_ORM(X_t) of P(Y^M = Y | X_t), the probability that the
+  chain's own final answer is correct given its prefix through step t, trained on the same chains
+  as the supervisor (every prefix t = 0..T of every chain, labelled with the chain's correctness).
+  For the toy it is the supervisor's GPT-2 body with a one-logit head on the last token.
+- Math-Shepherd (Wang et al., 2024): from the prefix through step t, N completions by the
+  generator itself (the seed's choice: no stronger completer); the soft label is the share that
+  reach the gold answer, the hard label is 1 when any does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from .supervisor import ModelSize, TrainParams, TrainResult, ToyVocab, deterministic_torch, fit
+
+
+@dataclass(frozen=True)
+class OrmInstance:
+    """A prefix (ending with the ``#|>`` query token) and whether the chain's final answer is correct."""
+
+    input_ids: tuple[int, ...]
+    label: int
+
+
+def orm_instance(prefix_ids: Sequence[int], correct: bool) -> OrmInstance:
+    return OrmInstance(tuple(int(i) for i in prefix_ids), int(bool(correct)))
+
+
+class OrmClassifier(torch.nn.Module):
+    """A causal transformer body with a linear head on the final position's hidden state."""
+
+    def __init__(self, body: torch.nn.Module, hidden_size: int):
+        super().__init__()
+        self.body = body
+        self.head = torch.nn.Linear(hidden_size, 1)
+
+    def forward(self, input_ids, attention_mask, position_ids) -> torch.Tensor:
+        hidden = self.body(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids).last_hidden_state
+        return self.head(hidden[:, -1, :]).squeeze(-1)  # left padding: the last position is the final token
+
+
+def build_orm(vocab: ToyVocab, size: ModelSize, seed: int) -> OrmClassifier:
+    """A randomly initialised GPT-2 ORM of the same size as the toy supervisor."""
+    from transformers import GPT2Config, GPT2Model
+
+    config = GPT2Config(vocab_size=vocab.size, n_positions=size.n_positions, n_embd=size.n_embd,
+                        n_layer=size.n_layer, n_head=size.n_head, activation_function="gelu",
+                        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, pad_token_id=vocab.pad)
+    torch.manual_seed(int(seed))
+    return OrmClassifier(GPT2Model(config), size.n_embd)
+
+
+def collate_orm(instances: Sequence[OrmInstance], pad_id: int) -> dict[str, torch.Tensor]:
+    """Left-padded batch with position ids that start at each row's first real token."""
+    width = max(len(inst.input_ids) for inst in instances)
+    ids = torch.full((len(instances), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(instances), width), dtype=torch.long)
+    for row, inst in enumerate(instances):
+        n = len(inst.input_ids)
+        ids[row, width - n:] = torch.tensor(inst.input_ids)
+        mask[row, width - n:] = 1
+    return {"input_ids": ids, "attention_mask": mask, "position_ids": (mask.cumsum(1) - 1).clamp(min=0),
+            "labels": torch.tensor([inst.label for inst in instances], dtype=torch.float32)}
+
+
+def orm_loss(model: OrmClassifier, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Per-example binary cross-entropy of the correctness logit."""
+    logits = model(batch["input_ids"], batch["attention_mask"], batch["position_ids"])
+    return torch.nn.functional.binary_cross_entropy_with_logits(logits, batch["labels"], reduction="none")
+
+
+def train_orm(model: OrmClassifier, train: Sequence[OrmInstance], val: Sequence[OrmInstance], pad_id: int,
+              params: TrainParams) -> TrainResult:
+    """Fit the ORM with the supervisor's optimiser and held-out early stopping."""
+    with deterministic_torch(params.seed, params.num_threads):
+        return fit(model, list(train), list(val), orm_loss, lambda items: collate_orm(items, pad_id), params)
+
+
+def orm_probabilities(model: OrmClassifier, instances: Sequence[OrmInstance], pad_id: int,
+                      batch_size: int = 512) -> np.ndarray:
+    """f_ORM(X_t) for each instance (float64, input order)."""
+    model.eval()
+    out = []
+    with torch.no_grad():
+        for start in range(0, len(instances), batch_size):
+            batch = collate_orm(instances[start:start + batch_size], pad_id)
+            out.append(torch.sigmoid(model(batch["input_ids"], batch["attention_mask"], batch["position_ids"])).double().numpy())
+    return np.concatenate(out) if out else np.empty(0)
+
+
+def math_shepherd_labels(completions_correct: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Soft and hard Math-Shepherd labels from an (n prefixes, N completions) bool array.
+
+    soft = share of completions reaching the gold answer; hard = 1 when at least one does.
+    """
+    hits = np.asarray(completions_correct, dtype=bool)
+    if hits.ndim != 2 or hits.shape[1] == 0:
+        raise ValueError(f"completions_correct must be (n prefixes, N >= 1 completions), got shape {hits.shape}")
+    return hits.mean(axis=1), hits.any(axis=1).astype(float)

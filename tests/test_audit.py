@@ -1,0 +1,206 @@
+"""Provenance manifests and the reviewer's audit (DESIGN section 7), on small simulated studies.
+
+A study is built the way the workflow builds one (the same cotdyn functions its rules call, the
+same layout) over the first 100 GSM8K problems, then tampered with in the ways a reviewer must
+catch: each tamper is detected, and the message names what changed.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from cotdyn.audit import MATCH, MISMATCH, MISSING, PLAN_CHECK, audit, derive_analysis, write_plan_check
+from cotdyn.benchmarks import load_benchmark, problems_table
+from cotdyn.config import protocol_for, reference_id, resolve_cells
+from cotdyn.plan import load_plan, plan_sha256
+from cotdyn.preregistration import PreregistrationError, register
+from cotdyn.provenance import (STUDY_MANIFEST, canonical_json, config_sha256, fill_config_defaults, output_hashes,
+                               write_cell_manifest, write_study_manifest)
+from cotdyn.study import derive_records, run_continuations, run_reference, write_parquet
+
+ROOT = Path(__file__).resolve().parents[1]
+CELL = "qwen7b-gsm8k"
+RECORDS = f"cells/{CELL}/registered/records.parquet"
+SAMPLES = f"cells/{CELL}/registered/samples.parquet"
+DEVIATION = {"cell": CELL, "parameter": "reference_temperature", "registered": 0.7, "used": 0.6,
+             "reason": "test: a declared deviation"}
+
+
+def build_study(root: Path, data: Path, protocol: dict, deviations: list[dict]) -> Path:
+    """A one-cell confirmatory study under root/results/t, built by the workflow's steps in order."""
+    prereg = root / "preregistration"
+    prereg.mkdir(parents=True)
+    # Fewer bootstrap resamples than registered keep the tests fast; the copy is registered afresh.
+    text = (ROOT / "preregistration" / "plan.yaml").read_text()
+    for registered, small in (("resamples: 1000", "resamples: 100"), ("tie_draws: 100", "tie_draws: 5")):
+        assert registered in text
+        text = text.replace(registered, small)
+    (prereg / "plan.yaml").write_text(text)
+    register(prereg / "plan.yaml", prereg / "REGISTERED", "2026-11-30")
+    (prereg / "deviations.yaml").write_text(yaml.safe_dump(deviations))
+    plan_path = prereg / "plan.yaml"
+    config = fill_config_defaults({
+        "study": "t", "plan": str(plan_path), "cache": str(root / "cache"), "cells": [CELL],
+        "confirmatory": [CELL], "protocol": protocol,
+        "models": {"qwen7b": {"backend": "simulated"}},
+        "benchmarks": {"gsm8k": {"kind": "gsm8k", "path": str(data / "gsm8k_test.jsonl"), "limit": 100}},
+    }, ROOT / "workflow" / "schemas" / "config.schema.yaml")
+    plan = load_plan(plan_path)
+    study = root / "results" / "t"
+    write_plan_check(plan_path, config, study / PLAN_CHECK)  # head of the DAG: may refuse
+    spec = resolve_cells(config, plan)[CELL]
+    protocol_used = protocol_for(config, plan, "registered")
+    problems = study / "problems" / "gsm8k.parquet"
+    write_parquet(problems_table(load_benchmark(spec.benchmark)), problems)
+    ref = study / "cells" / CELL / "reference" / reference_id(protocol_used)
+    cell_dir = study / "cells" / CELL / "registered"
+    model = dict(spec.model)
+    run_reference(problems, model, protocol_used, CELL, "gsm8k", config["cache"], ref / "chains.parquet",
+                  ref / "generation.json")
+    run_continuations(problems, ref / "chains.parquet", model, protocol_used, CELL, "gsm8k", config["cache"],
+                      cell_dir / "samples.parquet", cell_dir / "generation.json")
+    derive_records(ref / "chains.parquet", cell_dir / "samples.parquet", protocol_used, plan["exclusion"], "gsm8k",
+                   CELL, cell_dir / "records.parquet", cell_dir / "summary.json")
+    derive_analysis([cell_dir / "records.parquet"], plan_path, study / PLAN_CHECK, study / "analysis" / "registered")
+    generation = {"registered": cell_dir / "generation.json", f"reference/{ref.name}": ref / "generation.json"}
+    write_cell_manifest(spec, {"registered": protocol_used}, generation, problems, plan_path, config,
+                        study / PLAN_CHECK, study / "manifest" / "cells" / f"{CELL}.json", root=ROOT)
+    (study / "logs").mkdir()
+    (study / "logs" / "run.log").write_text("logs are not outputs\n")
+    write_study_manifest(study, "t", config, plan_path, root=ROOT)
+    return study
+
+
+@pytest.fixture(scope="module")
+def registered_study(tmp_path_factory, shared_data) -> Path:
+    return build_study(tmp_path_factory.mktemp("registered"), shared_data, {}, [])
+
+
+@pytest.fixture
+def study(registered_study, tmp_path) -> Path:
+    """A private copy of the registered study (with its preregistration/) to tamper with."""
+    root = registered_study.parents[1]
+    shutil.copytree(root / "preregistration", tmp_path / "preregistration")
+    copy = tmp_path / "results" / "t"
+    shutil.copytree(registered_study, copy)
+    manifest = json.loads((copy / STUDY_MANIFEST).read_text())
+    manifest["config"]["plan"] = str(tmp_path / "preregistration" / "plan.yaml")
+    manifest["config_sha256"] = config_sha256(manifest["config"])
+    (copy / STUDY_MANIFEST).write_text(json.dumps(manifest))
+    return copy
+
+
+def status(report, path: str):
+    return next(f for f in report.files if f.path == path)
+
+
+def test_untouched_study_passes_twice(registered_study):
+    first, second = audit(registered_study), audit(registered_study)
+    assert first.ok and second.ok, first.text()
+    assert first.as_dict() == second.as_dict()
+    derived = {f.path for f in first.files if f.detail == "re-derived"}
+    assert {RECORDS, f"cells/{CELL}/registered/summary.json", PLAN_CHECK,
+            "analysis/registered/hypotheses.json", "analysis/registered/forest_gaps.png"} <= derived
+    assert all(f.status == MATCH for f in first.files)
+
+
+def test_manifests_record_provenance(registered_study):
+    study = registered_study
+    manifest = json.loads((study / STUDY_MANIFEST).read_text())
+    assert manifest["files"] == output_hashes(study)
+    assert "logs/run.log" not in manifest["files"] and STUDY_MANIFEST not in manifest["files"]
+    assert f"manifest/cells/{CELL}.json" in manifest["files"]
+    import hashlib
+
+    assert manifest["config_sha256"] == hashlib.sha256(canonical_json(manifest["config"])).hexdigest()
+    assert manifest["config"]["variants"] == {"registered": {}}  # schema defaults filled before hashing
+    cell = json.loads((study / "manifest" / "cells" / f"{CELL}.json").read_text())
+    assert cell["plan_sha256"] == plan_sha256(manifest["config"]["plan"])
+    assert cell["config_sha256"] == manifest["config_sha256"]
+    assert cell["dataset"]["id"] == "openai/gsm8k" and len(cell["dataset"]["content_sha256"]) == 64
+    generations = sorted((study / "cells" / CELL).rglob("generation.json"))
+    logs = [json.loads(p.read_text()) for p in generations]
+    assert sorted(cell["effective_sampling"].values(), key=str) == sorted((g["effective_sampling"] for g in logs), key=str)
+    assert cell["totals"]["generated_tokens"] == sum(g["generated_tokens"] for g in logs) > 0
+    assert cell["seeds"] == {"registered": 20260829}
+    assert cell["model"]["revision"] == logs[0]["backend"]["revision"]
+    assert "vllm" in cell["packages"] and cell["packages"]["pandas"] == pd.__version__
+    assert {"platform", "cuda_device"} <= set(cell["hardware"]) and set(cell["git"]) == {"commit", "dirty"}
+
+
+def test_edited_plan_is_detected(study):
+    plan = study.parents[1] / "preregistration" / "plan.yaml"
+    before = plan_sha256(plan)
+    plan.write_text(plan.read_text().replace("epsilon: 0.01", "epsilon: 0.02"))
+    report = audit(study)
+    assert not report.ok
+    assert any(before in p and plan_sha256(plan) in p for p in report.problems), report.problems
+
+
+def test_changed_records_value_is_detected(study):
+    records = pd.read_parquet(study / RECORDS)
+    records.loc[0, "correct"] = not records.loc[0, "correct"]
+    records.to_parquet(study / RECORDS, index=False)
+    report = audit(study)
+    assert not report.ok
+    check = status(report, RECORDS)
+    assert check.status == MISMATCH and "stored sha256" in check.detail
+    assert [f.path for f in report.failures] == [RECORDS]
+
+
+def test_deleted_output_is_detected(study):
+    (study / "analysis" / "registered" / "h2_table.csv").unlink()
+    report = audit(study)
+    assert not report.ok
+    assert [(f.path, f.status) for f in report.failures] == [("analysis/registered/h2_table.csv", MISSING)]
+
+
+def test_changed_continuation_text_is_detected(study):
+    samples = pd.read_parquet(study / SAMPLES)
+    # Every continuation of the first problem's first prefix now ends in a new answer: the
+    # re-extracted answers, and so the re-derived trajectory, differ from what was recorded.
+    rows = (samples["problem_id"] == samples["problem_id"].iloc[0]) & (samples["prefix"] == 0)
+    samples.loc[rows, "text"] = "Continuing from here, the final answer is 123456789."
+    samples.to_parquet(study / SAMPLES, index=False)
+    report = audit(study)
+    assert not report.ok
+    assert status(report, SAMPLES).status == MISMATCH
+    records = status(report, RECORDS)
+    assert records.status == MISMATCH and "re-derived from samples and chains" in records.detail
+    assert any(SAMPLES in p and "differ from the answers extracted" in p for p in report.problems)
+
+
+def test_undeclared_deviation_stops_the_study(tmp_path, shared_data):
+    with pytest.raises(PreregistrationError) as e:
+        build_study(tmp_path, shared_data, {"reference_temperature": 0.6}, [])
+    message = str(e.value)
+    assert all(s in message for s in (CELL, "reference_temperature", "0.6", "0.7"))
+    assert not (tmp_path / "results" / "t" / "cells").exists()  # refused before any generation
+
+
+def test_declared_deviation_runs_and_is_reported(tmp_path, shared_data):
+    study = build_study(tmp_path, shared_data, {"reference_temperature": 0.6}, [DEVIATION])
+    assert (study / "cells" / CELL / "reference" / "t0.6-b600-s20260829" / "chains.parquet").exists()
+    check = json.loads((study / PLAN_CHECK).read_text())
+    assert check["cells"][CELL]["deviations"] == [DEVIATION]
+    hypotheses = json.loads((study / "analysis" / "registered" / "hypotheses.json").read_text())
+    assert hypotheses["preregistration"]["cells"][CELL]["deviations"] == [DEVIATION]
+    assert hypotheses["plan_sha256"] == plan_sha256(tmp_path / "preregistration" / "plan.yaml")
+    manifest = json.loads((study / "manifest" / "cells" / f"{CELL}.json").read_text())
+    assert manifest["plan_check"]["deviations"] == [DEVIATION]
+    assert manifest["effective_sampling"]["reference/t0.6-b600-s20260829"]["temperature"] == 0.6
+    assert audit(study).ok
+    # Withdrawing the declaration afterwards: the audit names the now-undeclared deviation.
+    (tmp_path / "preregistration" / "deviations.yaml").write_text("[]\n")
+    report = audit(study)
+    assert not report.ok
+    assert any("undeclared deviation" in p and "reference_temperature" in p and CELL in p for p in report.problems)
+    # The plan check no longer re-derives, and neither does the analysis that names its deviations.
+    assert status(report, PLAN_CHECK).status == MISSING
+    assert status(report, "analysis/registered/hypotheses.json").status == MISSING

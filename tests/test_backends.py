@@ -1,0 +1,62 @@
+import pytest
+
+from cotdyn.backends import Request, Sampling, make_backend
+from cotdyn.seeds import SAMPLE_BITS, request_seed, sample_seed
+
+
+def test_request_seeds_are_spaced_for_per_sample_offsets():
+    seeds = {request_seed(0, "c", f"p{i}", k, "continuation") for i in range(300) for k in range(9)}
+    assert len(seeds) == 2700 and all(s % (1 << SAMPLE_BITS) == 0 for s in seeds)
+    samples = {sample_seed(s, j) for s in seeds for j in range(5)}
+    assert len(samples) == 5 * 2700  # unique across (problem, prefix, sample)
+    assert request_seed(0, "c", "p", 3, "continuation") != request_seed(1, "c", "p", 3, "continuation")
+    assert request_seed(0, "c", "p", 3, "continuation") != request_seed(0, "c", "p", 3, "reference")
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_model_dir):
+    return make_backend({"backend": "transformers", "id": str(tiny_model_dir), "dtype": "float32", "batch_size": 8})
+
+
+def test_chat_prompt_has_one_bos(tiny):
+    ids = tiny.tokenizer.chat_prompt_ids("Solve the problem step by step.", "What is 2+3?")
+    bos = tiny.tokenizer.bos_token_id
+    assert ids[0] == bos and ids[1] != bos
+    assert tiny.tokenizer.decode(ids, skip_special_tokens=False).startswith("<|im_start|>system\nSolve")
+
+
+def _requests(tiny, seeds, n=3, max_tokens=12):
+    ids = tuple(tiny.tokenizer.chat_prompt_ids("Solve.", "What is 2+3?"))
+    return [Request(ids + tuple(range(100, 100 + k)), n, Sampling(0.7, max_tokens), s) for k, s in enumerate(seeds)]
+
+
+def test_seeded_sampling_is_reproducible_and_ignores_the_models_generation_config(tiny):
+    first = tiny.generate(_requests(tiny, [256, 512, 768]))
+    again = tiny.generate(_requests(tiny, [256, 512, 768]))
+    assert first == again
+    # the same request in a different batch (alone) draws the same samples
+    alone = tiny.generate([_requests(tiny, [256, 512, 768])[1]])
+    assert alone[0] == first[1]
+    other = tiny.generate(_requests(tiny, [1024, 1280, 1536]))
+    assert other != first
+    # the tiny model's generation_config says top_k=1 at temperature 0.01 (greedy): had it leaked,
+    # the samples of one request would all be the same text
+    assert len({c.token_ids for c in first[0]}) > 1
+    assert all(len(c.token_ids) <= 12 for out in first for c in out)
+
+
+def test_effective_sampling_names_what_reaches_the_sampler(tiny):
+    effective = tiny.effective_sampling(Sampling(0.7, 150))
+    assert effective["temperature"] == 0.7 and effective["top_p"] == 1.0 and effective["top_k"] == 0
+    assert effective["repetition_penalty"] == 1.0 and effective["generate_repetition_penalty"] is None
+    assert effective["max_new_tokens"] == 150 and effective["sampler"] == "cotdyn.SeededSampler"
+
+
+def test_unsupported_sampling_is_an_error(tiny):
+    with pytest.raises(ValueError, match="repetition_penalty"):
+        tiny.generate([Request((1, 2, 3), 1, Sampling(0.7, 4, repetition_penalty=1.2), 256)])
+
+
+def test_unknown_backend_is_named():
+    with pytest.raises(ValueError, match="unknown backend 'tgi'"):
+        make_backend({"backend": "tgi"})

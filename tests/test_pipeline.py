@@ -1,0 +1,102 @@
+"""The protocol end to end on the simulated backend: token-exact prefixes, records, planted truth."""
+
+import math
+
+import pandas as pd
+import pytest
+
+from cotdyn import protocol as P
+from cotdyn.backends.simulated import Planted, SimulatedBackend
+from cotdyn.benchmarks import BenchmarkError, load_benchmark
+from cotdyn.cache import generate
+from cotdyn.plan import effective_protocol
+
+RECORD_COLUMNS = ["cell", "problem_id", "trajectory", "n_points", "monotone", "violations", "coherence",
+                  "final_entropy", "final_confidence", "pred", "gold", "correct", "chain_answer",
+                  "chain_correct", "excluded", "exclusion_reason", "reference_tokens",
+                  "reference_truncated", "raw_units", "cap_hit"]
+
+
+def run_cell(problems, protocol, plan, benchmark, planted=None):
+    backend = SimulatedBackend({p.question: p.gold for p in problems}, benchmark, planted)
+    prompts = [backend.tokenizer.chat_prompt_ids(protocol["system_prompt"], p.question) for p in problems]
+    chains_out, ref_stats = generate(backend, P.reference_requests(problems, prompts, protocol, "c"), None)
+    chains = P.chains_table(problems, prompts, chains_out, benchmark)
+    plan_table = P.prefix_plan(chains, protocol, backend.tokenizer.decode)
+    requests = P.continuation_requests(chains, plan_table, protocol, "c")
+    out, stats = generate(backend, requests, None)
+    samples = P.samples_table(plan_table, requests, out, benchmark)
+    records = P.records_table(chains, samples, protocol, plan["exclusion"], benchmark, "c")
+    return backend, chains, plan_table, requests, samples, records, stats
+
+
+@pytest.fixture(scope="module")
+def gsm8k(shared_data):
+    return load_benchmark({"kind": "gsm8k", "path": shared_data / "gsm8k_test.jsonl"})
+
+
+def test_prefixes_are_token_exact_and_counted_by_the_cap(gsm8k, plan):
+    protocol = effective_protocol(plan)
+    backend, chains, plan_table, requests, samples, records, stats = run_cell(gsm8k[:120], protocol, plan, "gsm8k")
+    assert stats.calls == 1  # every (problem, prefix) request in one batched call
+    decode = backend.tokenizer.decode
+    for chain in chains.itertuples():
+        rows = plan_table[plan_table.problem_id == chain.problem_id]
+        assert len(rows) == min(rows.raw_units.iloc[0], protocol["cap"]) + 1
+        for n in rows.prefix_tokens:
+            assert chain.text.startswith(decode(list(chain.token_ids)[:n]))
+    prompt = list(chains.prompt_ids.iloc[0])
+    assert list(requests[0].prompt_ids) == prompt  # prefix 0 is the bare chat prompt
+    assert prompt.count(backend.tokenizer.bos_token_id) == 1
+    assert set(RECORD_COLUMNS) <= set(records.columns)
+    assert len(samples) == sum(r.n for r in requests) == protocol["m"] * len(plan_table)
+    kept = records[~records.excluded]
+    assert all(math.isclose(r.coherence, r.trajectory[0] - r.trajectory[-1]) for r in kept.itertuples())
+    assert (records.cap_hit == (records.raw_units >= 8)).all()
+    assert (records.n_points == records.trajectory.map(len)).all()
+
+
+def test_planted_accuracy_gap_is_recovered(gsm8k, plan):
+    protocol = effective_protocol(plan)
+    planted = Planted(monotone_share=0.6, accuracy_monotone=0.85, accuracy_nonmonotone=0.55)
+    *_, records, _ = run_cell(gsm8k, protocol, plan, "gsm8k", planted)
+    summary = P.cell_summary(records, pd.DataFrame({"status": ["ok"]}))
+    kept = records[~records.excluded]
+    n1, n0 = kept.monotone.sum(), (~kept.monotone.astype(bool)).sum()
+    se = math.sqrt(0.85 * 0.15 / n1 + 0.55 * 0.45 / n0)
+    assert abs(summary["gap_pp"] / 100 - 0.30) < 3 * se
+    assert summary["n"] == 1319 and 0 < summary["truncation_rate"] < 0.5
+
+
+def test_same_seeds_same_samples(gsm8k, plan):
+    protocol = effective_protocol(plan)
+    first = run_cell(gsm8k[:30], protocol, plan, "gsm8k")[4]
+    again = run_cell(gsm8k[:30], protocol, plan, "gsm8k")[4]
+    pd.testing.assert_frame_equal(first, again)
+    reseeded = run_cell(gsm8k[:30], {**protocol, "seed": 1}, plan, "gsm8k")[4]
+    assert not reseeded["text"].equals(first["text"])
+
+
+def test_a_prefix_without_answers_is_recorded_not_dropped(gsm8k, plan):
+    protocol = effective_protocol(plan)
+    samples = run_cell(gsm8k[:60], protocol, plan, "gsm8k")[4]
+    missing = samples[samples.status == "no_answer"]
+    assert len(missing) > 0 and missing.answer.isna().all()  # e.g. a finished chain's final prefix
+
+
+def test_bad_benchmark_files_are_named(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"question": "q", "answer": "#### 3"}\n{"question": "q2"}\n')
+    with pytest.raises(BenchmarkError, match=r"bad.jsonl: row 2 has no field 'answer'"):
+        load_benchmark({"kind": "gsm8k", "path": bad})
+    good = tmp_path / "good.jsonl"
+    good.write_text('{"question": "q", "answer": "#### 3"}\n')
+    with pytest.raises(BenchmarkError, match="content sha256 [0-9a-f]{64} differs from the pinned 00"):
+        load_benchmark({"kind": "gsm8k", "path": good, "content_sha256": "00" * 32})
+
+
+def test_pinned_content_hashes_match_the_offline_copies(shared_data, plan):
+    for name, file in [("gsm8k", "gsm8k_test.jsonl"), ("math500", "math500_test.jsonl")]:
+        spec = plan["panel"]["benchmarks"][name]
+        problems = load_benchmark({"kind": name, "path": shared_data / file, "content_sha256": spec["content_sha256"]})
+        assert len(problems) == spec["n"]

@@ -1,0 +1,144 @@
+"""Preregistration as code (DESIGN section 7): REGISTERED, deviations, plan.md."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from cotdyn.audit import write_plan_check
+from cotdyn.plan import load_plan, plan_sha256
+from cotdyn.preregistration import (Deviation, PreregistrationError, check_cell, check_registered, load_deviations,
+                                    protocol_differences, read_registered, register, render_plan_md)
+
+ROOT = Path(__file__).resolve().parents[1]
+PREREG = ROOT / "preregistration"
+
+
+@pytest.fixture
+def prereg(tmp_path) -> Path:
+    """A copy of the registered plan, registered in a scratch preregistration/ directory."""
+    d = tmp_path / "preregistration"
+    d.mkdir()
+    shutil.copy(PREREG / "plan.yaml", d / "plan.yaml")
+    register(d / "plan.yaml", d / "REGISTERED", "2026-11-30")
+    return d
+
+
+def test_committed_registration_matches_the_plan():
+    assert check_registered(PREREG / "plan.yaml", PREREG / "REGISTERED") == plan_sha256(PREREG / "plan.yaml")
+    assert read_registered(PREREG / "REGISTERED")["date"] == "2026-11-30"
+    assert load_deviations(PREREG / "deviations.yaml") == []
+
+
+def test_committed_plan_md_is_the_rendering_of_plan_yaml():
+    assert (PREREG / "plan.md").read_text() == render_plan_md(load_plan(PREREG / "plan.yaml"))
+
+
+def test_plan_md_carries_every_registered_value(plan):
+    text = render_plan_md(plan)
+    for key, value in plan["protocol"].items():
+        assert f"| {key} | {value} |" in text
+    for h in plan["hypotheses"]:
+        assert f"| {h['id']} | {h['role']} | {h['statistic']} |" in text
+    changed = dict(plan, protocol=dict(plan["protocol"], epsilon=0.02))
+    assert "| epsilon | 0.02 |" in render_plan_md(changed)
+
+
+def test_register_writes_hash_and_date_and_never_overwrites(prereg):
+    assert read_registered(prereg / "REGISTERED") == {"plan_sha256": plan_sha256(prereg / "plan.yaml"),
+                                                      "date": "2026-11-30"}
+    before = (prereg / "REGISTERED").read_text()
+    with pytest.raises(PreregistrationError, match="never overwritten"):
+        register(prereg / "plan.yaml", prereg / "REGISTERED", "2027-01-01")
+    assert (prereg / "REGISTERED").read_text() == before
+
+
+def test_edited_plan_is_refused_naming_both_hashes(prereg):
+    registered = plan_sha256(prereg / "plan.yaml")
+    path = prereg / "plan.yaml"
+    path.write_text(path.read_text().replace("epsilon: 0.01", "epsilon: 0.02"))
+    edited = plan_sha256(path)
+    with pytest.raises(PreregistrationError) as e:
+        check_registered(path, prereg / "REGISTERED")
+    assert registered in str(e.value) and edited in str(e.value)
+
+
+def test_protocol_differences_in_plan_order(plan):
+    used = dict(plan["protocol"], m=10, reference_temperature=0.6)
+    assert protocol_differences(plan, used) == [("reference_temperature", 0.7, 0.6), ("m", 5, 10)]
+    assert protocol_differences(plan, dict(plan["protocol"])) == []
+    with pytest.raises(PreregistrationError, match="tempreature"):
+        protocol_differences(plan, dict(plan["protocol"], tempreature=1.0))
+
+
+def test_undeclared_difference_names_parameter_values_and_cell(plan):
+    used = dict(plan["protocol"], continuation_temperature=1.0)
+    with pytest.raises(PreregistrationError) as e:
+        check_cell("qwen7b-gsm8k", used, plan, [])
+    message = str(e.value)
+    assert "continuation_temperature" in message and "1.0" in message and "0.7" in message
+    assert "qwen7b-gsm8k" in message
+
+
+def test_declared_difference_is_returned_and_must_match_exactly(plan):
+    used = dict(plan["protocol"], continuation_temperature=1.0)
+    declared = Deviation("qwen7b-gsm8k", "continuation_temperature", 0.7, 1.0, "reason")
+    assert check_cell("qwen7b-gsm8k", used, plan, [declared]) == [declared]
+    everywhere = Deviation("*", "continuation_temperature", 0.7, 1.0, "reason")
+    assert check_cell("qwen7b-math500", used, plan, [everywhere]) == [everywhere]
+    with pytest.raises(PreregistrationError, match="qwen7b-math500"):  # declared for another cell
+        check_cell("qwen7b-math500", used, plan, [declared])
+    with pytest.raises(PreregistrationError, match="continuation_temperature"):  # other value declared
+        check_cell("qwen7b-gsm8k", used, plan, [Deviation("qwen7b-gsm8k", "continuation_temperature", 0.7, 0.9, "r")])
+
+
+@pytest.mark.parametrize("entries, message", [
+    ({"cell": "x"}, "expected a list"),
+    (["text"], "deviation 1: expected a mapping"),
+    ([{"cell": "a", "parameter": "m", "registered": 5, "used": 10}], "deviation 1: missing field.*reason"),
+    ([{"cell": "a", "parameter": "m", "registered": 5, "used": 10, "reason": "r", "by": "me"}], "deviation 1: unknown field.*by"),
+    ([{"cell": "a", "parameter": "m", "registered": 5, "used": 10, "reason": "ok"},
+      {"cell": "", "parameter": "m", "registered": 5, "used": 10, "reason": "r"}], "deviation 2: field 'cell'"),
+])
+def test_bad_deviations_file_names_file_and_entry(tmp_path, entries, message):
+    path = tmp_path / "deviations.yaml"
+    path.write_text(yaml.safe_dump(entries))
+    with pytest.raises(PreregistrationError, match=message) as e:
+        load_deviations(path)
+    assert str(path) in str(e.value)
+
+
+def _config(prereg: Path, confirmatory: list[str], protocol: dict) -> dict:
+    return {"study": "t", "plan": str(prereg / "plan.yaml"), "cells": ["qwen7b-gsm8k", "qwen7b-math500"],
+            "confirmatory": confirmatory, "protocol": protocol, "variants": {"registered": {}},
+            "models": {"qwen7b": {"backend": "simulated"}},
+            "benchmarks": {"gsm8k": {"kind": "gsm8k"}, "math500": {"kind": "math500"}}}
+
+
+def test_plan_check_refuses_undeclared_and_lists_declared_deviations(prereg, tmp_path):
+    config = _config(prereg, ["qwen7b-gsm8k"], {"reference_temperature": 0.6})
+    out = tmp_path / "plan_check.json"
+    with pytest.raises(PreregistrationError, match=r"qwen7b-gsm8k.*reference_temperature.*0\.6.*0\.7"):
+        write_plan_check(prereg / "plan.yaml", config, out)
+    assert not out.exists()
+    entry = {"cell": "qwen7b-gsm8k", "parameter": "reference_temperature", "registered": 0.7, "used": 0.6,
+             "reason": "test"}
+    (prereg / "deviations.yaml").write_text(yaml.safe_dump([entry]))
+    write_plan_check(prereg / "plan.yaml", config, out)
+    check = json.loads(out.read_text())
+    assert check["cells"]["qwen7b-gsm8k"] == {"confirmatory": True, "deviations": [entry]}
+    # The exploratory cell is not held to the plan, but its difference is on record.
+    assert check["cells"]["qwen7b-math500"]["differences"]["registered"] == [
+        {"parameter": "reference_temperature", "registered": 0.7, "used": 0.6}]
+    assert check["plan_sha256"] == plan_sha256(prereg / "plan.yaml")
+
+
+def test_plan_check_refuses_an_edited_plan(prereg, tmp_path):
+    path = prereg / "plan.yaml"
+    path.write_text(path.read_text() + "\n# an edit\n")
+    with pytest.raises(PreregistrationError, match="edited after registration"):
+        write_plan_check(path, _config(prereg, [], {}), tmp_path / "plan_check.json")
