@@ -15,10 +15,12 @@ include: "workflow/rules/problems.smk"
 include: "workflow/rules/generate.smk"
 include: "workflow/rules/trajectories.smk"
 include: "workflow/rules/audit.smk"
+include: "workflow/rules/dynamics.smk"
 
 
 rule all:
     input:
         summaries=expand(f"{STUDY_DIR}/cells/{{cell}}/{{variant}}/summary.json", cell=CELLS, variant=VARIANTS),
         manifest=f"{STUDY_DIR}/manifest/manifest.json",
+        dynamics=expand(f"{STUDY_DIR}/analysis/{{variant}}/dynamics/profiles.csv", variant=VARIANTS),
     default_target: True

@@ -60,3 +60,24 @@ def test_unsupported_sampling_is_an_error(tiny):
 def test_unknown_backend_is_named():
     with pytest.raises(ValueError, match="unknown backend 'tgi'"):
         make_backend({"backend": "tgi"})
+
+
+def test_seeded_sampler_draws_from_the_tempered_distribution():
+    import numpy as np
+    import torch
+    from scipy.stats import chisquare
+
+    from cotdyn.backends.transformers import SeededSampler
+
+    logits = torch.log(torch.tensor([0.1, 0.2, 0.3, 0.4])).repeat(4000, 1)
+    draws = SeededSampler(range(4000), Sampling(1.0, 1), "cpu").draw(logits).numpy()
+    counts = np.bincount(draws, minlength=4)
+    assert chisquare(counts, 4000 * np.array([0.1, 0.2, 0.3, 0.4])).pvalue > 1e-3
+    # temperature 0.5 squares the odds: p ~ [1, 4, 9, 16] / 30
+    draws = SeededSampler(range(4000), Sampling(0.5, 1), "cpu").draw(logits).numpy()
+    assert chisquare(np.bincount(draws, minlength=4), 4000 * np.array([1, 4, 9, 16]) / 30).pvalue > 1e-3
+    # top-k 2 never draws outside the two most likely tokens; a row's draw depends on its seed only
+    draws = SeededSampler(range(500), Sampling(1.0, 1, top_k=2), "cpu").draw(logits[:500]).numpy()
+    assert set(draws) == {2, 3}
+    alone = SeededSampler([7], Sampling(1.0, 1), "cpu").draw(logits[:1])
+    assert alone.item() == SeededSampler(range(10), Sampling(1.0, 1), "cpu").draw(logits[:10])[7].item()

@@ -100,3 +100,14 @@ def test_pinned_content_hashes_match_the_offline_copies(shared_data, plan):
         spec = plan["panel"]["benchmarks"][name]
         problems = load_benchmark({"kind": name, "path": shared_data / file, "content_sha256": spec["content_sha256"]})
         assert len(problems) == spec["n"]
+
+
+def test_chain_endpoint_variant_scores_the_chains_own_answer_at_the_last_prefix():
+    chains = pd.DataFrame({"problem_id": ["a", "b", "c"], "reference_truncated": [False, True, False],
+                           "chain_answer": ["7", "8", None]})
+    samples = pd.DataFrame({"problem_id": ["a"] * 4 + ["b"] * 2 + ["c"] * 2, "prefix": [0, 0, 1, 1, 0, 1, 0, 1],
+                            "sample": [0, 1] * 4, "answer": ["1", "2", None, None, "3", "4", "5", None],
+                            "status": ["ok", "ok", "no_answer", "no_answer", "ok", "ok", "ok", "no_answer"]})
+    out = P.with_chain_endpoint(samples, chains)
+    assert [a if isinstance(a, str) else None for a in out.answer] == ["1", "2", "7", "7", "3", "4", "5", None]
+    assert out.status.tolist()[2:4] == ["ok", "ok"]

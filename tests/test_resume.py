@@ -75,8 +75,9 @@ def _shards(args: dict) -> int:
     return len(list(cache.glob("*.json"))) if cache.exists() else 0
 
 
-def _kill_at(args: dict, shards: int, delay: float) -> int:
-    """Run until the cache holds ``shards`` shards, wait ``delay`` s, SIGKILL; the shards left."""
+def _kill_at(args: dict, shards: int, delay: float) -> tuple[int | None, int]:
+    """Run until the cache holds ``shards`` shards, wait ``delay`` s, SIGKILL; the exit code and
+    the shards left."""
     process = _start(args)
     while process.is_alive() and _shards(args) < shards:
         time.sleep(0.002)
@@ -84,7 +85,7 @@ def _kill_at(args: dict, shards: int, delay: float) -> int:
     if process.is_alive():
         os.kill(process.pid, signal.SIGKILL)
     process.join(timeout=120)
-    return _shards(args)
+    return process.exitcode, _shards(args)
 
 
 def _log(args: dict, phase: str) -> dict:
@@ -131,7 +132,10 @@ def test_killed_runs_resume_to_byte_identical_outputs(simulated, protocol):
     left = []
     for trial in range(5):
         args = _args(simulated["base"], simulated["root"] / f"trial{trial}")
-        left.append(_kill_at(args, rng.randrange(1, total), rng.uniform(0.0, 0.05)))
+        # A simulated shard takes milliseconds: stop short of the last ones so the kill lands mid-run.
+        exitcode, shards = _kill_at(args, rng.randrange(1, total - 15), rng.uniform(0.0, 0.01))
+        assert exitcode == -signal.SIGKILL
+        left.append(shards)
         _run(args)
         _assert_same_as(args, simulated["baseline"])
         _assert_one_row_per_sample(args, protocol["m"])
@@ -184,8 +188,8 @@ def test_transformers_backend_resumes_byte_identically(tiny_model_dir, shared_da
     rng = random.Random(7)
     for trial in range(2):
         args = _args(base, tmp_path / f"trial{trial}")
-        left = _kill_at(args, rng.randrange(1, total), rng.uniform(0.0, 0.05))
-        assert 0 < left < total
+        exitcode, left = _kill_at(args, rng.randrange(1, total), rng.uniform(0.0, 0.05))
+        assert exitcode == -signal.SIGKILL and 0 < left < total
         _run(args)
         _assert_same_as(args, baseline)
         _assert_one_row_per_sample(args, protocol["m"])

@@ -110,6 +110,23 @@ def samples_table(plan: pd.DataFrame, requests: list[Request], completions: list
     return pd.DataFrame(rows)
 
 
+def with_chain_endpoint(samples: pd.DataFrame, chains: pd.DataFrame) -> pd.DataFrame:
+    """Samples with the final prefix of every finished chain answered by the chain's own answer.
+
+    The final prefix of a finished chain usually continues with nothing (seed 003 section 5.2);
+    this endpoint variant scores what the chain itself concluded there instead. Truncated chains
+    and chains without an answer keep their sampled continuations.
+    """
+    finished = chains.loc[~chains["reference_truncated"] & chains["chain_answer"].notna(),
+                          ["problem_id", "chain_answer"]]
+    last = samples.groupby("problem_id")["prefix"].transform("max")
+    out = samples.merge(finished, on="problem_id", how="left")
+    replace = (out["prefix"].to_numpy() == last.to_numpy()) & out["chain_answer"].notna().to_numpy()
+    out.loc[replace, "answer"] = out.loc[replace, "chain_answer"]
+    out.loc[replace, "status"] = answers.OK
+    return out.drop(columns="chain_answer")
+
+
 def records_table(chains: pd.DataFrame, samples: pd.DataFrame, protocol: dict, plan_exclusion: dict,
                   benchmark: str, cell: str, m: int | None = None) -> pd.DataFrame:
     """One row per problem: trajectory, shape, magnitude, labels and flags (DESIGN section 11).
@@ -118,20 +135,16 @@ def records_table(chains: pd.DataFrame, samples: pd.DataFrame, protocol: dict, p
     """
     m = m or protocol["m"]
     samples = samples[samples["sample"] < m]
+    if protocol["endpoint"] == "chain_answer":
+        samples = with_chain_endpoint(samples, chains)
     grouped = {pid: g for pid, g in samples.groupby("problem_id", sort=False)}
     rows = []
     for chain in chains.itertuples():
         group = grouped.get(chain.problem_id)
         prefix_answers = _prefix_answers(group)
-        finished = not chain.reference_truncated
-        if protocol["endpoint"] == "chain_answer" and finished and chain.chain_answer is not None and prefix_answers:
-            prefix_answers[-1] = [chain.chain_answer] * m  # seed 003 section 5.2: score the chain's own answer
         t = summarize(prefix_answers, protocol["epsilon"], protocol["null_answers"],
                       plan_exclusion["min_answer_bearing_prefixes"])
-        if protocol["label"] == "chain":
-            pred = chain.chain_answer
-        else:
-            pred = t.pred
+        pred = chain.chain_answer if protocol["label"] == "chain" else t.pred
         raw_units = int(group["raw_units"].iloc[0]) if group is not None else 0
         n_answered = int((group["status"] == answers.OK).sum()) if group is not None else 0
         rows.append({
@@ -161,8 +174,7 @@ def records_table(chains: pd.DataFrame, samples: pd.DataFrame, protocol: dict, p
             "endpoint_answered": bool(prefix_answers and any(a is not None for a in prefix_answers[-1])),
         })
     records = pd.DataFrame(rows)
-    for column in ("monotone",):
-        records[column] = records[column].astype("boolean")
+    records["monotone"] = records["monotone"].astype("boolean")
     records["violations"] = records["violations"].astype("Int64")
     return records
 

@@ -1,26 +1,9 @@
 # Preregistration, provenance and audit (DESIGN section 7).
 # check_plan heads the DAG: an edited plan or an undeclared deviation of a confirmatory cell stops
 # the run before any generation. hypotheses, manifest and audit close it.
-from cotdyn.audit import PLAN_CHECK
-from cotdyn.preregistration import sibling_paths
-from cotdyn.provenance import STUDY_MANIFEST
 
 ANALYSIS_FILES = ["hypotheses.json", "panel_table.csv", "h2_table.csv", "h3_buckets.csv", "h4_table.csv",
                   "h5_table.csv", "holm_table.csv", "forest_gaps.png"]
-
-
-def preregistration_inputs(wildcards):
-    """plan.yaml, REGISTERED and (when present) deviations.yaml: a change to any re-runs the check."""
-    registered, deviations = sibling_paths(PLAN_PATH)
-    return [PLAN_PATH, str(registered)] + ([str(deviations)] if deviations.exists() else [])
-
-
-def generation_logs(cell):
-    logs = {v: f"{STUDY_DIR}/cells/{cell}/{v}/generation.json" for v in VARIANTS}
-    for v in VARIANTS:
-        ref = Path(chains_path(cell, v)).parent
-        logs[f"reference/{ref.name}"] = str(ref / "generation.json")
-    return logs
 
 
 rule check_plan:
@@ -31,6 +14,8 @@ rule check_plan:
     params:
         plan=PLAN_PATH,
         config=config,
+    conda:
+        "../../envs/analysis.yaml"
     log:
         f"{STUDY_DIR}/logs/check_plan.log",
     script:
@@ -44,8 +29,8 @@ rule hypotheses:
         plan=PLAN_PATH,
     output:
         [f"{STUDY_DIR}/analysis/{{variant}}/{name}" for name in ANALYSIS_FILES],
-    params:
-        plan=PLAN_PATH,
+    conda:
+        "../../envs/analysis.yaml"
     log:
         f"{STUDY_DIR}/logs/hypotheses/{{variant}}.log",
     script:
@@ -65,6 +50,8 @@ rule cell_manifest:
         generation=lambda w: generation_logs(w.cell),
         plan=PLAN_PATH,
         config=config,
+    conda:
+        "../../envs/analysis.yaml"
     log:
         f"{STUDY_DIR}/logs/manifest/{{cell}}.log",
     script:
@@ -84,6 +71,8 @@ rule manifest:
         study=config["study"],
         plan=PLAN_PATH,
         config=config,
+    conda:
+        "../../envs/analysis.yaml"
     log:
         f"{STUDY_DIR}/logs/manifest/study.log",
     script:
@@ -98,6 +87,8 @@ rule audit:
         study_dir=STUDY_DIR,
         plan=PLAN_PATH,
         report=f"{STUDY_DIR}/logs/audit/audit.json",
+    conda:
+        "../../envs/analysis.yaml"
     log:
         f"{STUDY_DIR}/logs/audit/audit.log",
     script:

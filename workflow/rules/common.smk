@@ -5,7 +5,10 @@ from pathlib import Path
 from snakemake.utils import validate
 
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
+from cotdyn.audit import PLAN_CHECK
 from cotdyn.config import ConfigError, protocol_for, reference_id, resolve_cells
+from cotdyn.preregistration import sibling_paths
+from cotdyn.provenance import STUDY_MANIFEST
 from cotdyn.plan import load_plan
 
 CONFIG_SOURCE = ", ".join(str(f) for f in getattr(workflow, "configfiles", [])) or "config"
@@ -58,3 +61,23 @@ def chains_path(cell, variant):
 
 def is_gpu(cell):
     return CELL_SPECS[cell].model.get("device", "cpu").startswith("cuda")
+
+
+def generation_env(wildcards):
+    """The conda environment of a generation job: vLLM on GPUs, torch on the CPU otherwise."""
+    backend = CELL_SPECS[wildcards.cell].model["backend"]
+    return "../../envs/generate-vllm.yaml" if backend == "vllm" else "../../envs/generate-cpu.yaml"
+
+
+def preregistration_inputs(wildcards):
+    """plan.yaml, REGISTERED and (when present) deviations.yaml: a change to any re-runs the check."""
+    registered, deviations = sibling_paths(PLAN_PATH)
+    return [PLAN_PATH, str(registered)] + ([str(deviations)] if deviations.exists() else [])
+
+
+def generation_logs(cell):
+    logs = {v: f"{STUDY_DIR}/cells/{cell}/{v}/generation.json" for v in VARIANTS}
+    for v in VARIANTS:
+        ref = Path(chains_path(cell, v)).parent
+        logs[f"reference/{ref.name}"] = str(ref / "generation.json")
+    return logs

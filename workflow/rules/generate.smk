@@ -9,6 +9,8 @@ rule prepare_model:
         gguf=lambda w: config["models"][w.model]["gguf"],
     log:
         "results/logs/prepare_model/{model}.log",
+    conda:
+        "../../envs/generate-cpu.yaml"
     script:
         "../scripts/prepare_model.py"
 
@@ -29,6 +31,8 @@ rule reference:
     resources:
         gpu=lambda w: 1 if is_gpu(w.cell) else 0,
     threads: 2
+    conda:
+        generation_env
     log:
         f"{STUDY_DIR}/logs/reference/{{cell}}/{{ref}}.log",
     script:
@@ -51,6 +55,8 @@ rule continuations:
     resources:
         gpu=lambda w: 1 if is_gpu(w.cell) else 0,
     threads: 2
+    conda:
+        generation_env
     log:
         f"{STUDY_DIR}/logs/continuations/{{cell}}/{{variant}}.log",
     script:

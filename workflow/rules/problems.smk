@@ -3,6 +3,8 @@ rule problems:
         f"{STUDY_DIR}/problems/{{benchmark}}.parquet",
     params:
         spec=lambda w: next(c.benchmark for c in CELL_SPECS.values() if c.benchmark_key == w.benchmark),
+    conda:
+        "../../envs/analysis.yaml"
     log:
         f"{STUDY_DIR}/logs/problems/{{benchmark}}.log",
     script:

@@ -9,6 +9,8 @@ rule records:
         protocol=lambda w: PROTOCOLS[w.variant],
         exclusion=PLAN["exclusion"],
         benchmark=lambda w: CELL_SPECS[w.cell].benchmark["kind"],
+    conda:
+        "../../envs/analysis.yaml"
     log:
         f"{STUDY_DIR}/logs/records/{{cell}}/{{variant}}.log",
     script:

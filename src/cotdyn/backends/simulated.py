@@ -19,7 +19,9 @@ whatever the batch or the order):
 
 At a prefix with u complete units, sample j of n answers with cluster (j mod d_u), d_u the planted
 number of distinct answers; cluster 0 is the dominant answer, so it is also the majority. The
-empty prefix answers from the question alone. A finished chain's full prefix continues with
+empty prefix answers from the question alone, with guesses that are never gold, so a correct chain
+is a rescue, an incorrect one never discovers gold, and a late switch is a failed rescue (seed 002
+section 4.2). A finished chain's full prefix continues with
 nothing (the endpoint asymmetry of seed 003 section 5.2).
 """
 
@@ -176,9 +178,9 @@ class SimulatedBackend:
         pieces = prefix.split("\n\n")
         plan = _PLAN.search(pieces[0])
         complete = len(pieces) - (0 if pieces[-1].rstrip().endswith(".") else 1)
-        if not plan or complete < 1:
+        if not plan or complete < 1:  # the empty prefix: guesses from the question, never gold
             d = self._prior_distinct(question)
-            return self._say([gold] + [_shift(gold, 7 * c) for c in range(1, d)], j)
+            return self._say([_shift(gold, 7 * c) for c in range(1, d + 1)], j)
         n_units, start = int(plan.group(1)), int(plan.group(2))
         latent = self._latent(question, start, n_units, gold)
         u = min(complete, n_units - 1)

@@ -26,7 +26,11 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 
 
 class SeededSampler:
-    """Temperature / top-k / top-p sampling with one seeded generator per batch row."""
+    """Temperature / top-k / top-p sampling with one seeded generator per batch row.
+
+    Each row draws one uniform from its own generator per step and takes the token where the
+    cumulative distribution crosses it: exact sampling, batched over rows.
+    """
 
     def __init__(self, seeds: Sequence[int], sampling: Sampling, device: str):
         if sampling.repetition_penalty != 1.0:
@@ -35,28 +39,29 @@ class SeededSampler:
         self.generators = [torch.Generator(device=device).manual_seed(int(s)) for s in seeds]
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        chosen = torch.empty(scores.shape[0], dtype=torch.long, device=scores.device)
-        logits = scores.float()
-        for i, generator in enumerate(self.generators):
-            chosen[i] = self._draw(logits[i], generator)
+        chosen = self.draw(scores.float())
         onehot = torch.full_like(scores, float("-inf"))
         onehot[torch.arange(scores.shape[0]), chosen] = 0.0
         return onehot
 
-    def _draw(self, logits: torch.Tensor, generator: torch.Generator) -> int:
+    def draw(self, logits: torch.Tensor) -> torch.Tensor:
+        """One token per row by inverse-CDF sampling with that row's generator."""
         s = self.sampling
         if s.temperature == 0:
-            return int(torch.argmax(logits))
+            return torch.argmax(logits, dim=-1)
         logits = logits / s.temperature
         if s.top_k > 0:
-            kth = torch.topk(logits, min(s.top_k, logits.numel())).values[-1]
+            kth = torch.topk(logits, min(s.top_k, logits.shape[-1]), dim=-1).values[:, -1:]
             logits = logits.masked_fill(logits < kth, float("-inf"))
         probs = torch.softmax(logits, dim=-1)
         if s.top_p < 1.0:
-            sorted_probs, order = torch.sort(probs, descending=True)
-            keep = torch.cumsum(sorted_probs, 0) - sorted_probs < s.top_p
-            probs = torch.zeros_like(probs).scatter(0, order[keep], sorted_probs[keep])
-        return int(torch.multinomial(probs, 1, generator=generator))
+            sorted_probs, order = torch.sort(probs, descending=True, dim=-1)
+            keep = torch.cumsum(sorted_probs, -1) - sorted_probs < s.top_p
+            probs = torch.zeros_like(probs).scatter(-1, order, sorted_probs * keep)
+        cdf = torch.cumsum(probs.double(), dim=-1)
+        uniforms = torch.stack([torch.rand(1, generator=g, dtype=torch.float64, device=probs.device)
+                                for g in self.generators]) * cdf[:, -1:]
+        return torch.searchsorted(cdf, uniforms, right=True).squeeze(-1).clamp_(max=probs.shape[-1] - 1)
 
 
 def locate_gguf(package: str, filename: str) -> Path:

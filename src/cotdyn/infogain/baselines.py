@@ -51,7 +51,8 @@ def build_orm(vocab: ToyVocab, size: ModelSize, seed: int) -> OrmClassifier:
 
     config = GPT2Config(vocab_size=vocab.size, n_positions=size.n_positions, n_embd=size.n_embd,
                         n_layer=size.n_layer, n_head=size.n_head, activation_function="gelu",
-                        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, pad_token_id=vocab.pad)
+                        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=vocab.bos,
+                        eos_token_id=vocab.answer_sep, pad_token_id=vocab.pad)
     torch.manual_seed(int(seed))
     return OrmClassifier(GPT2Model(config), size.n_embd)
 

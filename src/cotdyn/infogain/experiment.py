@@ -4,12 +4,23 @@ gain, held-out thresholds, and the Figure 3 / Table 1 summaries.
 
 Prompts are shared by the five LLMs and split once into train (supervisor and ORM fitting), val
 (early stopping and every detection threshold) and test (every reported number).
+
+Choices the seed leaves open, beyond those in ``toy``: a chain is rendered as
+``<bos> x_0 || v_1 || ... || v_t #|> A1 y_1 ... A5 y_5`` (v_t the value step t wrote; the field
+labels A_j are never scored); one 2-layer GPT-2 per LLM for the supervisor and one for the ORM,
+trained from scratch with AdamW and held-out early stopping (``PRESETS``); Math-Shepherd with 10
+completions; detection labels every step from a chain's error step on as wrong
+(``gain.step_error_labels``) and is reported over chains with a wrong final answer (our reading of
+Table 1) and over all chains; ORM and MS are scored both by their level after the step (primary,
+matches Table 1's rates) and by their change from the step before ("the step where it drops").
 """
 
 from __future__ import annotations
 
 import dataclasses
 import time
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
 from typing import Any
 
 import numpy as np
@@ -20,7 +31,7 @@ from .baselines import build_orm, math_shepherd_labels, orm_instance, orm_probab
 from .gain import (aggregate_gain, change_scores, detection_metrics, drop_step, gain_by_subtask,
                    largest_fall_step, samplewise_gain, select_threshold, step_error_labels)
 from .supervisor import (ModelSize, TrainParams, answer_cross_entropy, build_gpt2_lm, chain_instances,
-                         toy_vocab, train_supervisor)
+                         deterministic_torch, toy_vocab, train_supervisor)
 
 # Seed 000, Table 1 (LLM3, sample-wise detection) as the review reports it. ORM accuracy comes from
 # its "96% vs. 77% accuracy" remark; Math-Shepherd's accuracy is not reported there.
@@ -35,10 +46,10 @@ _TRAIN_DEFAULTS = dict(batch_size=64, learning_rate=5e-3, weight_decay=0.0, pati
 PRESETS: dict[str, dict[str, Any]] = {
     # CI size: every LLM, every method, a few minutes on one CPU thread.
     "reduced": {
-        "n_problems": 2500, "split": (0.6, 0.2, 0.2), "error_rate": 0.5, "error_values": "disjoint",
+        "n_problems": 2000, "split": (0.6, 0.2, 0.2), "error_rate": 0.5, "error_values": "disjoint",
         "ms_completions": 10, "model": dict(n_layer=2, n_head=2, n_embd=32, n_positions=32),
-        "supervisor_train": dict(_TRAIN_DEFAULTS, max_epochs=6, eval_every=60),
-        "orm_train": dict(_TRAIN_DEFAULTS, max_epochs=4, eval_every=60),
+        "supervisor_train": dict(_TRAIN_DEFAULTS, max_epochs=6, eval_every=75),
+        "orm_train": dict(_TRAIN_DEFAULTS, max_epochs=4, eval_every=75, patience=2),
         "num_threads": 1, "drop_ratio": 0.5,
     },
     # The workflow's size: more chains, a wider model, training to the early-stopping point.
@@ -143,13 +154,21 @@ def math_shepherd(model: toy.ToyModel, traces: toy.ToyTraces, n_completions: int
 
 def run_model(model: toy.ToyModel, x0: np.ndarray, splits: dict[str, np.ndarray], params: dict, seed: int,
               index: int) -> dict[str, Any]:
-    """Chains, supervisor, ORM and Math-Shepherd for one synthetic LLM; arrays for val and test."""
+    """Chains, supervisor, ORM and Math-Shepherd for one synthetic LLM; arrays for val and test.
+
+    Scoring runs under the same fixed thread count as training, so scores are bit-reproducible.
+    """
+    with deterministic_torch(_seed(seed, index, 5), params["num_threads"]):
+        return _run_model(model, x0, splits, params, seed, index)
+
+
+def _run_model(model, x0, splits, params, seed, index) -> dict[str, Any]:
     vocab = toy_vocab(toy.ERROR_HIGH)
     size = ModelSize(**params["model"])
     traces = toy.generate_traces(model, x0, np.random.default_rng(_seed(seed, index, 1)))
     parts = {name: traces.subset(idx) for name, idx in splits.items()}
     width = toy.N_STEPS + 1
-    out: dict[str, Any] = {"traces": parts, "history": []}
+    out: dict[str, Any] = {"traces": parts, "prompt_index": dict(splits), "history": []}
 
     started = time.perf_counter()
     sup_params = TrainParams(**params["supervisor_train"], seed=_seed(seed, index, 2), num_threads=params["num_threads"])
@@ -175,6 +194,10 @@ def run_model(model: toy.ToyModel, x0: np.ndarray, splits: dict[str, np.ndarray]
     return out
 
 
+def _run_job(job: tuple) -> dict[str, Any]:
+    return run_model(*job)
+
+
 # ---------------------------------------------------------------------------------------------
 # Summaries.
 
@@ -188,6 +211,7 @@ METHODS = (
     ("MS", "soft_drop", lambda r, s: change_scores(r[f"ms_soft_{s}"])),
 )
 SUBSETS = ("wrong_answer", "all")
+ALL_CHAINS_RATIO = 0.75
 
 
 def _rows(traces: toy.ToyTraces, subset: str) -> np.ndarray:
@@ -243,7 +267,7 @@ def _samplewise(name: str, run: dict) -> pd.DataFrame:
     gain = samplewise_gain(run["ce_test"])
     steps = np.arange(1, toy.N_STEPS + 1)
     return pd.DataFrame({
-        "llm": name, "chain": np.repeat(np.arange(n), toy.N_STEPS), "step": np.tile(steps, n),
+        "llm": name, "prompt": np.repeat(run["prompt_index"]["test"], toy.N_STEPS), "step": np.tile(steps, n),
         "subtask": np.tile(np.array(toy.SUBTASKS, dtype=object), n),
         "error_step": np.repeat(test.error_step, toy.N_STEPS), "step_wrong": labels.ravel(),
         "final_correct": np.repeat(test.correct, toy.N_STEPS),
@@ -262,6 +286,10 @@ def acceptance(ig: pd.DataFrame, orm: pd.DataFrame, ms: pd.DataFrame, table1: pd
     - ORM on LLM3: the mean probability over wrong-answer chains falls most at step 2.
     - MS on LLM3: wrong-answer chains' share of correct completions is flat, i.e. no step stands
       out (range over t = 0..T below 0.05).
+
+    Reported but not checked: the same drop step from IG over all chains, against
+    ``ALL_CHAINS_RATIO`` x the correct chains' gain (half the chains err, so the all-chain gain
+    after the error is about half the correct-chain gain).
     """
     checks: dict[str, Any] = {"ig_drop_step": {}, "ig_drop_step_all_chains": {}}
     ok = True
@@ -270,7 +298,7 @@ def acceptance(ig: pd.DataFrame, orm: pd.DataFrame, ms: pd.DataFrame, table1: pd
         wrong, right, every = (sel.loc[s].sort_index().to_numpy() for s in ("wrong_answer", "correct_answer", "all"))
         found = drop_step(wrong, right, ratio)
         checks["ig_drop_step"][model.name] = {"expected": model.error_step, "found": found}
-        checks["ig_drop_step_all_chains"][model.name] = {"expected": model.error_step, "found": drop_step(every, right, 0.75)}
+        checks["ig_drop_step_all_chains"][model.name] = {"expected": model.error_step, "found": drop_step(every, right, ALL_CHAINS_RATIO)}
         ok &= found == model.error_step
     llm3 = models[2].name
     orm3 = orm[(orm["llm"] == llm3) & (orm["subset"] == "wrong_answer")].sort_values("step")["orm_probability"].to_numpy()
@@ -285,15 +313,24 @@ def acceptance(ig: pd.DataFrame, orm: pd.DataFrame, ms: pd.DataFrame, table1: pd
     return checks
 
 
-def toy_experiment(size: str | dict = "reduced", seed: int = 0) -> dict[str, Any]:
-    """Run the toy experiment and return its summaries (pandas frames) and acceptance checks."""
+def toy_experiment(size: str | dict = "reduced", seed: int = 0, n_jobs: int = 1) -> dict[str, Any]:
+    """Run the toy experiment and return its summaries (pandas frames) and acceptance checks.
+
+    ``n_jobs`` > 1 runs the five LLMs in separate processes; every LLM is seeded on its own, so
+    the results do not depend on ``n_jobs``.
+    """
     params = resolve_size(size)
     models = toy.toy_models(params["error_rate"], params["error_values"])
     x0 = toy.sample_prompts(params["n_problems"], np.random.default_rng(_seed(seed, 0, 0)))
     splits = toy.split_indices(len(x0), params["split"], np.random.default_rng(_seed(seed, 0, 1)))
+    jobs = [(model, x0, splits, params, seed, index) for index, model in enumerate(models, start=1)]
+    if n_jobs > 1:
+        with ProcessPoolExecutor(max_workers=min(int(n_jobs), len(jobs)), mp_context=get_context("spawn")) as pool:
+            runs = list(pool.map(_run_job, jobs))
+    else:
+        runs = [_run_job(job) for job in jobs]
     ig_rows, orm_rows, ms_rows, det_rows, history, samplewise, subtask, timing = [], [], [], [], [], [], [], []
-    for index, model in enumerate(models, start=1):
-        run = run_model(model, x0, splits, params, seed, index)
+    for model, run in zip(models, runs):
         a, b, c = _profiles(model.name, run)
         ig_rows += a
         orm_rows += b
@@ -304,7 +341,9 @@ def toy_experiment(size: str | dict = "reduced", seed: int = 0) -> dict[str, Any
         samplewise.append(frame)
         by_task = gain_by_subtask(frame["ig"].to_numpy().reshape(-1, toy.N_STEPS),
                                   frame["subtask"].to_numpy().reshape(-1, toy.N_STEPS))
-        subtask.append(by_task.assign(llm=model.name)[["llm", "subtask", "ig", "n_steps"]])
+        baselines_by_task = frame.groupby("subtask", sort=True)[["orm_probability", "ms_soft"]].mean().reset_index()
+        subtask.append(by_task.merge(baselines_by_task, on="subtask").assign(llm=model.name)[
+            ["llm", "subtask", "ig", "orm_probability", "ms_soft", "n_steps"]])
         timing.append({"llm": model.name, "seconds": run["seconds"]})
     ig, orm, ms = pd.DataFrame(ig_rows), pd.DataFrame(orm_rows), pd.DataFrame(ms_rows)
     detection = pd.DataFrame(det_rows)
@@ -333,3 +372,12 @@ def table1_frame(detection: pd.DataFrame, llm: str) -> pd.DataFrame:
                      "paper_accuracy": paper.get("accuracy", np.nan), "paper_tpr": paper.get("tpr", np.nan),
                      "paper_fpr": paper.get("fpr", np.nan)})
     return pd.DataFrame(rows)
+
+
+def run_toy_experiment(size: str | dict, seed: int, out_dir, n_jobs: int = 1) -> dict[str, Any]:
+    """``toy_experiment`` and ``write_infogain`` into ``out_dir``; the result gains a ``files`` list."""
+    from .report import write_infogain
+
+    result = toy_experiment(size, seed, n_jobs)
+    result["files"] = write_infogain(result, out_dir)
+    return result

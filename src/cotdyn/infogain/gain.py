@@ -51,6 +51,22 @@ def aggregate_gain(ce: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray
     return mean[:-1] - mean[1:]
 
 
+def aggregate_gain_ragged(ce: Sequence[np.ndarray]) -> np.ndarray:
+    """Aggregate gain for chains of different lengths (real traces): at step j, the mean sample-wise
+    gain over the chains that have a step j. Equals ``aggregate_gain`` when all chains have T steps."""
+    chains = [np.asarray(c, dtype=float) for c in ce]
+    if not chains or any(c.ndim != 1 or len(c) < 2 for c in chains):
+        raise ValueError("each chain needs a 1-D array of at least 2 cross-entropies (t = 0..T)")
+    longest = max(len(c) for c in chains) - 1
+    out = np.empty(longest)
+    for j in range(1, longest + 1):
+        gains = [c[j - 1] - c[j] for c in chains if len(c) > j]
+        out[j - 1] = np.mean(gains)
+    if not np.all(np.isfinite(out)):
+        raise ValueError("cross-entropies contain NaN or inf")
+    return out
+
+
 def gain_by_subtask(gain: np.ndarray, subtasks: np.ndarray) -> pd.DataFrame:
     """Mean sample-wise gain per sub-task label over the (chain, step) cells that carry it.
 

@@ -208,9 +208,9 @@ class TrainParams:
     """Optimiser and early-stopping settings. The seed gives none ("SFT until convergence with early
     stopping based on held-out validation loss"), so these are ours.
 
-    The held-out loss is checked every ``eval_every`` optimiser steps (0: once per epoch); training
-    stops after ``patience`` checks without an improvement of ``min_delta``, and the best check's
-    weights are restored.
+    The held-out loss is checked every ``eval_every`` optimiser steps and at the end of every epoch
+    (``eval_every=0``: at epoch ends only); training stops after ``patience`` checks without an
+    improvement of ``min_delta``, and the best check's weights are restored.
     """
 
     max_epochs: int = 30
@@ -307,7 +307,10 @@ class ModelSize:
 
 
 def build_gpt2_lm(vocab: ToyVocab, size: ModelSize, seed: int):
-    """A randomly initialised GPT2LMHeadModel over ``vocab`` (dropout off: early stopping regularises)."""
+    """A randomly initialised GPT2LMHeadModel over ``vocab`` (dropout off: early stopping regularises).
+
+    Nothing is generated from it; BOS/EOS ids are set inside the vocabulary only to keep the config valid.
+    """
     from transformers import GPT2Config, GPT2LMHeadModel
 
     config = GPT2Config(vocab_size=vocab.size, n_positions=size.n_positions, n_embd=size.n_embd,

@@ -17,7 +17,7 @@ step-2 state (``z_2[2] > 150``). Every other choice is ours and is written down 
   Assumption 3.1). ``"in_range"``: uniform on ``[0, 300)`` minus the correct value, a harder
   variant where an error cannot be seen from the value itself.
 - LLM1, LLM2, LLM4, LLM5 err at their step independently with probability ``error_rate`` (0.5);
-  LLM3 errs at step 3 exactly when ``z_2[2] > 150`` (about 45% of prompts under these operations).
+  LLM3 errs at step 3 exactly when ``z_2[2] > 150`` (about 48% of prompts under these operations).
   No LLM errs anywhere else.
 """
 

@@ -1,0 +1,27 @@
+# Step information gain (seed 000): the toy experiment with five synthetic LLMs, a supervisor and an
+# ORM per LLM, Math-Shepherd with the generator as completer (DESIGN section 9). CPU only.
+# config["infogain"]: size ("reduced" | "full" | a dict of overrides, see cotdyn.infogain.PRESETS)
+# and seed (int).
+rule infogain_toy:
+    output:
+        summary="results/{study}/infogain/toy/ig_summary.csv",
+        orm="results/{study}/infogain/toy/orm_summary.csv",
+        ms="results/{study}/infogain/toy/ms_summary.csv",
+        subtask="results/{study}/infogain/toy/subtask_ig.csv",
+        detection="results/{study}/infogain/toy/detection.csv",
+        table1="results/{study}/infogain/toy/table1_llm3.csv",
+        samplewise="results/{study}/infogain/toy/samplewise.csv",
+        training="results/{study}/infogain/toy/training_history.csv",
+        acceptance="results/{study}/infogain/toy/acceptance.json",
+        figure3="results/{study}/infogain/toy/figure3_heatmaps.png",
+        ig_figure="results/{study}/infogain/toy/ig_heatmaps.png",
+    params:
+        size=lambda wildcards: config["infogain"]["size"],
+        seed=lambda wildcards: config["infogain"]["seed"],
+    wildcard_constraints:
+        study="[A-Za-z0-9_.-]+",
+    threads: 2
+    log:
+        "results/{study}/logs/infogain_toy.log",
+    script:
+        "../scripts/infogain_toy.py"
