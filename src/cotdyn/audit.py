@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from . import answers
-from .config import ConfigError, protocol_for, reference_id, resolve_cells
+from .config import ConfigError, protocol_for, reference_id, resolve_cells, samples_variant
 from .hypotheses import analyze, read_records, write_analysis
 from .plan import load_plan, plan_sha256
 from .preregistration import (PreregistrationError, check_registered, load_deviations, plan_check,
@@ -170,7 +170,7 @@ def _rederive(study_dir: Path, scratch: Path, config: dict, plan_path: Path, pro
         records_paths = []
         for name, spec in cells.items():
             chains = study_dir / chains_rel(name, protocol)
-            samples_path = study_dir / variant_rel(name, variant, "samples.parquet")
+            samples_path = study_dir / variant_rel(name, samples_variant(config, variant), "samples.parquet")
             if not chains.exists() or not samples_path.exists():
                 problems.append(f"cell {name}, variant {variant}: stored generations missing, nothing to re-derive")
                 continue

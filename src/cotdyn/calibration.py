@@ -20,6 +20,7 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
+from .trajectory import entropy_grid
 from cotdyn.stats import derive_seed
 
 MAX_POINTS = 9  # cap 8 units -> prefixes k = 0..8
@@ -111,28 +112,7 @@ def simulate_labels(truth: PlantedCell, rng: np.random.Generator) -> SimulatedLa
     return SimulatedLabels(excluded, monotone, correct, violations, n_points, final_confidence)
 
 
-def _entropy_levels(m: int = 5) -> np.ndarray:
-    """Every entropy (nats) an answer distribution over 1..m parseable samples can take."""
-
-    def partitions(n: int, largest: int):
-        if n == 0:
-            yield []
-            return
-        for part in range(min(n, largest), 0, -1):
-            for rest in partitions(n - part, part):
-                yield [part, *rest]
-
-    values = set()
-    for total in range(1, m + 1):
-        for parts in partitions(total, total):
-            p = np.array(parts) / total
-            values.add(round(float(-(p * np.log(p)).sum()), 12) + 0.0)  # + 0.0: no -0.0
-    return np.array(sorted(values))
-
-
-# 13 levels for m = 5; neighbouring levels differ by more than 0.015 nats, so a one-level rise is
-# a violation at the registered epsilon of 0.01.
-ENTROPY_LEVELS = _entropy_levels()
+ENTROPY_LEVELS = np.array(entropy_grid(5))
 
 
 def _trajectory(n_points: int, violations: int, rng: np.random.Generator) -> list[float]:

@@ -64,19 +64,46 @@ CHOICES = {
 }
 
 
+# What a records-only variant may change: everything else is fixed by the generations it reuses.
+RECORDS_ONLY = ("m", "epsilon", "null_answers", "label", "endpoint", "equivalence")
+
+
+def samples_variant(config: dict, variant: str) -> str:
+    """The variant whose samples.parquet ``variant`` reads: its own, or the one it subsamples."""
+    return config.get("variants", {}).get(variant, {}).get("subsample_of", variant)
+
+
 def protocol_for(config: dict, plan: dict, variant: str, source: str = "config") -> dict:
-    """The effective protocol of a variant: plan, then the study's overrides, then the variant's."""
+    """The effective protocol of a variant: plan, then the study's overrides, then the variant's.
+
+    A variant with ``subsample_of: <other>`` generates nothing: its records are derived from the
+    other variant's samples (the first m of them, for the m sweep), so it may differ from that
+    variant only in the records-only parameters.
+    """
     variants = config.get("variants", {"registered": {}})
     if variant not in variants:
         raise ConfigError(f"{source}: unknown variant '{variant}' (known: {', '.join(variants)})")
+    overrides = {k: v for k, v in variants[variant].items() if k != "subsample_of"}
     try:
-        protocol = effective_protocol(plan, config.get("protocol"), variants[variant])
+        protocol = effective_protocol(plan, config.get("protocol"), overrides)
     except KeyError as e:
         raise ConfigError(f"{source}: variant '{variant}': {e.args[0]}") from None
     for key, allowed in CHOICES.items():
         if protocol[key] not in allowed:
             raise ConfigError(f"{source}: variant '{variant}': unknown {key} '{protocol[key]}' "
                               f"(known: {', '.join(allowed)})")
+    parent = samples_variant(config, variant)
+    if parent != variant:
+        if parent not in variants or samples_variant(config, parent) != parent:
+            raise ConfigError(f"{source}: variant '{variant}': subsample_of '{parent}' must name a variant that generates")
+        generating = protocol_for(config, plan, parent, source)
+        changed = sorted(k for k in protocol if protocol[k] != generating[k] and k not in RECORDS_ONLY)
+        if changed:
+            raise ConfigError(f"{source}: variant '{variant}' reuses the samples of '{parent}' but changes "
+                              f"{', '.join(changed)} (only {', '.join(RECORDS_ONLY)} may differ)")
+        if protocol["m"] > generating["m"]:
+            raise ConfigError(f"{source}: variant '{variant}': m = {protocol['m']} exceeds the {generating['m']} "
+                              f"samples of '{parent}'")
     return protocol
 
 

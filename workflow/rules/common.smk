@@ -6,7 +6,7 @@ from snakemake.utils import validate
 
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 from cotdyn.audit import PLAN_CHECK
-from cotdyn.config import ConfigError, protocol_for, reference_id, resolve_cells
+from cotdyn.config import ConfigError, protocol_for, reference_id, resolve_cells, samples_variant
 from cotdyn.preregistration import sibling_paths
 from cotdyn.provenance import STUDY_MANIFEST
 from cotdyn.plan import load_plan
@@ -59,6 +59,13 @@ def chains_path(cell, variant):
     return f"{STUDY_DIR}/cells/{cell}/reference/{reference_id(PROTOCOLS[variant])}/chains.parquet"
 
 
+def samples_path(cell, variant):
+    return f"{STUDY_DIR}/cells/{cell}/{samples_variant(config, variant)}/samples.parquet"
+
+
+GENERATING = [v for v in VARIANTS if samples_variant(config, v) == v]
+
+
 def is_gpu(cell):
     return CELL_SPECS[cell].model.get("device", "cpu").startswith("cuda")
 
@@ -76,8 +83,8 @@ def preregistration_inputs(wildcards):
 
 
 def generation_logs(cell):
-    logs = {v: f"{STUDY_DIR}/cells/{cell}/{v}/generation.json" for v in VARIANTS}
-    for v in VARIANTS:
+    logs = {v: f"{STUDY_DIR}/cells/{cell}/{v}/generation.json" for v in GENERATING}
+    for v in GENERATING:
         ref = Path(chains_path(cell, v)).parent
         logs[f"reference/{ref.name}"] = str(ref / "generation.json")
     return logs

@@ -4,7 +4,7 @@
 rule dynamics:
     input:
         records=expand(f"{STUDY_DIR}/cells/{{cell}}/{{{{variant}}}}/records.parquet", cell=CELLS),
-        samples=expand(f"{STUDY_DIR}/cells/{{cell}}/{{{{variant}}}}/samples.parquet", cell=CELLS),
+        samples=lambda w: [samples_path(cell, w.variant) for cell in CELLS],
         chains=lambda w: [chains_path(cell, w.variant) for cell in CELLS],
     output:
         profiles=f"{STUDY_DIR}/analysis/{{variant}}/dynamics/profiles.csv",

@@ -1,7 +1,7 @@
 rule records:
     input:
         chains=lambda w: chains_path(w.cell, w.variant),
-        samples=f"{STUDY_DIR}/cells/{{cell}}/{{variant}}/samples.parquet",
+        samples=lambda w: samples_path(w.cell, w.variant),
     output:
         records=f"{STUDY_DIR}/cells/{{cell}}/{{variant}}/records.parquet",
         summary=f"{STUDY_DIR}/cells/{{cell}}/{{variant}}/summary.json",

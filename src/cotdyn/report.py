@@ -1,0 +1,188 @@
+"""Exploratory tables, the sweep table and the report header, and the functions that write them.
+
+Tables are built as pandas frames by pure functions (``exploratory_tables``, ``sweep_frame``,
+``report_header``); only the ``write_*`` functions at the end touch the file system. CSVs use a
+fixed float format and ``\\n`` line ends, figures go through ``dynamics_plots.png_bytes``, so the
+same records and seeds give byte-identical files.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Mapping
+
+import pandas as pd
+
+from cotdyn import exploratory as ex
+from cotdyn import figures
+from cotdyn.dynamics_plots import png_bytes
+from cotdyn.stats import derive_seed
+
+FLOAT_FORMAT = "%.10g"
+TABLES = ("ranking", "logistic", "partial_correlation", "violation_magnitude", "label_coupling", "early_exit",
+          "epsilon_sweep", "coverage_curves")
+FIGURES = ("risk_coverage.png", "coverage_curves.png", "example_trajectories.png", "violation_buckets.png")
+TABLES_HTML = "tables.html"
+
+
+def _cells(records: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    ex.check_records(records)
+    return [(str(c), g.reset_index(drop=True)) for c, g in records.groupby(records["cell"].astype(str), sort=True)]
+
+
+def exploratory_tables(records: pd.DataFrame, *, m: int, epsilon: float, seed: int, draws: int = 50,
+                       resamples: int = 1000, level: float = 0.95) -> dict[str, pd.DataFrame]:
+    """Every exploratory table over all cells of one variant (DESIGN section 6), keyed by table name.
+
+    ``m`` and ``epsilon`` are the variant's protocol values; ``seed`` is the analysis seed, from
+    which each cell and statistic derives its own stream.
+    """
+    out: dict[str, list[dict]] = {name: [] for name in TABLES}
+    for cell, rows in _cells(records):
+        tie_seed = derive_seed(seed, "aurc", cell)
+        out["ranking"] += [{"cell": cell, "label": "correct"} | r for r in ex.ranking_table(rows, draws, tie_seed)]
+        if "chain_correct" in rows:
+            out["ranking"] += [{"cell": cell, "label": "chain_correct"} | r
+                               for r in ex.ranking_table(rows, draws, tie_seed, label="chain_correct")]
+        fit = ex.standardized_logit(rows)
+        for term in ("const", *fit.terms):
+            out["logistic"].append({"cell": cell, "term": term, "n": fit.n,
+                                    "coef": fit.coef[term] if fit.coef else None,
+                                    "se": fit.se[term] if fit.se else None,
+                                    "p": fit.p[term] if fit.p else None, "reason": fit.reason})
+        kept = ex.analyzed(rows)
+        r, p = ex.partial_correlation(kept["monotone"].to_numpy(dtype=float), kept["correct"].to_numpy(dtype=float),
+                                      kept["n_points"].to_numpy(dtype=float))
+        out["partial_correlation"].append({"cell": cell, "n": int(len(kept)), "covariate": "n_points",
+                                           "r_partial": r, "p": p})
+        out["violation_magnitude"].append({"cell": cell} | ex.violation_magnitude(rows))
+        if {"pred", "chain_answer", "chain_correct"} <= set(rows.columns):
+            out["label_coupling"].append({"cell": cell} | ex.label_coupling(rows))
+        out["early_exit"] += [{"cell": cell, "epsilon": float(epsilon)} | r for r in
+                              ex.early_exit(rows, epsilon, resamples, derive_seed(seed, "early_exit", cell), level)]
+        out["epsilon_sweep"] += [{"cell": cell} | r for r in
+                                 ex.epsilon_sweep(rows, m, resamples, derive_seed(seed, "epsilon", cell), level)]
+        if {"reference_tokens", "reference_truncated"} <= set(rows.columns):
+            curve = ex.coverage_curve(rows["reference_tokens"], rows["reference_truncated"].astype(bool))
+            out["coverage_curves"] += ex.coverage_rows(cell, curve)
+    return {name: pd.DataFrame(rows) for name, rows in out.items()}
+
+
+def coverage_curves(records: pd.DataFrame) -> dict[str, ex.CoverageCurve]:
+    return {cell: ex.coverage_curve(rows["reference_tokens"], rows["reference_truncated"].astype(bool))
+            for cell, rows in _cells(records)}
+
+
+def exploratory_figures(records: pd.DataFrame, *, seed: int, draws: int = 50) -> dict:
+    """The exploratory figures by file name (risk-coverage uses the first cell's tie seed stream)."""
+    return {
+        "risk_coverage.png": figures.risk_coverage_figure(records, draws, derive_seed(seed, "aurc", "figure")),
+        "coverage_curves.png": figures.coverage_figure(coverage_curves(records)),
+        "example_trajectories.png": figures.trajectory_figure(records),
+        "violation_buckets.png": figures.violation_bucket_figure(records),
+    }
+
+
+def sweep_frame(summaries: Mapping[str, Mapping[str, dict]], records: Mapping[str, Mapping[str, pd.DataFrame]],
+                registered: str = "registered") -> pd.DataFrame:
+    """Every variant against the registered cell (DESIGN section 6), with chain-length quantiles
+    taken from each variant's records."""
+    lengths = {v: {c: ex.chain_length_stats(r) for c, r in cells.items()} for v, cells in records.items()}
+    return pd.DataFrame(ex.sweep_table(summaries, registered, lengths))
+
+
+def _deviation_text(item) -> str:
+    if isinstance(item, dict) and "parameter" in item:
+        return f"{item['parameter']}: {item.get('registered')!r} -> {item.get('used')!r}"
+    return item if isinstance(item, str) else json.dumps(item, sort_keys=True)
+
+
+def report_header(variant: str, hypotheses: dict, plan_check: dict) -> str:
+    """reStructuredText naming the plan hash the analysis ran under and the declared deviations of
+    every cell for this variant (checks/plan_check.json), shown first in the Snakemake report."""
+    plan_hash = hypotheses.get("plan_sha256")
+    if plan_hash is None:
+        raise KeyError("hypotheses.json: missing key 'plan_sha256'")
+    title = f"cotdyn study report: variant ``{variant}``"
+    lines = [title, "=" * len(title), "",
+             f"Plan SHA-256: ``{plan_hash}``", "",
+             f"Plan check SHA-256: ``{plan_check.get('plan_sha256')}`` "
+             f"(registered {plan_check.get('registered', {}).get('date')})", "",
+             "Declared deviations from the registered protocol, by cell:", ""]
+    cells = plan_check.get("cells")
+    if not isinstance(cells, dict):
+        raise KeyError("plan_check.json: missing key 'cells'")
+    for cell, block in sorted(cells.items()):
+        # confirmatory cells carry the declared deviations of the registered protocol; the others
+        # list, per variant, every parameter that differs from the plan
+        if block.get("confirmatory"):
+            items, role = block.get("deviations", []), "confirmatory, declared deviations"
+        else:
+            items, role = block.get("differences", {}).get(variant, []), "not confirmatory, differences from the plan"
+        text = "; ".join(_deviation_text(d) for d in items) or "none"
+        lines.append(f"- ``{cell}`` ({role}): {text}")
+    lines += ["", "Everything under *exploratory* and *sweeps* is outside the registration (DESIGN section 6).", ""]
+    return "\n".join(lines)
+
+
+def tables_html(tables: Mapping[str, pd.DataFrame], title: str) -> str:
+    """The tables as one standalone HTML page, so the Snakemake report shows them inline (it
+    offers CSV files for download only). Numbers use the CSVs' fixed format."""
+    parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title>",
+             "<style>body{font-family:sans-serif;font-size:13px}table{border-collapse:collapse;margin-bottom:2em}"
+             "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}</style></head><body>",
+             f"<h1>{title}</h1>"]
+    for name, frame in tables.items():
+        parts.append(f"<h2 id='{name}'>{name}</h2>")
+        parts.append(frame.to_html(index=False, na_rep="", float_format=lambda v: FLOAT_FORMAT % v, border=0))
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# Writing
+
+
+def write_csv(frame: pd.DataFrame, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(path, index=False, float_format=FLOAT_FORMAT, lineterminator="\n")
+    return path
+
+
+def write_exploratory(records: pd.DataFrame, out_dir: str | Path, *, m: int, epsilon: float, seed: int,
+                      draws: int = 50, resamples: int = 1000, level: float = 0.95) -> list[Path]:
+    """Compute and write ``<table>.csv`` for every name in TABLES, all of them rendered in
+    TABLES_HTML, and the FIGURES to ``out_dir``; returns the paths in that order."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    tables = exploratory_tables(records, m=m, epsilon=epsilon, seed=seed, draws=draws, resamples=resamples,
+                                level=level)
+    paths = [write_csv(tables[name], out / f"{name}.csv") for name in TABLES]
+    (out / TABLES_HTML).write_text(tables_html(tables, "Exploratory tables (outside the registration)"))
+    paths.append(out / TABLES_HTML)
+    for name, fig in exploratory_figures(records, seed=seed, draws=draws).items():
+        (out / name).write_bytes(png_bytes(fig))
+        paths.append(out / name)
+    return paths
+
+
+def header_html(text: str) -> bytes:
+    """The header as a standalone HTML page (docutils), without date or generator stamps."""
+    from docutils.core import publish_string
+
+    return publish_string(text, writer_name="html5", settings_overrides={
+        "datestamp": False, "generator": False, "embed_stylesheet": True, "_disable_config": True})
+
+
+def write_header(variant: str, hypotheses_path: str | Path, plan_check_path: str | Path, out: str | Path) -> Path:
+    """The report header as ``.html`` (rendered) or, for any other suffix, as reStructuredText."""
+    text = report_header(variant, json.loads(Path(hypotheses_path).read_text()),
+                         json.loads(Path(plan_check_path).read_text()))
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if out.suffix == ".html":
+        out.write_bytes(header_html(text))
+    else:
+        out.write_text(text)
+    return out

@@ -1,0 +1,8 @@
+from pathlib import Path
+
+from cotdyn.logs import tee_to
+from cotdyn.report import write_header
+
+tee_to(snakemake.log[0])
+print(write_header(snakemake.wildcards.variant, snakemake.input.hypotheses, snakemake.input.plan_check,
+                   snakemake.output[0]))
