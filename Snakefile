@@ -16,6 +16,8 @@ include: "workflow/rules/generate.smk"
 include: "workflow/rules/trajectories.smk"
 include: "workflow/rules/audit.smk"
 include: "workflow/rules/dynamics.smk"
+include: "workflow/rules/exploratory.smk"
+include: "workflow/rules/report.smk"
 
 
 rule all:
@@ -23,4 +25,7 @@ rule all:
         summaries=expand(f"{STUDY_DIR}/cells/{{cell}}/{{variant}}/summary.json", cell=CELLS, variant=VARIANTS),
         manifest=f"{STUDY_DIR}/manifest/manifest.json",
         dynamics=expand(f"{STUDY_DIR}/analysis/{{variant}}/dynamics/profiles.csv", variant=VARIANTS),
+        exploratory=expand(f"{STUDY_DIR}/analysis/{{variant}}/exploratory/tables.html", variant=VARIANTS),
+        header=expand(f"{STUDY_DIR}/analysis/{{variant}}/report_header.html", variant=VARIANTS),
+        sweeps=f"{STUDY_DIR}/analysis/sweeps.csv",
     default_target: True

@@ -338,3 +338,9 @@ def test_write_exploratory_is_byte_identical(tmp_path):
         assert a.read_bytes() == b.read_bytes(), a.name
     ranking = pd.read_csv(tmp_path / "a" / "ranking.csv")
     assert set(ranking["cell"]) == {"qwen7b-gsm8k", "qwen7b-math500"}
+
+
+def test_tables_html_formats_like_the_csv():
+    frame = pd.DataFrame({"cell": ["a", "b"], "coef": [None, 0.1234567890123], "n": [1, 2]})
+    html = report.tables_html({"logistic": frame}, "t")
+    assert "None" not in html and "nan" not in html and "0.123456789" in html and "0.1234567890123" not in html

@@ -111,3 +111,11 @@ def test_chain_endpoint_variant_scores_the_chains_own_answer_at_the_last_prefix(
     out = P.with_chain_endpoint(samples, chains)
     assert [a if isinstance(a, str) else None for a in out.answer] == ["1", "2", "7", "7", "3", "4", "5", None]
     assert out.status.tolist()[2:4] == ["ok", "ok"]
+
+
+def test_the_m_sweep_subsamples_one_draw_of_n_20(gsm8k, plan):
+    protocol = effective_protocol(plan)
+    *_, samples20, _, _ = run_cell(gsm8k[:40], {**protocol, "m": 20}, plan, "gsm8k")
+    _, chains, *_, records5, _ = run_cell(gsm8k[:40], protocol, plan, "gsm8k")
+    subsampled = P.records_table(chains, samples20, protocol, plan["exclusion"], "gsm8k", "c", m=5)
+    pd.testing.assert_frame_equal(subsampled, records5)  # sample j is seeded seed + j whatever n is

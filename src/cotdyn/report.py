@@ -109,7 +109,7 @@ def report_header(variant: str, hypotheses: dict, plan_check: dict) -> str:
              f"Plan SHA-256: ``{plan_hash}``", "",
              f"Plan check SHA-256: ``{plan_check.get('plan_sha256')}`` "
              f"(registered {plan_check.get('registered', {}).get('date')})", "",
-             "Declared deviations from the registered protocol, by cell:", ""]
+             "Differences from the registered protocol, by cell (for confirmatory cells, the declared deviations):", ""]
     cells = plan_check.get("cells")
     if not isinstance(cells, dict):
         raise KeyError("plan_check.json: missing key 'cells'")
@@ -126,6 +126,15 @@ def report_header(variant: str, hypotheses: dict, plan_check: dict) -> str:
     return "\n".join(lines)
 
 
+def _cell_text(value) -> str:
+    """A table cell as the CSVs write it: fixed float format, missing values empty."""
+    if value is None or (isinstance(value, float) and value != value):
+        return ""
+    if isinstance(value, float):
+        return FLOAT_FORMAT % value
+    return str(value)
+
+
 def tables_html(tables: Mapping[str, pd.DataFrame], title: str) -> str:
     """The tables as one standalone HTML page, so the Snakemake report shows them inline (it
     offers CSV files for download only). Numbers use the CSVs' fixed format."""
@@ -135,7 +144,7 @@ def tables_html(tables: Mapping[str, pd.DataFrame], title: str) -> str:
              f"<h1>{title}</h1>"]
     for name, frame in tables.items():
         parts.append(f"<h2 id='{name}'>{name}</h2>")
-        parts.append(frame.to_html(index=False, na_rep="", float_format=lambda v: FLOAT_FORMAT % v, border=0))
+        parts.append(frame.map(_cell_text).to_html(index=False, border=0))
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
 

@@ -28,7 +28,18 @@ rule hypotheses:
         plan_check=f"{STUDY_DIR}/{PLAN_CHECK}",
         plan=PLAN_PATH,
     output:
-        [f"{STUDY_DIR}/analysis/{{variant}}/{name}" for name in ANALYSIS_FILES],
+        [
+            report(
+                f"{STUDY_DIR}/analysis/{{variant}}/{name}",
+                caption=f"../report/{name.replace('.json', '_json').rsplit('.', 1)[0]}.rst",
+                category="1. Registered analysis",
+                subcategory="{variant}",
+                labels={"variant": "{variant}", "output": name.rsplit(".", 1)[0]},
+            )
+            for name in ANALYSIS_FILES
+        ],
+    params:
+        plan_sha256=PLAN_SHA256,
     conda:
         "../../envs/analysis.yaml"
     log:
@@ -64,6 +75,10 @@ rule manifest:
         cells=expand(f"{STUDY_DIR}/manifest/cells/{{cell}}.json", cell=CELLS),
         analysis=expand(f"{STUDY_DIR}/analysis/{{variant}}/{{name}}", variant=VARIANTS, name=ANALYSIS_FILES),
         summaries=expand(f"{STUDY_DIR}/cells/{{cell}}/{{variant}}/summary.json", cell=CELLS, variant=VARIANTS),
+        dynamics=expand(f"{STUDY_DIR}/analysis/{{variant}}/dynamics/profiles.csv", variant=VARIANTS),
+        exploratory=expand(f"{STUDY_DIR}/analysis/{{variant}}/exploratory/tables.html", variant=VARIANTS),
+        headers=expand(f"{STUDY_DIR}/analysis/{{variant}}/report_header.html", variant=VARIANTS),
+        sweeps=f"{STUDY_DIR}/analysis/sweeps.csv",
     output:
         f"{STUDY_DIR}/{STUDY_MANIFEST}",
     params:

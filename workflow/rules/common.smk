@@ -9,7 +9,7 @@ from cotdyn.audit import PLAN_CHECK
 from cotdyn.config import ConfigError, protocol_for, reference_id, resolve_cells, samples_variant
 from cotdyn.preregistration import sibling_paths
 from cotdyn.provenance import STUDY_MANIFEST
-from cotdyn.plan import load_plan
+from cotdyn.plan import load_plan, plan_sha256
 
 CONFIG_SOURCE = ", ".join(str(f) for f in getattr(workflow, "configfiles", [])) or "config"
 
@@ -20,6 +20,7 @@ except Exception as e:
 
 PLAN_PATH = config["plan"]
 PLAN = load_plan(PLAN_PATH)
+PLAN_SHA256 = plan_sha256(PLAN_PATH)
 STUDY_DIR = f"results/{config['study']}"
 CACHE_DIR = config["cache"]
 try:

@@ -7,12 +7,44 @@ rule dynamics:
         samples=lambda w: [samples_path(cell, w.variant) for cell in CELLS],
         chains=lambda w: [chains_path(cell, w.variant) for cell in CELLS],
     output:
-        profiles=f"{STUDY_DIR}/analysis/{{variant}}/dynamics/profiles.csv",
-        shares=f"{STUDY_DIR}/analysis/{{variant}}/dynamics/mechanism_shares.csv",
-        variance=f"{STUDY_DIR}/analysis/{{variant}}/dynamics/variance_decomposition.csv",
-        trajectories=f"{STUDY_DIR}/analysis/{{variant}}/dynamics/trajectories.png",
+        profiles=report(
+            f"{STUDY_DIR}/analysis/{{variant}}/dynamics/profiles.csv",
+            caption="../report/dynamics_profiles.rst",
+            category="4. Dynamics",
+            subcategory="{variant}",
+            labels={"variant": "{variant}", "output": "profiles"},
+        ),
+        shares=report(
+            f"{STUDY_DIR}/analysis/{{variant}}/dynamics/mechanism_shares.csv",
+            caption="../report/dynamics_mechanism_shares.rst",
+            category="4. Dynamics",
+            subcategory="{variant}",
+            labels={"variant": "{variant}", "output": "shares"},
+        ),
+        variance=report(
+            f"{STUDY_DIR}/analysis/{{variant}}/dynamics/variance_decomposition.csv",
+            caption="../report/dynamics_variance.rst",
+            category="4. Dynamics",
+            subcategory="{variant}",
+            labels={"variant": "{variant}", "output": "variance"},
+        ),
+        trajectories=report(
+            f"{STUDY_DIR}/analysis/{{variant}}/dynamics/trajectories.png",
+            caption="../report/dynamics_trajectories.rst",
+            category="4. Dynamics",
+            subcategory="{variant}",
+            labels={"variant": "{variant}", "output": "trajectories"},
+        ),
+        shares_figure=report(
+            f"{STUDY_DIR}/analysis/{{variant}}/dynamics/mechanism_shares.png",
+            caption="../report/dynamics_mechanism_shares.rst",
+            category="4. Dynamics",
+            subcategory="{variant}",
+            labels={"variant": "{variant}", "output": "shares_figure"},
+        ),
     params:
         cells=CELLS,
+        plan_sha256=PLAN_SHA256,
     conda:
         "../../envs/analysis.yaml"
     log:

@@ -1,0 +1,51 @@
+import pytest
+
+from cotdyn.config import ConfigError, protocol_for, reference_id, resolve_cells, samples_variant
+
+
+def study(**variants):
+    return {"study": "s", "plan": "p", "cells": ["qwen7b-gsm8k"], "models": {"qwen7b": {"backend": "vllm"}},
+            "benchmarks": {"gsm8k": {"kind": "gsm8k"}}, "variants": {"registered": {}, **variants}}
+
+
+def test_panel_models_and_benchmarks_take_their_pins_from_the_plan(plan):
+    cell = resolve_cells(study(), plan)["qwen7b-gsm8k"]
+    assert cell.model["id"] == "Qwen/Qwen2.5-7B-Instruct"
+    assert cell.model["revision"] == "a09a35458c702b33eeacc393d103063234e8bc28"
+    assert cell.benchmark["content_sha256"] == plan["panel"]["benchmarks"]["gsm8k"]["content_sha256"]
+
+
+def test_a_cell_naming_an_unknown_model_is_an_error(plan):
+    config = study()
+    config["cells"] = ["gpt9-gsm8k"]
+    with pytest.raises(ConfigError, match="model 'gpt9'"):
+        resolve_cells(config, plan, "study.yaml")
+
+
+def test_variants_override_the_plan_and_name_unknown_parameters(plan):
+    assert protocol_for(study(), plan, "registered") == plan["protocol"]
+    assert protocol_for(study(cap8={"cap": None}), plan, "cap8")["cap"] is None
+    with pytest.raises(ConfigError, match="study.yaml: variant 'x': unknown protocol parameter 'temprature'"):
+        protocol_for(study(x={"temprature": 0.1}), plan, "x", "study.yaml")
+    with pytest.raises(ConfigError, match="unknown label 'oracle'"):
+        protocol_for(study(x={"label": "oracle"}), plan, "x")
+
+
+def test_records_only_variants_reuse_samples_and_may_not_change_generation(plan):
+    config = study(**{"m-20": {"m": 20}, "m-3": {"m": 3, "subsample_of": "m-20"},
+                      "eps": {"epsilon": 0.1, "subsample_of": "registered"}})
+    assert samples_variant(config, "m-3") == "m-20" and samples_variant(config, "m-20") == "m-20"
+    assert protocol_for(config, plan, "m-3")["m"] == 3
+    assert protocol_for(config, plan, "eps")["epsilon"] == 0.1
+    bad = study(**{"m-20": {"m": 20}, "seg": {"segmentation": "newline", "subsample_of": "m-20"}})
+    with pytest.raises(ConfigError, match="changes segmentation"):
+        protocol_for(bad, plan, "seg")
+    with pytest.raises(ConfigError, match="m = 8 exceeds the 5 samples"):
+        protocol_for(study(big={"m": 8, "subsample_of": "registered"}), plan, "big")
+
+
+def test_reference_settings_name_the_chains_they_share(plan):
+    registered = protocol_for(study(), plan, "registered")
+    assert reference_id(registered) == "t0.7-b600-s20260829"
+    assert reference_id({**registered, "segmentation": "newline"}) == reference_id(registered)
+    assert reference_id({**registered, "reference_max_tokens": 1280}) != reference_id(registered)
