@@ -72,7 +72,7 @@ def _run(args: dict) -> None:
 
 def _shards(args: dict) -> int:
     cache = Path(args["cache"])
-    return len(list(cache.glob("*.json"))) if cache.exists() else 0
+    return len(list(cache.glob("*/*.json"))) if cache.exists() else 0  # one folder per model revision
 
 
 def _kill_at(args: dict, shards: int, delay: float) -> tuple[int | None, int]:
@@ -150,7 +150,7 @@ def test_a_torn_or_altered_shard_is_redone_not_trusted(simulated):
 
     args = _args(simulated["base"], simulated["root"] / "damaged")
     shutil.copytree(simulated["baseline"]["cache"], args["cache"])
-    shards = sorted(Path(args["cache"]).glob("*.json"))
+    shards = sorted(Path(args["cache"]).glob("*/*.json"))
     torn, altered = shards[3], shards[-3]
     torn.write_bytes(torn.read_bytes()[: torn.stat().st_size // 2])  # a write cut short
     payload = json.loads(altered.read_text())
@@ -159,7 +159,7 @@ def test_a_torn_or_altered_shard_is_redone_not_trusted(simulated):
 
     from cotdyn.cache import GenerationCache
 
-    rejected = GenerationCache(args["cache"]).rejected
+    rejected = GenerationCache(shards[0].parent).rejected
     assert sorted(r.split(":")[0] for r in rejected) == sorted([torn.name, altered.name])
     assert "checksum mismatch" in " ".join(rejected)
     _run(args)
@@ -167,7 +167,7 @@ def test_a_torn_or_altered_shard_is_redone_not_trusted(simulated):
     logs = [_log(args, "reference"), _log(args, "continuations")]
     requests = sum(log["requests"] for log in logs)
     assert 0 < sum(log["cached_requests"] for log in logs) < requests  # only the damaged shards' share redone
-    assert {p.name for p in Path(args["cache"]).glob("*.json")} == {p.name for p in shards}  # rewritten whole
+    assert {p.name for p in Path(args["cache"]).glob("*/*.json")} == {p.name for p in shards}  # rewritten whole
 
 
 @pytest.mark.slow

@@ -44,6 +44,11 @@ def _backend(model: dict, problems: list[Problem], benchmark: str):
     return make_backend(model, {p.question: p.gold for p in problems}, benchmark)
 
 
+def _cache(cache_dir, backend) -> GenerationCache:
+    """One cache folder per model revision: a job loads only the shards its model can use."""
+    return GenerationCache(Path(cache_dir) / backend.model_revision.replace("/", "_"))
+
+
 def _generation_log(backend, stats, sampling, phase: str) -> dict:
     return {"phase": phase, "backend": backend.describe(),
             "effective_sampling": backend.effective_sampling(sampling),
@@ -58,7 +63,7 @@ def run_reference(problems_path, model: dict, protocol: dict, cell: str, benchma
     backend = _backend(model, problems, benchmark)
     prompts = [backend.tokenizer.chat_prompt_ids(protocol["system_prompt"], p.question) for p in problems]
     requests = P.reference_requests(problems, prompts, protocol, cell)
-    completions, stats = generate(backend, requests, GenerationCache(cache_dir),
+    completions, stats = generate(backend, requests, _cache(cache_dir, backend),
                                   model.get("chunk_size", 0), desc=f"{cell} reference chains")
     write_parquet(P.chains_table(problems, prompts, completions, benchmark), chains_out)
     write_json(_generation_log(backend, stats, P.reference_sampling(protocol), "reference"), log_out)
@@ -71,7 +76,7 @@ def run_continuations(problems_path, chains_path, model: dict, protocol: dict, c
     backend = _backend(model, problems, benchmark)
     plan = P.prefix_plan(chains, protocol, backend.tokenizer.decode)
     requests = P.continuation_requests(chains, plan, protocol, cell, n)
-    completions, stats = generate(backend, requests, GenerationCache(cache_dir),
+    completions, stats = generate(backend, requests, _cache(cache_dir, backend),
                                   model.get("chunk_size", 0), desc=f"{cell} continuations")
     write_parquet(P.samples_table(plan, requests, completions, benchmark), samples_out)
     write_json(_generation_log(backend, stats, P.continuation_sampling(protocol), "continuations"), log_out)
