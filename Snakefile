@@ -18,6 +18,7 @@ include: "workflow/rules/audit.smk"
 include: "workflow/rules/dynamics.smk"
 include: "workflow/rules/exploratory.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/infogain.smk"
 
 
 rule all:

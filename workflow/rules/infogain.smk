@@ -9,11 +9,21 @@ rule infogain_toy:
         ms="results/{study}/infogain/toy/ms_summary.csv",
         subtask="results/{study}/infogain/toy/subtask_ig.csv",
         detection="results/{study}/infogain/toy/detection.csv",
-        table1="results/{study}/infogain/toy/table1_llm3.csv",
+        table1=report(
+            "results/{study}/infogain/toy/table1_llm3.csv",
+            caption="../report/infogain_table1.rst",
+            category="5. Information gain",
+            labels={"output": "LLM3 detection (Table 1)"},
+        ),
         samplewise="results/{study}/infogain/toy/samplewise.csv",
         training="results/{study}/infogain/toy/training_history.csv",
         acceptance="results/{study}/infogain/toy/acceptance.json",
-        figure3="results/{study}/infogain/toy/figure3_heatmaps.png",
+        figure3=report(
+            "results/{study}/infogain/toy/figure3_heatmaps.png",
+            caption="../report/infogain_figure3.rst",
+            category="5. Information gain",
+            labels={"output": "Figure 3 heatmaps"},
+        ),
         ig_figure="results/{study}/infogain/toy/ig_heatmaps.png",
     params:
         size=lambda wildcards: config["infogain"]["size"],
@@ -21,7 +31,16 @@ rule infogain_toy:
     wildcard_constraints:
         study="[A-Za-z0-9_.-]+",
     threads: 2
+    conda:
+        "../../envs/generate-cpu.yaml"
     log:
         "results/{study}/logs/infogain_toy.log",
     script:
         "../scripts/infogain_toy.py"
+
+
+# `snakemake --cores 2 infogain [--config 'infogain={size: full, seed: 0}']`: the toy experiment
+# for this study (reduced size by default; full size takes about 40 minutes on 2 cores).
+rule infogain:
+    input:
+        f"{STUDY_DIR}/infogain/toy/ig_summary.csv",

@@ -6,7 +6,8 @@ step-2 state (``z_2[2] > 150``). Every other choice is ours and is written down 
 
 - Values live in ``[0, MODULUS)`` with ``MODULUS = 300``; the prompt ``x_0`` is 5 integers drawn
   uniformly from that range. Arithmetic is modulo 300 so that the vocabulary stays bounded and a
-  small supervisor cannot shortcut an operation by magnitude alone.
+  small supervisor cannot shortcut an operation by magnitude alone (multiplication mod 300 keeps
+  some structure, e.g. 2.8% zeros, which a wider supervisor partly learns from the prompt).
 - Step t (1-based) rewrites element t (1-based) only, from element t and the element step t-1 wrote
   (step 1 reads element 5), with the operation ``OPERATIONS[t-1]``. So ``z_t[t]`` is final from step
   t on, the answer ``Y = z_5`` is revealed one element per correct step, and an error at step k
