@@ -29,4 +29,5 @@ rule all:
         exploratory=expand(f"{STUDY_DIR}/analysis/{{variant}}/exploratory/tables.html", variant=VARIANTS),
         header=expand(f"{STUDY_DIR}/analysis/{{variant}}/report_header.html", variant=VARIANTS),
         sweeps=f"{STUDY_DIR}/analysis/sweeps.csv",
+        math_shepherd=expand(f"{STUDY_DIR}/analysis/{{variant}}/math_shepherd.csv", variant=VARIANTS),
     default_target: True

@@ -440,3 +440,17 @@ def test_reduced_toy_experiment_reproduces_the_seed_pattern(tmp_path):
     assert t1.loc["ORM", "fpr"] > t1.loc["IG", "fpr"] + 0.1
     assert t1.loc["MS", "fpr"] == 1.0 and t1.loc["MS", "tpr"] == 1.0
     assert (tmp_path / "figure3_heatmaps.png").stat().st_size > 0
+
+
+def test_math_shepherd_labels_from_pipeline_samples():
+    import pandas as pd
+
+    from cotdyn.infogain.baselines import math_shepherd_from_samples
+
+    samples = pd.DataFrame({"problem_id": ["a"] * 6 + ["b"] * 3, "prefix": [0, 0, 0, 1, 1, 1, 0, 0, 0],
+                            "prefix_tokens": [0, 0, 0, 9, 9, 9, 0, 0, 0],
+                            "answer": ["5", "6", None, "5", "5", "5.0", "1", "2", "3"]})
+    records = pd.DataFrame({"problem_id": ["a", "b"], "gold": ["5", "4"]})
+    labels = math_shepherd_from_samples(samples, records, "gsm8k")
+    assert labels[["soft", "hard"]].values.tolist() == [[1 / 3, 1.0], [1.0, 1.0], [0.0, 0.0]]
+    assert labels["n"].tolist() == [3, 3, 3]

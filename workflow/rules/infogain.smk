@@ -44,3 +44,21 @@ rule infogain_toy:
 rule infogain:
     input:
         f"{STUDY_DIR}/infogain/toy/ig_summary.csv",
+
+
+# Math-Shepherd labels of the study's own traces, from the continuations already drawn (seed 000).
+rule math_shepherd:
+    input:
+        records=expand(f"{STUDY_DIR}/cells/{{cell}}/{{{{variant}}}}/records.parquet", cell=CELLS),
+        samples=lambda w: [samples_path(cell, w.variant) for cell in CELLS],
+    output:
+        f"{STUDY_DIR}/analysis/{{variant}}/math_shepherd.csv",
+    params:
+        cells=CELLS,
+        benchmarks=[CELL_SPECS[c].benchmark["kind"] for c in CELLS],
+    conda:
+        "../../envs/analysis.yaml"
+    log:
+        f"{STUDY_DIR}/logs/math_shepherd/{{variant}}.log",
+    script:
+        "../scripts/math_shepherd.py"

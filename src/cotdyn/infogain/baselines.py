@@ -104,3 +104,26 @@ def math_shepherd_labels(completions_correct: np.ndarray) -> tuple[np.ndarray, n
     if hits.ndim != 2 or hits.shape[1] == 0:
         raise ValueError(f"completions_correct must be (n prefixes, N >= 1 completions), got shape {hits.shape}")
     return hits.mean(axis=1), hits.any(axis=1).astype(float)
+
+
+def math_shepherd_from_samples(samples, records, benchmark: str):
+    """Math-Shepherd labels of LLM traces from the continuations the pipeline already drew.
+
+    Each (problem, prefix) row of ``samples`` is one prefix with its m completions; a completion
+    reaches the gold answer when its extracted answer is equivalent to the record's gold.
+    Returns one row per (problem, prefix): ``soft`` (share reaching gold) and ``hard`` (any).
+    """
+    import pandas as pd
+
+    from ..answers import equivalent
+
+    gold = records.set_index("problem_id")["gold"]
+    hits = [equivalent(a if isinstance(a, str) else None, gold.get(p), benchmark)
+            for p, a in zip(samples["problem_id"], samples["answer"])]
+    table = samples[["problem_id", "prefix", "prefix_tokens"]].assign(hit=hits)
+    rows = []
+    for (problem, prefix), group in table.groupby(["problem_id", "prefix"], sort=True):
+        soft, hard = math_shepherd_labels(group["hit"].to_numpy()[None, :])
+        rows.append({"problem_id": problem, "prefix": prefix, "prefix_tokens": int(group["prefix_tokens"].iloc[0]),
+                     "n": len(group), "soft": float(soft[0]), "hard": float(hard[0])})
+    return pd.DataFrame(rows)
