@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -90,9 +89,3 @@ def derive_records(chains_path, samples_path, protocol: dict, exclusion: dict, b
     summary = {"cell": cell, **P.cell_summary(records, samples[samples["sample"] < (m or protocol["m"])])}
     write_json(summary, summary_out)
     return records
-
-
-def timed(fn, *args, **kwargs):
-    started = time.time()
-    result = fn(*args, **kwargs)
-    return result, time.time() - started

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Protocol, Sequence
 
 
@@ -58,7 +58,6 @@ class GenerationStats:
     seconds: float = 0.0
     cached_requests: int = 0
     calls: int = 0
-    extra: dict = field(default_factory=dict)
 
 
 class Tokenizer(Protocol):
