@@ -121,7 +121,8 @@ def main() -> None:
             seconds, chains, completions = path(backend, references, continuation_requests_for)
             n = tokens(chains, completions)
             results[name] = (seconds, n, len(completions))
-    print(f"model: Llama 4x{args.width} (random), SmolLM2 tokenizer; {args.problems} problems, m={protocol['m']}, "
+    model = args.model or f"Llama 4x{args.width} (random), SmolLM2 tokenizer"
+    print(f"model: {model}; {args.problems} problems, m={protocol['m']}, "
           f"batch size {args.batch_size}, torch threads {args.threads}")
     for name, (seconds, n, requests) in results.items():
         print(f"{name:>10}: {requests} continuation requests, {n} generated tokens in {seconds:.1f} s "
