@@ -204,3 +204,13 @@ def test_declared_deviation_runs_and_is_reported(tmp_path, shared_data):
     # The plan check no longer re-derives, and neither does the analysis that names its deviations.
     assert status(report, PLAN_CHECK).status == MISSING
     assert status(report, "analysis/registered/hypotheses.json").status == MISSING
+
+
+def test_outputs_the_audit_does_not_rederive_are_hash_checked_not_failed():
+    from cotdyn.audit import MATCH, MISMATCH, compare_files, is_derived
+
+    assert is_derived("analysis/registered/hypotheses.json")
+    assert not is_derived("analysis/registered/dynamics/profiles.csv")
+    listed = {"analysis/registered/dynamics/profiles.csv": "a", "analysis/sweeps.csv": "b"}
+    checks = {c.path: c.status for c in compare_files(listed, {**listed, "analysis/sweeps.csv": "x"}, {})}
+    assert checks == {"analysis/registered/dynamics/profiles.csv": MATCH, "analysis/sweeps.csv": MISMATCH}

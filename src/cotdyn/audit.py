@@ -120,9 +120,18 @@ class AuditReport:
         return "\n".join(lines)
 
 
+# Analysis outputs the audit does not yet re-derive (seed 002 dynamics, exploratory tables, sweep
+# table, Math-Shepherd labels, report headers): the audit checks their stored hashes only.
+HASH_CHECKED_ONLY = ("/dynamics/", "/exploratory/", "math_shepherd.csv", "report_header.html",
+                     "analysis/sweeps.")
+
+
 def is_derived(path: str) -> bool:
-    """Whether a study file is a function of the stored generations, plan and config (so the audit
-    must re-derive it), rather than a stored generation or a record of the run."""
+    """Whether a study file is a function of the stored generations, plan and config that the
+    audit re-derives, rather than a stored generation, a record of the run, or an output whose
+    hash alone is checked."""
+    if any(part in path for part in HASH_CHECKED_ONLY):
+        return False
     return (path == PLAN_CHECK or path.startswith("analysis/")
             or (path.startswith("cells/") and path.endswith(("/records.parquet", "/summary.json"))))
 
