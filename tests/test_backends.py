@@ -81,3 +81,44 @@ def test_seeded_sampler_draws_from_the_tempered_distribution():
     assert set(draws) == {2, 3}
     alone = SeededSampler([7], Sampling(1.0, 1), "cpu").draw(logits[:1])
     assert alone.item() == SeededSampler(range(10), Sampling(1.0, 1), "cpu").draw(logits[:10])[7].item()
+
+
+@pytest.mark.parametrize("prompts, roots", [
+    ([(1, 2, 3), (1, 2), (1, 2, 3, 4), (5, 6), (1, 9)], [2, 2, 2, 3, 4]),
+    ([(7, 8), (7, 8), (7,)], [1, 1, 1]),  # identical prompts share one root
+    ([(3,), (4,)], [0, 1]),
+])
+def test_prefix_roots_map_each_prompt_to_one_that_extends_it(prompts, roots):
+    from cotdyn.backends.transformers import prefix_roots
+
+    assert prefix_roots(prompts) == roots
+
+
+def _counting_forward(backend):
+    """Wrap the model's forward to count the prompt and generated tokens it is fed."""
+    seen = []
+    forward = backend.model.forward
+
+    def counted(*args, **kwargs):
+        seen.append(kwargs["input_ids"].numel())
+        return forward(*args, **kwargs)
+
+    backend.model.forward = counted
+    return seen, lambda: setattr(backend.model, "forward", forward)
+
+
+def test_shared_prefill_gives_the_samples_of_a_full_prefill_and_reads_each_chain_once(tiny, tiny_model_dir):
+    full = make_backend({"backend": "transformers", "id": str(tiny_model_dir), "dtype": "float32",
+                         "batch_size": 8, "share_prefill": False})
+    other = tuple(tiny.tokenizer.chat_prompt_ids("Solve.", "What is 7*6?"))
+    requests = _requests(tiny, [256, 512, 768], max_tokens=6) + [Request(other, 2, Sampling(0.7, 6), 1024)]
+    seen, restore = _counting_forward(tiny)
+    try:
+        shared = tiny.generate(requests)
+    finally:
+        restore()
+    assert shared == full.generate(requests)
+    # one pass over each root (the longest nested prompt, and the other problem's prompt), then
+    # at most one token per row (batch of 8 at most) and step: no row's prompt is read again
+    assert sorted(n for n in seen if n > 8) == sorted([len(requests[2].prompt_ids), len(other)])
+    assert sum(n for n in seen if n <= 8) <= sum(r.n for r in requests) * 6

@@ -22,7 +22,8 @@ def make_backend(model: dict, golds: dict[str, str] | None = None, benchmark: st
         from .transformers import TransformersBackend
 
         return TransformersBackend(model["id"], model.get("revision"), model.get("dtype", "float32"),
-                                   model.get("device", "cpu"), model.get("batch_size", 16))
+                                   model.get("device", "cpu"), model.get("batch_size", 16),
+                                   model.get("share_prefill", True))
     if kind == "vllm":
         from .vllm import VLLMBackend
 

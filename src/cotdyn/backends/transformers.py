@@ -6,6 +6,13 @@ one-hot choice. Hugging Face's own sampler draws every row from one global RNG, 
 depend on which other requests shared its batch; with one generator per row it does not. The
 generation config is built here, field by field, so a model's generation_config (its own
 temperature, top_k, top_p, repetition penalty) never applies.
+
+Prefill is shared, as vLLM's prefix caching shares it: the prefix requests of one chain are
+prompts nested inside each other, so the keys and values of the longest one (its ``root``) hold
+those of every shorter one. The backend runs each root through the model once and hands
+``generate`` every row's cache sliced from its root, so only a row's last prompt token is
+processed in the batch. Without this, prefill (each of a request's m samples re-reading up to
+several hundred prompt tokens) is most of the cost on a CPU.
 """
 
 from __future__ import annotations
@@ -13,11 +20,14 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Sequence
 
 import torch
 from tqdm import tqdm
+from transformers import DynamicCache
+from transformers.cache_utils import DynamicLayer
 
 from ..prompts import ChatTokenizer
 from .base import Completion, Request, Sampling
@@ -108,12 +118,13 @@ class TransformersBackend:
     name = "transformers"
 
     def __init__(self, model_id: str, revision: str | None = None, dtype: str = "float32",
-                 device: str = "cpu", batch_size: int = 16):
+                 device: str = "cpu", batch_size: int = 16, share_prefill: bool = True):
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         if dtype not in DTYPES:
             raise ValueError(f"unknown dtype '{dtype}' (known: {', '.join(DTYPES)})")
         self.model_id, self.dtype, self.device, self.batch_size = model_id, dtype, device, batch_size
+        self.share_prefill = share_prefill
         hf_tokenizer = AutoTokenizer.from_pretrained(model_id, revision=revision)
         self.tokenizer = ChatTokenizer(hf_tokenizer)
         self.model = AutoModelForCausalLM.from_pretrained(model_id, revision=revision, dtype=DTYPES[dtype])
@@ -127,6 +138,7 @@ class TransformersBackend:
     def describe(self) -> dict:
         return {"backend": self.name, "model_id": self.model_id, "revision": self.model_revision,
                 "dtype": self.dtype, "device": self.device, "batch_size": self.batch_size,
+                "share_prefill": self.share_prefill,
                 "chat_template_sha256": self.tokenizer.template_sha256(),
                 "tokenizer_sha256": _tokenizer_sha256(self.tokenizer.hf)}
 
@@ -150,22 +162,64 @@ class TransformersBackend:
                 "stop_token_ids": sorted(self.stop_ids)}
 
     def generate(self, requests: Sequence[Request], desc: str = "") -> list[list[Completion]]:
+        roots = prefix_roots([r.prompt_ids for r in requests]) if self.share_prefill else list(range(len(requests)))
         rows = [(i, j) for i, r in enumerate(requests) for j in range(r.n)]
-        # Longest prompts first, in a fixed order: batches (and so results) depend only on the requests.
-        rows.sort(key=lambda ij: (-len(requests[ij[0]].prompt_ids), ij))
+        # A fixed order, so batches (and so results) depend only on the requests: rows of one root
+        # together (its keys and values are freed once its last row is done), longest first.
+        rows.sort(key=lambda ij: (-len(requests[roots[ij[0]]].prompt_ids), roots[ij[0]],
+                                  -len(requests[ij[0]].prompt_ids), ij))
+        left = Counter(roots[i] for i, _ in rows)
+        prefilled: dict[int, list[tuple[torch.Tensor, torch.Tensor]]] = {}
         out: list[list[Completion | None]] = [[None] * r.n for r in requests]
         generated, started = 0, time.time()
         batches = [rows[s : s + self.batch_size] for s in range(0, len(rows), self.batch_size)]
         with tqdm(total=len(rows), desc=desc or "generate", unit="sample") as bar:
             for batch in batches:
-                for (i, j), completion in zip(batch, self._generate_batch(requests, batch)):
+                if self.share_prefill:
+                    for root in dict.fromkeys(roots[i] for i, _ in batch):
+                        if root not in prefilled:
+                            prefilled[root] = self._prefill(requests[root].prompt_ids)
+                rooted = [(requests[i].prompt_ids, prefilled.get(roots[i])) for i, _ in batch]
+                for (i, j), completion in zip(batch, self._generate_batch(requests, batch, rooted)):
                     out[i][j] = completion
                     generated += len(completion.token_ids)
+                    left[roots[i]] -= 1
+                    if not left[roots[i]]:
+                        prefilled.pop(roots[i], None)
                 bar.update(len(batch))
                 bar.set_postfix(tok_s=f"{generated / max(time.time() - started, 1e-9):.1f}")
         return out  # type: ignore[return-value]
 
-    def _generate_batch(self, requests: Sequence[Request], batch) -> list[Completion]:
+    def _prefill(self, prompt_ids: Sequence[int]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Each layer's keys and values for one prompt, computed alone (batch of one, no padding)."""
+        with torch.no_grad():
+            output = self.model(input_ids=torch.tensor([list(prompt_ids)], device=self.device), use_cache=True)
+        cache = output.cache
+        if type(cache) is not DynamicCache or any(type(layer) is not DynamicLayer for layer in cache.layers):
+            raise NotImplementedError(f"{self.model_id}: shared prefill needs a plain full-attention "
+                                      f"cache, not {type(cache).__name__}; set share_prefill: false")
+        return [(layer.keys, layer.values) for layer in cache.layers]
+
+    def _row_cache(self, rooted, width: int) -> DynamicCache | None:
+        """The batch's cache for all but the last prompt column, each row sliced from its root.
+
+        Row r's prompt sits right-aligned (left padding), so its first p_r - 1 tokens fill columns
+        width - p_r .. width - 2; padding columns stay zero and are masked out.
+        """
+        if width < 2 or any(kv is None for _, kv in rooted):
+            return None
+        cache = DynamicCache(config=self.model.config)
+        for layer, (k0, v0) in enumerate(rooted[0][1]):
+            keys = k0.new_zeros((len(rooted), k0.shape[1], width - 1, k0.shape[3]))
+            values = torch.zeros_like(keys)
+            for row, (prompt, kv) in enumerate(rooted):
+                k, v = kv[layer]
+                keys[row, :, width - len(prompt):] = k[0, :, : len(prompt) - 1]
+                values[row, :, width - len(prompt):] = v[0, :, : len(prompt) - 1]
+            cache.update(keys, values, layer)
+        return cache
+
+    def _generate_batch(self, requests: Sequence[Request], batch, rooted) -> list[Completion]:
         sampling = {requests[i].sampling for i, _ in batch}
         if len(sampling) != 1:
             raise ValueError("one batch must share its sampling parameters")
@@ -184,7 +238,7 @@ class TransformersBackend:
             output = self.model.generate(
                 input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
                 generation_config=self.generation_config(sampling),
-                logits_processor=LogitsProcessorList([sampler]),
+                logits_processor=LogitsProcessorList([sampler]), cache=self._row_cache(rooted, width),
             )
         return [self._completion(row.tolist(), sampling) for row in output[:, width:].cpu()]
 
@@ -195,6 +249,20 @@ class TransformersBackend:
                 return Completion(ids, self.tokenizer.decode(ids), "stop")
         ids = tuple(generated[: sampling.max_tokens])
         return Completion(ids, self.tokenizer.decode(ids), "length")
+
+
+def prefix_roots(prompts: Sequence[Sequence[int]]) -> list[int]:
+    """For each prompt, the index of a prompt that extends it (itself when none does).
+
+    In lexicographic order the prompts extending p follow p without a gap, so comparing each
+    prompt with its successor, from the last back, finds every root in one pass.
+    """
+    order = sorted(range(len(prompts)), key=lambda i: tuple(prompts[i]))
+    roots = list(range(len(prompts)))
+    for a, b in zip(reversed(order[:-1]), reversed(order[1:])):
+        if tuple(prompts[b][: len(prompts[a])]) == tuple(prompts[a]):
+            roots[a] = roots[b]
+    return roots
 
 
 def _local_revision(path: Path) -> str:
