@@ -23,11 +23,16 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import sys
 import tempfile
 from pathlib import Path
 
+# cuBLAS needs this set before CUDA starts for deterministic GEMMs (--deterministic)
+os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+
 import numpy as np
+import pandas as pd
 import torch
 from scipy.stats import chisquare
 
@@ -90,7 +95,7 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def study_check(model_dir: Path, n_problems: int, device: str, scratch: Path) -> dict:
+def study_check(model_dir: Path, n_problems: int, device: str, dtype: str, scratch: Path) -> dict:
     from cotdyn.benchmarks import arithmetic, problems_table
     from cotdyn.plan import effective_protocol, load_plan
     from cotdyn.study import derive_records, run_continuations, run_reference, write_parquet
@@ -98,7 +103,7 @@ def study_check(model_dir: Path, n_problems: int, device: str, scratch: Path) ->
     plan = load_plan(ROOT / "preregistration" / "plan.yaml")
     protocol = effective_protocol(plan, {"reference_max_tokens": 96, "continuation_max_tokens": 32,
                                          "checkpoints": "tokens", "checkpoint_stride": 16})
-    model = {"backend": "transformers", "id": str(model_dir), "dtype": "bfloat16", "device": device,
+    model = {"backend": "transformers", "id": str(model_dir), "dtype": dtype, "device": device,
              "batch_size": 64}
     problems = scratch / "problems.parquet"
     write_parquet(problems_table(arithmetic(n_problems, seed=7)), problems)
@@ -120,6 +125,8 @@ def study_check(model_dir: Path, n_problems: int, device: str, scratch: Path) ->
     runs = {"fresh": run("fresh", scratch / "cache_a"), "fresh_again": run("fresh_again", scratch / "cache_b"),
             "from_cache": run("from_cache", scratch / "cache_a")}
     runs["byte_identical"] = len({json.dumps(r["sha256"]) for r in runs.values()}) == 1
+    a, b = (pd.read_parquet(scratch / name / "samples.parquet") for name in ("fresh", "fresh_again"))
+    runs["samples_equal_share"] = float((a["text"] == b["text"]).mean())
     return runs
 
 
@@ -129,13 +136,18 @@ def main() -> int:
     parser.add_argument("--tokenizer", default=str(ROOT / "results" / "models" / "smollm2"))
     parser.add_argument("--problems", type=int, default=12)
     parser.add_argument("--device", default="cuda")
+    parser.add_argument("--study-dtype", default="bfloat16")
+    parser.add_argument("--deterministic", action="store_true",
+                        help="torch.use_deterministic_algorithms(True) for the whole check")
     args = parser.parse_args()
+    torch.use_deterministic_algorithms(args.deterministic, warn_only=True)  # warnings name the ops
     if args.device == "cuda" and not torch.cuda.is_available():
         print("no CUDA device", file=sys.stderr)
         return 2
     import transformers
 
     report = {"torch": torch.__version__, "transformers": transformers.__version__,
+              "deterministic": args.deterministic, "study_dtype": args.study_dtype,
               "device": torch.cuda.get_device_name(0) if args.device == "cuda" else args.device}
     with tempfile.TemporaryDirectory() as scratch:
         model_dir = build_model(Path(scratch) / "model", Path(args.tokenizer))
@@ -143,9 +155,10 @@ def main() -> int:
             report[dtype] = backend_checks(model_dir, dtype, args.device)
             print(dtype, report[dtype], flush=True)
         report["sampler_chi2_p"] = sampler_check(args.device)
-        report["study"] = study_check(model_dir, args.problems, args.device, Path(scratch))
+        report["study"] = study_check(model_dir, args.problems, args.device, args.study_dtype, Path(scratch))
     Path(args.out).mkdir(parents=True, exist_ok=True)
-    Path(args.out, "gpu_check.json").write_text(json.dumps(report, indent=2) + "\n")
+    name = f"gpu_check_{args.study_dtype}{'_deterministic' if args.deterministic else ''}.json"
+    Path(args.out, name).write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps(report, indent=2))
     claims = [report["float32"]["reproducible"], report["bfloat16"]["reproducible"],
               report["study"]["byte_identical"], min(report["sampler_chi2_p"].values()) > 1e-3]
