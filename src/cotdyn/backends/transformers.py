@@ -209,7 +209,7 @@ class TransformersBackend:
         if width < 2 or any(kv is None for _, kv in rooted):
             return None
         cache = DynamicCache(config=self.model.config)
-        for layer, (k0, v0) in enumerate(rooted[0][1]):
+        for layer, (k0, _) in enumerate(rooted[0][1]):
             keys = k0.new_zeros((len(rooted), k0.shape[1], width - 1, k0.shape[3]))
             values = torch.zeros_like(keys)
             for row, (prompt, kv) in enumerate(rooted):
