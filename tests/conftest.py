@@ -45,16 +45,12 @@ def smol_tokenizer_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_model_dir(smol_tokenizer_dir, tmp_path_factory) -> Path:
-    import torch
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+    from transformers import AutoTokenizer
+
+    from cotdyn.backends.transformers import random_llama
 
     tokenizer = AutoTokenizer.from_pretrained(smol_tokenizer_dir)
-    torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64,
-                         num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=2,
-                         max_position_embeddings=512, bos_token_id=tokenizer.bos_token_id,
-                         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
-    model = LlamaForCausalLM(config)
+    model = random_llama(tokenizer, width=32, layers=2, heads=2, intermediate=64, max_positions=512)
     # A generation_config with sampling defaults of its own: the backend must ignore all of them.
     model.generation_config.do_sample = True
     model.generation_config.temperature = 0.01

@@ -122,3 +122,24 @@ def test_shared_prefill_gives_the_samples_of_a_full_prefill_and_reads_each_chain
     # at most one token per row (batch of 8 at most) and step: no row's prompt is read again
     assert sorted(n for n in seen if n > 8) == sorted([len(requests[2].prompt_ids), len(other)])
     assert sum(n for n in seen if n <= 8) <= sum(r.n for r in requests) * 6
+
+
+def test_inverse_cdf_in_blocks_matches_one_cumulative_sum_over_the_vocabulary():
+    import torch
+
+    from cotdyn.backends.transformers import CDF_BLOCK, inverse_cdf
+
+    torch.manual_seed(0)
+    vocab = 2 * CDF_BLOCK + 300  # a ragged last block
+    weights = torch.softmax(torch.randn(64, vocab) * 3, dim=-1)
+    weights[:, ::7] = 0.0  # tokens that must never be drawn
+    uniforms = torch.rand(64, dtype=torch.float64)
+    reference = torch.searchsorted(weights.double().cumsum(-1), (uniforms * weights.double().sum(-1))[:, None],
+                                   right=True).squeeze(-1)
+    drawn = inverse_cdf(weights, uniforms)
+    assert torch.equal(drawn, reference)
+    assert not (drawn % 7 == 0).any()
+    # a target at a row's very end (the last block all zero, padding beyond) lands on a token with weight
+    weights[:, vocab - 400:] = 0.0
+    end = inverse_cdf(weights, torch.full((64,), 1.0, dtype=torch.float64))
+    assert (end < vocab - 400).all() and (weights.gather(1, end[:, None]) > 0).all()

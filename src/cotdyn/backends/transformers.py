@@ -50,9 +50,10 @@ class SeededSampler:
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         chosen = self.draw(scores.float())
-        onehot = torch.full_like(scores, float("-inf"))
-        onehot[torch.arange(scores.shape[0]), chosen] = 0.0
-        return onehot
+        # generate hands each step a fresh scores tensor: overwrite it rather than allocate a
+        # second (batch x vocabulary) one
+        scores.fill_(float("-inf"))[torch.arange(scores.shape[0]), chosen] = 0.0
+        return scores
 
     def draw(self, logits: torch.Tensor) -> torch.Tensor:
         """One token per row by inverse-CDF sampling with that row's generator."""
@@ -62,16 +63,47 @@ class SeededSampler:
         logits = logits / s.temperature
         if s.top_k > 0:
             kth = torch.topk(logits, min(s.top_k, logits.shape[-1]), dim=-1).values[:, -1:]
-            logits = logits.masked_fill(logits < kth, float("-inf"))
+            logits.masked_fill_(logits < kth, float("-inf"))
         probs = torch.softmax(logits, dim=-1)
         if s.top_p < 1.0:
             sorted_probs, order = torch.sort(probs, descending=True, dim=-1)
             keep = torch.cumsum(sorted_probs, -1) - sorted_probs < s.top_p
             probs = torch.zeros_like(probs).scatter(-1, order, sorted_probs * keep)
-        cdf = torch.cumsum(probs.double(), dim=-1)
-        uniforms = torch.stack([torch.rand(1, generator=g, dtype=torch.float64, device=probs.device)
-                                for g in self.generators]) * cdf[:, -1:]
-        return torch.searchsorted(cdf, uniforms, right=True).squeeze(-1).clamp_(max=probs.shape[-1] - 1)
+        uniforms = torch.cat([torch.rand(1, generator=g, dtype=torch.float64, device=probs.device)
+                              for g in self.generators])
+        return inverse_cdf(probs, uniforms)
+
+
+CDF_BLOCK = 1024
+
+
+def inverse_cdf(weights: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
+    """Row i's token: the first whose cumulative weight exceeds uniforms[i] times the row's total.
+
+    Done in two levels, cumulative sums over blocks of the vocabulary to find the block and then
+    within that block alone, so that no (batch x vocabulary) float64 tensor is made: on a CPU
+    that conversion and its cumulative sum cost more than the rest of a sampling step.
+    """
+    rows, vocab = weights.shape
+    block = min(CDF_BLOCK, vocab)
+    if vocab % block:
+        weights = torch.nn.functional.pad(weights, (0, block - vocab % block))
+    blocks = weights.view(rows, -1, block)
+    block_sums = blocks.sum(-1)
+    block_cdf = block_sums.double().cumsum(-1)
+    target = uniforms * block_cdf[:, -1]
+    # rounding can put a target at a row's very end: keep it inside the last block with weight
+    chosen = torch.minimum(torch.searchsorted(block_cdf, target[:, None], right=True).squeeze(-1),
+                           _last_positive(block_sums))
+    before = torch.where(chosen > 0, block_cdf.gather(1, (chosen - 1).clamp(min=0)[:, None]).squeeze(-1), 0.0)
+    chunk = blocks[torch.arange(rows, device=weights.device), chosen]
+    within = torch.searchsorted(chunk.double().cumsum(-1), (target - before)[:, None], right=True).squeeze(-1)
+    return chosen * block + torch.minimum(within, _last_positive(chunk))
+
+
+def _last_positive(values: torch.Tensor) -> torch.Tensor:
+    """Index of each row's last positive entry."""
+    return values.shape[-1] - 1 - (values > 0).flip(-1).int().argmax(-1)
 
 
 def locate_gguf(package: str, filename: str) -> Path:
@@ -104,6 +136,20 @@ def convert_gguf(package: str, filename: str, out_dir: str | Path) -> Path:
     tokenizer.save_pretrained(out_dir)
     (out_dir / "SOURCE").write_text(f"{package}/{filename} sha256={_sha256(gguf)}\n")
     return out_dir
+
+
+def random_llama(tokenizer, width: int, layers: int, heads: int, intermediate: int | None = None,
+                 max_positions: int = 4096, seed: int = 0):
+    """A randomly initialised Llama for a tokenizer: the stand-in model of the tests, the
+    benchmarks and the GPU check, where no hub is reachable."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=width, intermediate_size=intermediate or 3 * width,
+                         num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=heads,
+                         max_position_embeddings=max_positions, bos_token_id=tokenizer.bos_token_id,
+                         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+    return LlamaForCausalLM(config)
 
 
 def _sha256(path: Path) -> str:
