@@ -22,10 +22,9 @@ Where the gain comes from, on a CPU: a decoding step at batch 80 costs 2.5 times
 for 16 times the rows (SmolLM2-135M, 2 threads: 0.53 s against 0.21 s), and the batched path
 reads each chain's prompt once for all its prefix requests, where one call per prefix reads it
 once per prefix. Measured (2026-11-30, docs/generation-cost.md): on the 2-core development
-machine, random Llama 4x256, 1 thread, batch 80: 3.1x; SmolLM2-135M, 2 threads: 3.2x at batch 40,
-3.6x at batch 80; on an H200 in bfloat16 (the third command): 4.3x. Before shared prefill the
-CPU runs gave 2.0-2.2x and 2.5x: re-reading every prefix's prompt for each of its m samples was
-most of the batched path's time.
+machine, random Llama 4x256, 1 thread, batch 80: 3.2x and 3.4x; SmolLM2-135M, 2 threads: 3.9x;
+on an H200 in bfloat16 (the third command): 4.3x. Before shared prefill and the two-level
+sampler the CPU runs gave 2.0-2.2x and 2.5x.
 """
 
 from __future__ import annotations
