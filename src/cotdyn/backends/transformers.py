@@ -82,15 +82,17 @@ def inverse_cdf(weights: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
 
     Done in two levels, cumulative sums over blocks of the vocabulary to find the block and then
     within that block alone, so that no (batch x vocabulary) float64 tensor is made: on a CPU
-    that conversion and its cumulative sum cost more than the rest of a sampling step.
+    that conversion and its cumulative sum cost more than the rest of a sampling step. Block sums
+    accumulate in float64 all the same: a GPU splits a float32 reduction differently for
+    different batch sizes, and the last-bit differences moved 1 sample in 35 of a random model's.
     """
     rows, vocab = weights.shape
     block = min(CDF_BLOCK, vocab)
     if vocab % block:
         weights = torch.nn.functional.pad(weights, (0, block - vocab % block))
     blocks = weights.view(rows, -1, block)
-    block_sums = blocks.sum(-1)
-    block_cdf = block_sums.double().cumsum(-1)
+    block_sums = blocks.sum(-1, dtype=torch.float64)
+    block_cdf = block_sums.cumsum(-1)
     target = uniforms * block_cdf[:, -1]
     # rounding can put a target at a row's very end: keep it inside the last block with weight
     chosen = torch.minimum(torch.searchsorted(block_cdf, target[:, None], right=True).squeeze(-1),
