@@ -23,7 +23,7 @@ for 16 times the rows (SmolLM2-135M, 2 threads: 0.53 s against 0.21 s), and the 
 reads each chain's prompt once for all its prefix requests, where one call per prefix reads it
 once per prefix. Measured (2026-11-30, docs/generation-cost.md): on the 2-core development
 machine, random Llama 4x256, 1 thread, batch 80: 3.2x and 3.4x; SmolLM2-135M, 2 threads: 3.9x;
-on an H200 in bfloat16 (the third command): 4.3x. Before shared prefill and the two-level
+on an H200 in bfloat16 (the third command): 4.3x and 3.7x. Before shared prefill and the two-level
 sampler the CPU runs gave 2.0-2.2x and 2.5x.
 """
 
