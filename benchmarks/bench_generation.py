@@ -1,6 +1,6 @@
 """Generated tokens/s of the batched two-phase path against one call per prefix (DESIGN section 8).
 
-    python benchmarks/bench_generation.py [--problems 8] [--batch-size 80] [--width 256] [--threads 1]
+    python benchmarks/bench_generation.py [--problems 8] [--batch-size 80] [--width 256] [--threads N]
     python benchmarks/bench_generation.py --model results/models/smollm2 --threads 2 --problems 6
     python benchmarks/bench_generation.py --device cuda --dtype bfloat16 --width 2048 --layers 12 \
         --problems 6 --continuation-max-tokens 150 --batch-size 200
@@ -95,13 +95,14 @@ def main() -> None:
     parser.add_argument("--continuation-max-tokens", type=int, default=24)
     parser.add_argument("--model", default=None,
                         help="a model directory to use instead of the random Llama (e.g. results/models/smollm2)")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch intra-op threads (on a shared 2-core machine, 1 is fastest)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch intra-op threads (default: torch's, one per core; on a busy machine 1 can be faster)")
     args = parser.parse_args()
 
     import torch
 
-    torch.set_num_threads(args.threads)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     from cotdyn import protocol as P
     from cotdyn.backends.transformers import TransformersBackend
     from cotdyn.benchmarks import arithmetic
@@ -134,7 +135,7 @@ def main() -> None:
     model = args.model or f"Llama {args.layers}x{args.width} (random), SmolLM2 tokenizer"
     print(f"model: {model}; {args.device} {args.dtype}; {args.problems} problems, m={protocol['m']}, "
           f"budgets {args.reference_max_tokens}/{args.continuation_max_tokens} tokens, "
-          f"batch size {args.batch_size}, torch threads {args.threads}")
+          f"batch size {args.batch_size}, torch threads {torch.get_num_threads()}")
     for name, (seconds, n, requests) in results.items():
         print(f"{name:>10}: {requests} continuation requests, {n} generated tokens in {seconds:.1f} s "
               f"= {n / seconds:.1f} tokens/s")

@@ -49,29 +49,35 @@ class SeededSampler:
         self.generators = [torch.Generator(device=device).manual_seed(int(s)) for s in seeds]
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        chosen = self.draw(scores.float())
-        # generate hands each step a fresh scores tensor: overwrite it rather than allocate a
-        # second (batch x vocabulary) one
+        # generate hands each step a fresh scores tensor that nothing else reads: draw from it in
+        # place, then overwrite it with the choice (on a CPU, allocating batch x vocabulary
+        # tensors costs as much as the arithmetic)
+        chosen = self._draw_in_place(scores.float())
         scores.fill_(float("-inf"))[torch.arange(scores.shape[0]), chosen] = 0.0
         return scores
 
     def draw(self, logits: torch.Tensor) -> torch.Tensor:
         """One token per row by inverse-CDF sampling with that row's generator."""
+        return self._draw_in_place(logits.float().clone())
+
+    def _draw_in_place(self, logits: torch.Tensor) -> torch.Tensor:
         s = self.sampling
         if s.temperature == 0:
             return torch.argmax(logits, dim=-1)
-        logits = logits / s.temperature
+        logits.div_(s.temperature)
         if s.top_k > 0:
             kth = torch.topk(logits, min(s.top_k, logits.shape[-1]), dim=-1).values[:, -1:]
             logits.masked_fill_(logits < kth, float("-inf"))
-        probs = torch.softmax(logits, dim=-1)
+        # unnormalized weights: inverse_cdf scales each row's uniform by its total instead
+        weights = logits.sub_(logits.max(dim=-1, keepdim=True).values).exp_()
         if s.top_p < 1.0:
+            probs = weights / weights.sum(dim=-1, keepdim=True)
             sorted_probs, order = torch.sort(probs, descending=True, dim=-1)
             keep = torch.cumsum(sorted_probs, -1) - sorted_probs < s.top_p
-            probs = torch.zeros_like(probs).scatter(-1, order, sorted_probs * keep)
-        uniforms = torch.cat([torch.rand(1, generator=g, dtype=torch.float64, device=probs.device)
+            weights = torch.zeros_like(probs).scatter(-1, order, sorted_probs * keep)
+        uniforms = torch.cat([torch.rand(1, generator=g, dtype=torch.float64, device=weights.device)
                               for g in self.generators])
-        return inverse_cdf(probs, uniforms)
+        return inverse_cdf(weights, uniforms)
 
 
 CDF_BLOCK = 1024
