@@ -1,7 +1,7 @@
 """Generated tokens/s of the batched two-phase path against one call per prefix (DESIGN section 8).
 
     python benchmarks/bench_generation.py [--problems 8] [--batch-size 80] [--width 256] [--threads N]
-    python benchmarks/bench_generation.py --model results/models/smollm2 --threads 2 --problems 6
+    python benchmarks/bench_generation.py --model results/models/smollm2 --problems 6
     python benchmarks/bench_generation.py --device cuda --dtype bfloat16 --width 2048 --layers 12 \
         --problems 6 --continuation-max-tokens 150 --batch-size 200
 
@@ -22,8 +22,8 @@ Where the gain comes from, on a CPU: a decoding step at batch 80 costs 2.5 times
 for 16 times the rows (SmolLM2-135M, 2 threads: 0.53 s against 0.21 s), and the batched path
 reads each chain's prompt once for all its prefix requests, where one call per prefix reads it
 once per prefix. Measured (2026-11-30, docs/generation-cost.md): on the 2-core development
-machine, random Llama 4x256, 1 thread, batch 80: 3.2x and 3.4x; SmolLM2-135M, 2 threads: 3.9x;
-on an H200 in bfloat16 (the third command): 4.3x and 3.7x. Before shared prefill and the two-level
+machine, batch 80, random Llama 4x256: 3.6x and 3.9x (2.9x and 3.3x with --threads 1);
+SmolLM2-135M: 4.2x; on an H200 in bfloat16 (the third command): 4.3x and 3.7x. Before shared prefill and the two-level
 sampler the CPU runs gave 2.0-2.2x and 2.5x.
 """
 
