@@ -23,8 +23,8 @@ for 16 times the rows (SmolLM2-135M, 2 threads: 0.53 s against 0.21 s), and the 
 reads each chain's prompt once for all its prefix requests, where one call per prefix reads it
 once per prefix. Measured (2026-11-30, docs/generation-cost.md): on the 2-core development
 machine, batch 80, random Llama 4x256: 3.6x and 3.9x (2.9x and 3.3x with --threads 1);
-SmolLM2-135M: 4.2x; on an H200 in bfloat16 (the third command): 4.3x and 3.7x. Before shared prefill and the two-level
-sampler the CPU runs gave 2.0-2.2x and 2.5x.
+SmolLM2-135M: 4.2x; on an H200 in bfloat16 (the third command): 4.3x and 3.7x. Before shared
+prefill and the two-level sampler the CPU runs gave 2.0-2.2x and 2.5x.
 """
 
 from __future__ import annotations
