@@ -79,6 +79,10 @@ def test_seeded_sampler_draws_from_the_tempered_distribution():
     # top-k 2 never draws outside the two most likely tokens; a row's draw depends on its seed only
     draws = SeededSampler(range(500), Sampling(1.0, 1, top_k=2), "cpu").draw(logits[:500]).numpy()
     assert set(draws) == {2, 3}
+    # top-p 0.5 keeps the tokens whose mass before them is under 0.5 (0.4 and 0.3), renormalized
+    draws = SeededSampler(range(4000), Sampling(1.0, 1, top_p=0.5), "cpu").draw(logits).numpy()
+    assert set(draws) == {2, 3}
+    assert chisquare(np.bincount(draws, minlength=4)[2:], 4000 * np.array([3, 4]) / 7).pvalue > 1e-3
     alone = SeededSampler([7], Sampling(1.0, 1), "cpu").draw(logits[:1])
     assert alone.item() == SeededSampler(range(10), Sampling(1.0, 1), "cpu").draw(logits[:10])[7].item()
 
