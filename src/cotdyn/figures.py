@@ -73,7 +73,8 @@ def risk_coverage_figure(records: pd.DataFrame, draws: int, seed: int) -> Figure
         if len(rows):
             ax.legend(fontsize=7, frameon=False)
         else:
-            _note_empty_panel(ax, "no analyzed chains: nothing to draw")
+            ax.set_title(f"{cell}: nothing to draw", fontsize=9)
+            _note_empty_panel(ax, "no analyzed chains (every chain excluded)")
     fig.tight_layout()
     return fig
 
@@ -133,7 +134,9 @@ def trajectory_figure(records: pd.DataFrame, per_label: int = 4) -> Figure:
     for ax, cell in zip(axes, cells):
         mine = chosen[chosen["cell"].astype(str) == cell]
         if mine.empty:
-            _note_empty_panel(ax, "no analyzed chains (every chain excluded): nothing to draw")
+            ax.set_title(f"{cell}: nothing to draw", fontsize=9)
+            _note_empty_panel(ax, "no analyzed chains (every chain excluded)")
+            continue
         for row in mine.itertuples():
             t = np.asarray(row.trajectory, dtype=float)
             ax.plot(np.arange(t.size), t, marker="o", markersize=3, linewidth=1.0,
