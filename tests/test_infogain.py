@@ -15,6 +15,7 @@ from sklearn.metrics import confusion_matrix, roc_curve
 
 from cotdyn.infogain import baselines, experiment, gain, supervisor, toy
 from cotdyn.infogain.supervisor import IGNORE_INDEX
+from cotdyn.math_shepherd import math_shepherd_labels
 
 # ---------------------------------------------------------------------------------------------
 # Training instances: prompt || step 1 || ... || step t #|> answer, loss on the answer only.
@@ -289,11 +290,11 @@ def test_in_range_errors_stay_in_range_and_differ_from_the_correct_value():
 
 def test_math_shepherd_soft_and_hard_labels():
     hits = np.array([[True, False, False, False], [False] * 4, [True] * 4])
-    soft, hard = baselines.math_shepherd_labels(hits)
+    soft, hard = math_shepherd_labels(hits)
     np.testing.assert_allclose(soft, [0.25, 0.0, 1.0])
     np.testing.assert_allclose(hard, [1.0, 0.0, 1.0])
     with pytest.raises(ValueError, match="N >= 1"):
-        baselines.math_shepherd_labels(np.zeros((2, 0), dtype=bool))
+        math_shepherd_labels(np.zeros((2, 0), dtype=bool))
 
 
 def test_math_shepherd_with_the_generator_as_completer(toy_chains):
@@ -445,7 +446,7 @@ def test_reduced_toy_experiment_reproduces_the_seed_pattern(tmp_path):
 def test_math_shepherd_labels_from_pipeline_samples():
     import pandas as pd
 
-    from cotdyn.infogain.baselines import math_shepherd_from_samples
+    from cotdyn.math_shepherd import math_shepherd_from_samples
 
     samples = pd.DataFrame({"problem_id": ["a"] * 6 + ["b"] * 3, "prefix": [0, 0, 0, 1, 1, 1, 0, 0, 0],
                             "prefix_tokens": [0, 0, 0, 9, 9, 9, 0, 0, 0],

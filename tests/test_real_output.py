@@ -107,7 +107,7 @@ def test_the_chain_endpoint_fills_only_from_a_stated_chain_answer():
 def test_summaries_dynamics_and_math_shepherd_read_missing_answers(plan):
     from cotdyn.dynamics import distributions
     from cotdyn.exploratory import label_coupling
-    from cotdyn.infogain.baselines import math_shepherd_from_samples
+    from cotdyn.math_shepherd import math_shepherd_from_samples
 
     chains = _chains(["so it is 6", "no idea", "7"], "gsm8k")
     samples = _samples(lambda i, k, j: None if (i + j) % 3 == 0 else str(6 + (j % 2)), 3)
@@ -160,7 +160,7 @@ DEGENERATE = {
 def test_a_degenerate_cell_runs_through_every_writer(plan, case, tmp_path):
     from cotdyn.dynamics_plots import write_dynamics
     from cotdyn.hypotheses import analyze, write_analysis
-    from cotdyn.infogain.baselines import math_shepherd_from_samples
+    from cotdyn.math_shepherd import math_shepherd_from_samples
     from cotdyn.report import TABLES, write_exploratory
 
     chains, samples, records = _degenerate(plan, *DEGENERATE[case])

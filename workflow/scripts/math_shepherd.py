@@ -1,7 +1,7 @@
 import pandas as pd
 
-from cotdyn.infogain.baselines import math_shepherd_from_samples
 from cotdyn.logs import tee_to
+from cotdyn.math_shepherd import math_shepherd_from_samples
 
 tee_to(snakemake.log[0])
 tables = [

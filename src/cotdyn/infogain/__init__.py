@@ -2,11 +2,13 @@
 
 Modules: ``toy`` (problems and the five synthetic LLMs), ``supervisor`` (instances, training,
 cross-entropy scoring), ``gain`` (information gain, thresholds, detection metrics), ``baselines``
-(ORM, Math-Shepherd), ``lora`` (the real-trace LoRA supervisor), ``experiment`` (the toy
-experiment end to end), ``report`` (tables and heatmaps).
+(ORM; the Math-Shepherd labels, which need no torch, are ``cotdyn.math_shepherd``), ``lora`` (the
+real-trace LoRA supervisor), ``experiment`` (the toy experiment end to end), ``report`` (tables and
+heatmaps).
 """
 
-from .baselines import build_orm, math_shepherd_labels, orm_probabilities, train_orm
+from ..math_shepherd import math_shepherd_labels
+from .baselines import build_orm, orm_probabilities, train_orm
 from .experiment import PAPER_TABLE1, PRESETS, resolve_size, run_toy_experiment, toy_experiment
 from .gain import (aggregate_gain, aggregate_gain_ragged, change_scores, detection_metrics, drop_step,
                    gain_by_subtask, samplewise_gain, select_threshold, step_error_labels)

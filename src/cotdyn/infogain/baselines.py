@@ -6,7 +6,8 @@
   For the toy it is the supervisor's GPT-2 body with a one-logit head on the last token.
 - Math-Shepherd (Wang et al., 2024): from the prefix through step t, N completions by the
   generator itself (the seed's choice: no stronger completer); the soft label is the share that
-  reach the gold answer, the hard label is 1 when any does.
+  reach the gold answer, the hard label is 1 when any does. It needs no torch, so it lives in
+  ``cotdyn.math_shepherd`` (the workflow's rule math_shepherd runs in the analysis environment).
 """
 
 from __future__ import annotations
@@ -93,37 +94,3 @@ def orm_probabilities(model: OrmClassifier, instances: Sequence[OrmInstance], pa
             batch = collate_orm(instances[start:start + batch_size], pad_id)
             out.append(torch.sigmoid(model(batch["input_ids"], batch["attention_mask"], batch["position_ids"])).double().numpy())
     return np.concatenate(out) if out else np.empty(0)
-
-
-def math_shepherd_labels(completions_correct: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Soft and hard Math-Shepherd labels from an (n prefixes, N completions) bool array.
-
-    soft = share of completions reaching the gold answer; hard = 1 when at least one does.
-    """
-    hits = np.asarray(completions_correct, dtype=bool)
-    if hits.ndim != 2 or hits.shape[1] == 0:
-        raise ValueError(f"completions_correct must be (n prefixes, N >= 1 completions), got shape {hits.shape}")
-    return hits.mean(axis=1), hits.any(axis=1).astype(float)
-
-
-def math_shepherd_from_samples(samples, records, benchmark: str):
-    """Math-Shepherd labels of LLM traces from the continuations the pipeline already drew.
-
-    Each (problem, prefix) row of ``samples`` is one prefix with its m completions; a completion
-    reaches the gold answer when its extracted answer is equivalent to the record's gold.
-    Returns one row per (problem, prefix): ``soft`` (share reaching gold) and ``hard`` (any).
-    """
-    import pandas as pd
-
-    from ..answers import answer_or_none, equivalent
-
-    gold = records.set_index("problem_id")["gold"]
-    hits = [equivalent(answer_or_none(a), answer_or_none(gold.get(p)), benchmark)
-            for p, a in zip(samples["problem_id"], samples["answer"])]
-    table = samples[["problem_id", "prefix", "prefix_tokens"]].assign(hit=hits)
-    rows = []
-    for (problem, prefix), group in table.groupby(["problem_id", "prefix"], sort=True):
-        soft, hard = math_shepherd_labels(group["hit"].to_numpy()[None, :])
-        rows.append({"problem_id": problem, "prefix": prefix, "prefix_tokens": int(group["prefix_tokens"].iloc[0]),
-                     "n": len(group), "soft": float(soft[0]), "hard": float(hard[0])})
-    return pd.DataFrame(rows)

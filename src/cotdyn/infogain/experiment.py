@@ -26,8 +26,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..math_shepherd import math_shepherd_labels
 from . import toy
-from .baselines import build_orm, math_shepherd_labels, orm_instance, orm_probabilities, train_orm
+from .baselines import build_orm, orm_instance, orm_probabilities, train_orm
 from .gain import (aggregate_gain, change_scores, detection_metrics, drop_step, gain_by_subtask,
                    largest_fall_step, samplewise_gain, select_threshold, step_error_labels)
 from .supervisor import (ModelSize, TrainParams, answer_cross_entropy, build_gpt2_lm, chain_instances,
