@@ -21,8 +21,7 @@ from typing import Any
 import pandas as pd
 
 from .benchmarks import Problem, content_sha256
-
-STUDY_MANIFEST = "manifest/manifest.json"
+from .layout import STUDY_MANIFEST
 EXCLUDED_DIRS = ("logs",)  # logs carry timings and paths: not outputs
 PACKAGES = ("cotdyn", "numpy", "pandas", "pyarrow", "scipy", "statsmodels", "scikit-learn", "matplotlib",
             "torch", "transformers", "tokenizers", "datasets", "math-verify", "snakemake", "vllm")
