@@ -316,9 +316,11 @@ def test_profile_table_input_errors():
         dyn.profile_table(samples, two_cells)
     with pytest.raises(ValueError, match="duplicate"):
         dyn.profile_table(samples, pd.concat([records, records.iloc[:1]]))
-    assert dyn.split_cell("llama31-8b-math500") == ("llama31-8b", "math500")
-    with pytest.raises(ValueError, match="cell"):
-        dyn.split_cell("nodash")
+    from cotdyn.config import split_cell
+
+    assert split_cell("llama31-8b-math500") == ("llama31-8b", "math500")
+    with pytest.raises(ValueError, match="cell name 'nodash'"):
+        split_cell("nodash")
 
 
 # ---------------------------------------------------------------------------------------------

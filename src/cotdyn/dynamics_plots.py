@@ -16,6 +16,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from cotdyn import dynamics as dyn
+from cotdyn.columns import require_columns
 from cotdyn.figures import nothing_to_draw
 
 DPI = 100
@@ -114,7 +115,7 @@ def example_traces(trace_list: Sequence[dyn.Trace], per_mechanism: int = 1) -> l
 def mechanism_figure(shares: pd.DataFrame) -> Figure:
     """Horizontal stacked bars per model: success mechanisms among correct traces (left) and failure
     mechanisms among incorrect traces (right), rows sorted by pooled accuracy (seed 002 Fig. 2)."""
-    dyn.require_columns(shares, ("model", "accuracy", "outcome", "mechanism", "share"), "shares")
+    require_columns(shares, ("model", "accuracy", "outcome", "mechanism", "share"), "shares")
     models = list(dict.fromkeys(shares["model"]))  # already ordered by accuracy
     bars_in = 0.4 * max(len(models), 1)  # axes height in inches
     height = bars_in + 1.5
@@ -152,7 +153,7 @@ DISAGREEMENTS = (("dominant_set_pct", "Dominant answer set"), ("gold_dominance_p
 
 def disagreement_figure(curve: pd.DataFrame) -> Figure:
     """Mean disagreement (%) per RMSE bin, exact matches as open squares at 0 (seed 002 Fig. 3)."""
-    dyn.require_columns(curve, ("rmse_mid", *(c for c, _ in DISAGREEMENTS)), "curve")
+    require_columns(curve, ("rmse_mid", *(c for c, _ in DISAGREEMENTS)), "curve")
     fig = Figure(figsize=(6, 3.5))
     fig.subplots_adjust(left=0.12, right=0.97, bottom=0.15, top=0.95)
     ax = fig.subplots()

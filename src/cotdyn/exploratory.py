@@ -20,6 +20,7 @@ from scipy import stats as sps
 
 from cotdyn import stats
 from cotdyn.answers import answers_or_none
+from cotdyn.columns import require_columns
 from cotdyn.trajectory import entropy_grid
 
 # The signal name and how its score is read from a records frame (higher = predicted correct).
@@ -38,9 +39,7 @@ REQUIRED = ("cell", "problem_id", "trajectory", "n_points", "monotone", "violati
 
 
 def check_records(records: pd.DataFrame, columns: Sequence[str] = REQUIRED, source: str = "records") -> None:
-    missing = [c for c in columns if c not in records.columns]
-    if missing:
-        raise ValueError(f"{source}: missing column(s) {', '.join(missing)}")
+    require_columns(records, columns, source)
 
 
 def analyzed(records: pd.DataFrame) -> pd.DataFrame:
