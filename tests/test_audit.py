@@ -22,7 +22,8 @@ from cotdyn.plan import load_plan, plan_sha256
 from cotdyn.preregistration import PreregistrationError, register
 from cotdyn.provenance import (STUDY_MANIFEST, canonical_json, config_sha256, fill_config_defaults, output_hashes,
                                write_cell_manifest, write_study_manifest)
-from cotdyn.study import derive_records, run_continuations, run_reference, write_parquet
+from cotdyn.study import derive_records, run_continuations, run_reference
+from cotdyn.writers import write_parquet
 
 ROOT = Path(__file__).resolve().parents[1]
 CELL = "qwen7b-gsm8k"
@@ -82,8 +83,10 @@ def write_hash_checked_outputs(study: Path, chains: Path, cell_dir: Path, plan: 
     """The outputs the audit checks by hash only, written by the functions their rules call."""
     from cotdyn.dynamics_plots import write_dynamics
     from cotdyn.infogain.baselines import math_shepherd_from_samples
+    from cotdyn.exploratory_report import sweep_frame, tables_html, write_exploratory
     from cotdyn.protocol import with_chain_endpoint
-    from cotdyn.report import sweep_frame, tables_html, write_csv, write_exploratory, write_header
+    from cotdyn.report_header import write_header
+    from cotdyn.writers import write_csv
 
     analysis = study / "analysis" / "registered"
     samples, records = pd.read_parquet(cell_dir / "samples.parquet"), pd.read_parquet(cell_dir / "records.parquet")

@@ -18,6 +18,7 @@ from statsmodels.stats.weightstats import DescrStatsW
 
 from cotdyn import dynamics as dyn
 from cotdyn import dynamics_plots as plots
+from cotdyn.writers import png_bytes
 
 NAN = float("nan")
 
@@ -572,8 +573,8 @@ def test_trajectory_figure_for_chosen_problems(simulated):
     traces = dyn.traces(samples[samples["problem_id"] < "q0003"], records[records["problem_id"] < "q0003"])
     examples = plots.example_traces(traces)
     assert len({dyn.trace_mechanism(t) for t in examples}) == len(examples)
-    png = plots.png_bytes(plots.trajectory_figure(traces[:3]))
-    assert png == plots.png_bytes(plots.trajectory_figure(traces[:3]))
+    png = png_bytes(plots.trajectory_figure(traces[:3]))
+    assert png == png_bytes(plots.trajectory_figure(traces[:3]))
     with pytest.raises(ValueError, match="no traces"):
         plots.trajectory_figure([])
 

@@ -24,7 +24,8 @@ from .preregistration import (PreregistrationError, check_registered, load_devia
                               sibling_paths, undeclared_differences, undeclared_message)
 from .layout import PLAN_CHECK, STUDY_MANIFEST, analysis_file, reference_file, study_targets, variant_file
 from .provenance import config_sha256, file_sha256, output_hashes
-from .study import derive_records, write_json, write_parquet
+from .study import derive_records
+from .writers import write_json, write_parquet
 
 MATCH, MISMATCH, MISSING, UNLISTED = "match", "mismatch", "missing", "unlisted"
 

@@ -1,13 +1,12 @@
 """The I/O shell around ``protocol``: read inputs, call a backend through the cache, write artifacts.
 
 Snakemake's scripts call these three functions; everything they compute lives in ``protocol``.
-Writes go to a temporary name and are renamed into place, so a killed job leaves no torn artifact.
+Writes go through ``cotdyn.writers`` (a temporary name renamed into place), so a killed job
+leaves no torn artifact.
 """
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 
 import pandas as pd
@@ -16,27 +15,12 @@ from . import protocol as P
 from .backends import make_backend
 from .benchmarks import Problem
 from .cache import GenerationCache, generate
+from .writers import write_json, write_parquet
 
 
 def read_problems(path: str | Path) -> list[Problem]:
     table = pd.read_parquet(path)
     return [Problem(r.problem_id, r.question, r.gold_raw, r.gold) for r in table.itertuples()]
-
-
-def write_parquet(table: pd.DataFrame, path: str | Path) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    table.to_parquet(tmp, index=False)
-    os.replace(tmp, path)
-
-
-def write_json(data: dict, path: str | Path) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
-    os.replace(tmp, path)
 
 
 def _backend(model: dict, problems: list[Problem], benchmark: str):

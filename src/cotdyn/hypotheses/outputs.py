@@ -4,13 +4,15 @@ writing last."""
 from __future__ import annotations
 
 import csv
-import json
+import io
 import math
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from cotdyn.writers import write_json, write_png, write_text
 
 def _fmt(value: Any) -> str:
     if value is None:
@@ -137,20 +139,17 @@ def write_analysis(result: dict, records: pd.DataFrame, out_dir: Path) -> list[P
     if unknown:
         raise ValueError(f"result does not match the records: no results for cell(s) {', '.join(unknown)}")
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written = []
-    path = out_dir / "hypotheses.json"
-    path.write_text(json.dumps(json_ready(result), sort_keys=True, indent=2, allow_nan=False) + "\n")
-    written.append(path)
-    for name, rows in table_rows(result).items():
-        path = out_dir / f"{name}.csv"
-        with path.open("w", newline="") as handle:
-            columns = list(rows[0]) if rows else []
-            writer = csv.writer(handle, lineterminator="\n")
-            writer.writerow(columns)
-            writer.writerows([[_fmt(row.get(c)) for c in columns] for row in rows])
-        written.append(path)
-    path = out_dir / "forest_gaps.png"
-    forest_figure(result).savefig(path, dpi=100, metadata={"Software": None})
-    written.append(path)
+    written = [write_json(json_ready(result), out_dir / "hypotheses.json")]
+    written += [write_text(csv_text(rows), out_dir / f"{name}.csv") for name, rows in table_rows(result).items()]
+    written.append(write_png(forest_figure(result), out_dir / "forest_gaps.png"))
     return written
+
+
+def csv_text(rows: list[dict]) -> str:
+    """Rows as CSV in the tables' own format (``_fmt``: yes/no, 6 significant digits, empty null)."""
+    buffer = io.StringIO()
+    columns = list(rows[0]) if rows else []
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(columns)
+    writer.writerows([[_fmt(row.get(c)) for c in columns] for row in rows])
+    return buffer.getvalue()
