@@ -221,3 +221,39 @@ def test_the_fields_of_a_struct_or_of_a_plain_constructor():
 
     assert sampling_fields(Older) == {"n", "seed", "top_k"}
     assert sampling_fields(vllm_standin.sampling_params_class(("n", "seed"))) == {"n", "seed"}
+
+
+@pytest.mark.slow
+def test_the_gpu_check_dry_run_takes_a_cell_through_every_rule_and_reports(tmp_path):
+    """scripts/gpu_check_vllm.py --dry-run: the GPU check's own path, on CPU, with a 0.26.0-like stand-in."""
+    import subprocess
+
+    from conftest import ROOT
+
+    from cotdyn import layout
+
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_check_vllm.py"), "--dry-run", "--out",
+                           str(tmp_path), "--model-dir", str(tmp_path / "model"), "--problems", "3",
+                           "--baseline-problems", "2"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    report = json.loads((tmp_path / "gpu_check_vllm.json").read_text())
+
+    assert report["model"]["parameters"] == 7_615_616_512  # Qwen2-7B's published count
+    assert report["model"]["flops_per_generated_token"] == 2 * report["model"]["matmul_parameters"]
+    assert report["model"]["load_format"] == "dummy" and report["peak_tflops"] == 989.0
+    for phase in ("reference", "continuations"):
+        figures = report["phases"][phase]
+        assert figures["generated_tokens"] > 0 and figures["calls"] == 1
+        assert figures["utilisation"] == pytest.approx(
+            figures["tokens_per_s"] * report["model"]["flops_per_generated_token"] / 1e12 / 989.0)
+    baseline = report["per_prefix_baseline"]
+    assert len(baseline["problems"]) == 2 and baseline["calls"] == baseline["requests"] > 2
+    assert baseline["batched_over_per_prefix"] > 0
+    assert report["rerun_equal_share"] == report["alone_equal_share"] == 1.0  # the stand-in is deterministic
+    pipeline = report["pipeline"]
+    assert pipeline["records"] == report["problems"] == 3
+    assert pipeline["omitted_fields"] == ["watermarking"]
+    assert set(layout.study_targets([report["cell"]], ["registered"])) <= set(pipeline["outputs"])
+    assert pipeline["audit"] == {"ok": True, "problems": [], "failures": []}
+    manifest = json.loads((tmp_path / "study" / layout.cell_manifest(report["cell"])).read_text())
+    assert {s["omitted_fields"][0] for s in manifest["effective_sampling"].values()} == {"watermarking"}
