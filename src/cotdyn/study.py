@@ -41,9 +41,10 @@ def _generation_log(backend, stats, sampling, phase: str) -> dict:
 
 
 def run_reference(problems_path, model: dict, protocol: dict, cell: str, benchmark: str,
-                  cache_dir, chains_out, log_out, limit: int | None = None) -> None:
+                  cache_dir, chains_out, log_out, limit: int | None = None, backend=None) -> None:
+    """``backend``: one already built from ``model`` (a check that times one engine across phases)."""
     problems = read_problems(problems_path)[:limit]
-    backend = _backend(model, problems, benchmark)
+    backend = backend or _backend(model, problems, benchmark)
     prompts = [backend.tokenizer.chat_prompt_ids(protocol["system_prompt"], p.question) for p in problems]
     requests = P.reference_requests(problems, prompts, protocol, cell)
     completions, stats = generate(backend, requests, _cache(cache_dir, backend),
@@ -53,10 +54,10 @@ def run_reference(problems_path, model: dict, protocol: dict, cell: str, benchma
 
 
 def run_continuations(problems_path, chains_path, model: dict, protocol: dict, cell: str, benchmark: str,
-                      cache_dir, samples_out, log_out, n: int | None = None) -> None:
+                      cache_dir, samples_out, log_out, n: int | None = None, backend=None) -> None:
     problems = read_problems(problems_path)
     chains = pd.read_parquet(chains_path)
-    backend = _backend(model, problems, benchmark)
+    backend = backend or _backend(model, problems, benchmark)
     plan = P.prefix_plan(chains, protocol, backend.tokenizer.decode)
     requests = P.continuation_requests(chains, plan, protocol, cell, n)
     completions, stats = generate(backend, requests, _cache(cache_dir, backend),
