@@ -73,8 +73,10 @@ from cotdyn.dynamics_plots import write_dynamics
 from cotdyn.infogain.baselines import math_shepherd_from_samples
 from cotdyn.plan import load_plan
 from cotdyn.provenance import write_cell_manifest, write_study_manifest
-from cotdyn.report import sweep_frame, tables_html, write_csv, write_exploratory, write_header
-from cotdyn.study import derive_records, run_continuations, run_reference, write_json, write_parquet
+from cotdyn.exploratory_report import sweep_frame, tables_html, write_exploratory
+from cotdyn.report_header import write_header
+from cotdyn.study import derive_records, run_continuations, run_reference
+from cotdyn.writers import write_csv, write_json, write_parquet
 
 # Qwen2-7B-Instruct's config.json, less its token ids (the tokenizer's are written in their place).
 QWEN2_7B = {

@@ -160,7 +160,8 @@ def test_a_vllm_without_watermarking_runs_and_the_omission_reaches_generation_js
         monkeypatch, protocol, plan, tmp_path):
     from cotdyn.config import resolve_cells
     from cotdyn.provenance import cell_manifest
-    from cotdyn.study import run_reference, write_parquet
+    from cotdyn.study import run_reference
+    from cotdyn.writers import write_parquet
 
     calls = _install(monkeypatch, fields=vllm_standin.FIELDS_0_26, version="0.26.0")
     write_parquet(problems_table(PROBLEMS), tmp_path / "problems.parquet")
