@@ -72,7 +72,7 @@ rule manifest:
     output:
         f"{STUDY_DIR}/{STUDY_MANIFEST}",
     params:
-        study_dir=STUDY_DIR,
+        study_dir=lambda w, output: str(Path(output[0]).parents[1]),
         study=config["study"],
         plan=PLAN_PATH,
         config=config,

@@ -47,6 +47,18 @@ def study_targets():
     return [f"{STUDY_DIR}/{path}" for path in layout.study_targets(CELLS, VARIANTS)]
 
 
+def exploratory_item(name, kind):
+    """An exploratory output of a variant, flagged for the study report with its caption."""
+    stem = name.rsplit(".", 1)[0]
+    return report(
+        f"{STUDY_DIR}/analysis/{{variant}}/exploratory/{name}",
+        caption=f"../report/exploratory_{name.replace('.', '_')}.rst",
+        category="2. Exploratory analyses",
+        subcategory="{variant}",
+        labels={"variant": "{variant}", "kind": kind, "output": stem},
+    )
+
+
 def model_for(cell):
     """The cell's model entry, pointing at the converted weights when it ships as GGUF."""
     spec = CELL_SPECS[cell]
