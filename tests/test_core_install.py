@@ -44,7 +44,7 @@ RUNNER = textwrap.dedent("""
     exec(sys.argv[0])
 """)
 CLI = "from cotdyn.cli import main; sys.exit(main(sys.argv[1:]))"
-HEADER = "from cotdyn.report import write_header; write_header(*sys.argv[1:])"
+HEADER = "from cotdyn.report_header import write_header; write_header(*sys.argv[1:])"
 
 
 def extras_imports() -> list[str]:

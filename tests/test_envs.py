@@ -36,7 +36,8 @@ NEVER_RUN = {
     "analysis.yaml": {"cotdyn.backends.transformers": _BACKENDS, "cotdyn.backends.vllm": _BACKENDS},
     "generate-cpu.yaml": {"cotdyn.backends.vllm": "generation_env picks generate-vllm.yaml for a vllm model",
                           "cotdyn.benchmarks:datasets": _HUB},
-    "generate-vllm.yaml": {"cotdyn.benchmarks:datasets": _HUB},
+    "generate-vllm.yaml": {"cotdyn.benchmarks:datasets": _HUB,
+                           "cotdyn.writers:matplotlib": "generation rules write parquet and JSON, no figures"},
 }
 # Pins of an environment that are not the lock's (the lock is the CPU test environment).
 NOT_IN_LOCK = {"generate-vllm.yaml": {"vllm", "torchvision", "torchaudio"}}
