@@ -78,8 +78,8 @@ def build_study(root: Path, data: Path, protocol: dict, deviations: list[dict]) 
 
 
 @pytest.fixture(scope="module")
-def registered_study(tmp_path_factory, shared_data) -> Path:
-    return build_study(tmp_path_factory.mktemp("registered"), shared_data, {}, [])
+def registered_study(tmp_path_factory, data_dir) -> Path:
+    return build_study(tmp_path_factory.mktemp("registered"), data_dir, {}, [])
 
 
 @pytest.fixture
@@ -176,16 +176,16 @@ def test_changed_continuation_text_is_detected(study):
     assert any(SAMPLES in p and "differ from the answers extracted" in p for p in report.problems)
 
 
-def test_undeclared_deviation_stops_the_study(tmp_path, shared_data):
+def test_undeclared_deviation_stops_the_study(tmp_path, data_dir):
     with pytest.raises(PreregistrationError) as e:
-        build_study(tmp_path, shared_data, {"reference_temperature": 0.6}, [])
+        build_study(tmp_path, data_dir, {"reference_temperature": 0.6}, [])
     message = str(e.value)
     assert all(s in message for s in (CELL, "reference_temperature", "0.6", "0.7"))
     assert not (tmp_path / "results" / "t" / "cells").exists()  # refused before any generation
 
 
-def test_declared_deviation_runs_and_is_reported(tmp_path, shared_data):
-    study = build_study(tmp_path, shared_data, {"reference_temperature": 0.6}, [DEVIATION])
+def test_declared_deviation_runs_and_is_reported(tmp_path, data_dir):
+    study = build_study(tmp_path, data_dir, {"reference_temperature": 0.6}, [DEVIATION])
     assert (study / "cells" / CELL / "reference" / "t0.6-b600-s20260829" / "chains.parquet").exists()
     check = json.loads((study / PLAN_CHECK).read_text())
     assert check["cells"][CELL]["deviations"] == [DEVIATION]

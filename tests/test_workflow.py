@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import ROOT, SHARED_DATA
+from conftest import ROOT, DATA
 
 
 def snakemake(*args, cwd=ROOT):
@@ -38,7 +38,7 @@ def _write(tmp_path, config):
 def _simulated_config(tmp_path, **extra):
     return {"study": "t", "plan": str(ROOT / "preregistration" / "plan.yaml"), "cache": str(tmp_path / "cache"),
             "cells": ["sim-gsm8k"], "models": {"sim": {"backend": "simulated"}},
-            "benchmarks": {"gsm8k": {"kind": "gsm8k", "path": str(SHARED_DATA / "gsm8k_test.jsonl"), "limit": 60}},
+            "benchmarks": {"gsm8k": {"kind": "gsm8k", "path": str(DATA / "gsm8k_test.jsonl"), "limit": 60}},
             **extra}
 
 

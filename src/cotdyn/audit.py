@@ -80,7 +80,7 @@ def reextract_answers(samples: pd.DataFrame, benchmark: str) -> tuple[pd.DataFra
     out = samples.copy()
     out["answer"] = [f.answer for f in found]
     out["status"] = [f.status for f in found]
-    stored = [None if pd.isna(a) else a for a in samples["answer"]]
+    stored = answers.answers_or_none(samples["answer"])
     changed = sum(a != f.answer or s != f.status for a, s, f in zip(stored, samples["status"], found))
     return out, int(changed)
 

@@ -41,6 +41,8 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from .answers import answer_or_none, answers_or_none, is_answered
+
 NULL = "<null>"
 TIE_TOL = 1e-12  # probabilities are counts / N; the tolerance only absorbs float noise in sums
 SUM_TOL = 1e-9
@@ -80,7 +82,7 @@ def _check_samples(samples: pd.DataFrame) -> None:
     require_columns(samples, SAMPLE_COLUMNS, "samples")
     if "cell" in samples.columns and samples["cell"].nunique() > 1:
         raise ValueError("samples: 'cell' holds several cells; pass one cell's samples at a time")
-    null = samples["answer"].isna()
+    null = pd.Series(~is_answered(samples["answer"]), index=samples.index)
     bad_status = ~samples["status"].isin(["ok", "no_answer"])
     if bad_status.any():
         example = samples.loc[bad_status, "status"].iloc[0]
@@ -128,7 +130,7 @@ def distributions(samples: pd.DataFrame, null_class: bool = True) -> dict[str, l
     """
     _check_samples(samples)
     frame = samples[["problem_id", "prefix", "answer"]].copy()
-    frame["answer"] = frame["answer"].astype(object).where(frame["answer"].notna(), NULL)
+    frame["answer"] = [NULL if a is None else a for a in answers_or_none(frame["answer"])]
     checkpoints = frame.groupby(["problem_id", "prefix"], sort=True).size().index
     if not null_class:
         frame = frame[frame["answer"] != NULL]
@@ -403,7 +405,8 @@ def traces(samples: pd.DataFrame, records: pd.DataFrame, null_class: bool = True
             rec = by_key.get((cell, str(pid)))
             if rec is None:
                 raise ValueError(f"records: no record for cell {cell!r} problem_id {pid!r}")
-            if pd.isna(rec["gold"]) or pd.isna(rec[outcome]):
+            gold = answer_or_none(rec["gold"])
+            if gold is None or pd.isna(rec[outcome]):
                 raise ValueError(f"records: 'gold' or {outcome!r} is null for cell {cell!r} problem_id {pid!r}")
             keep = observed_states(dists[pid])
             out.append(Trace(
@@ -411,7 +414,7 @@ def traces(samples: pd.DataFrame, records: pd.DataFrame, null_class: bool = True
                 positions=tuple(positions[pid][k] for k in keep),
                 states=tuple(dists[pid][k] for k in keep),
                 n_checkpoints=len(dists[pid]),
-                gold=str(rec["gold"]), correct=bool(rec[outcome]),
+                gold=gold, correct=bool(rec[outcome]),
                 reference_tokens=float(rec["reference_tokens"]),
             ))
     return out

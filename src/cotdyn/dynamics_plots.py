@@ -16,6 +16,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from cotdyn import dynamics as dyn
+from cotdyn.figures import nothing_to_draw
 
 DPI = 100
 FLOAT_FORMAT = "%.10g"
@@ -185,8 +186,8 @@ def write_dynamics(samples: pd.DataFrame, records: pd.DataFrame, out_dir: str | 
     several models). ``examples`` lists the (cell, problem_id) traces of Figure 1; by default one
     per occurring mechanism. Returns the written paths: profiles.csv, variance_decomposition.csv,
     objective_profiles.csv, mechanism_shares.csv, disagreement_pairs.csv, disagreement_curve.csv,
-    disagreement.png, mechanism_shares.png and (when any trace has an observed checkpoint)
-    trajectories.png.
+    disagreement.png, mechanism_shares.png and trajectories.png (a figure with nothing to draw
+    says so in its title).
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -211,9 +212,14 @@ def write_dynamics(samples: pd.DataFrame, records: pd.DataFrame, out_dir: str | 
         _write_csv(pairs, out / "disagreement_pairs.csv"),
         _write_csv(curve, out / "disagreement_curve.csv"),
     ]
-    figures = {"mechanism_shares.png": mechanism_figure(shares), "disagreement.png": disagreement_figure(curve)}
-    if chosen:
-        figures["trajectories.png"] = trajectory_figure(chosen)
+    figures = {
+        "mechanism_shares.png": mechanism_figure(shares) if len(shares) else
+        nothing_to_draw("Mechanism shares", "no trace has a mechanism (no observed checkpoint)"),
+        "disagreement.png": disagreement_figure(curve) if len(curve) else
+        nothing_to_draw("Disagreement against entropy-profile RMSE", "fewer than two models share a problem"),
+        "trajectories.png": trajectory_figure(chosen) if chosen else
+        nothing_to_draw("Answer-distribution trajectories", "no trace has a mechanism (no observed checkpoint)"),
+    }
     for name, fig in sorted(figures.items()):
         path = out / name
         path.write_bytes(png_bytes(fig))

@@ -19,6 +19,7 @@ import statsmodels.api as sm
 from scipy import stats as sps
 
 from cotdyn import stats
+from cotdyn.answers import answers_or_none
 from cotdyn.trajectory import entropy_grid
 
 # The signal name and how its score is read from a records frame (higher = predicted correct).
@@ -228,7 +229,8 @@ def label_coupling(records: pd.DataFrame) -> dict:
     check_records(records, ("pred", "chain_answer", "chain_correct"))
     rows = analyzed(records)
     maj, own = _labels(rows["correct"]), _labels(rows["chain_correct"])
-    same_answer = [isinstance(a, str) and a == b for a, b in zip(rows["pred"], rows["chain_answer"])]
+    same_answer = [a is not None and a == b for a, b in zip(answers_or_none(rows["pred"]),
+                                                            answers_or_none(rows["chain_answer"]))]
     out = {
         "n": int(len(rows)),
         "answer_agreement": float(np.mean(same_answer)) if len(rows) else None,

@@ -166,6 +166,11 @@ def panel_cells(plan: dict) -> list[str]:
     return [f"{m}-{b}" for m in models for b in benchmarks]
 
 
+def registered_cells(plan: dict) -> set[str]:
+    """Cells the plan registers: the panel and every cell a hypothesis names."""
+    return set(panel_cells(plan)) | {c for h in plan["hypotheses"] for c in h.get("cells", [])}
+
+
 def _ordered_cells(plan: dict, records: pd.DataFrame) -> list[str]:
     registered = panel_cells(plan)
     named = [c for h in plan["hypotheses"] for c in h.get("cells", [])]
@@ -576,12 +581,15 @@ def analyze(records: pd.DataFrame, plan: dict, plan_sha256: str) -> dict:
         raise ValueError(f"records: {int(duplicated.sum())} duplicated (cell, problem_id) rows, e.g. {first}")
     cells, gap_resamples = {}, {}
     groups = dict(tuple(records.groupby(records["cell"].astype(str), sort=True)))
+    registered = registered_cells(plan)
     for cell in _ordered_cells(plan, records):
         split_cell(cell)
         if cell in groups:
             cells[cell], gap_resamples[cell] = analyze_cell(cell_data(groups[cell], cell, settings.features), settings)
         else:
             cells[cell] = missing_cell(cell, settings)
+        # A cell outside the registered family gets every statistic, and no verdict rests on it.
+        cells[cell]["role"] = "registered" if cell in registered else "descriptive"
     hypotheses = _plan_key(plan, "hypotheses")
     h4_plan = [h for h in hypotheses if h.get("criterion", {}).get("kind") == "estimation"]
     min_group = int(h4_plan[0]["criterion"]["min_group_size"]) if h4_plan else 0
@@ -645,7 +653,7 @@ def table_rows(result: dict) -> dict[str, list[dict]]:
     for cell, r in cells.items():
         s, h1 = r["summary"], r["H1"]
         panel.append({
-            "cell": cell, "n": h1["n"], "n_excluded": h1["n_excluded"], "excluded_share": s["excluded_share"],
+            "cell": cell, "role": r["role"], "n": h1["n"], "n_excluded": h1["n_excluded"], "excluded_share": s["excluded_share"],
             "accuracy": h1["accuracy"], "median_points": s["median_points"], "coverage": h1["coverage"],
             "gap_pp": h1["gap_pp"], "ci_lo": h1["ci"][0], "ci_hi": h1["ci"][1], "ci_n_kept": h1["ci_n_kept"],
             "odds_ratio": h1["odds_ratio"], "p_fisher": h1["p_fisher"], "ci_excludes_0": _excludes_zero(h1["ci"]),
@@ -721,7 +729,8 @@ def forest_figure(result: dict):
             ax.plot([lo, hi], [y, y], color="0.2", linewidth=1.2)
         ax.plot([h1["gap_pp"]], [y], marker="s", color="C0" if lo is not None and lo > 0 else "C3")
     ax.axvline(0.0, color="0.5", linestyle="--", linewidth=0.8)
-    ax.set_yticks(range(len(cells)), cells)
+    ax.set_yticks(range(len(cells)), [c if result["cells"][c]["role"] == "registered" else f"{c} (descriptive)"
+                                      for c in cells])
     ax.invert_yaxis()
     ax.set_xlabel("accuracy gap, monotone minus non-monotone (pp), 95% bootstrap CI")
     fig.tight_layout()

@@ -40,33 +40,65 @@ def exploratory_tables(records: pd.DataFrame, *, m: int, epsilon: float, seed: i
     """
     out: dict[str, list[dict]] = {name: [] for name in TABLES}
     for cell, rows in _cells(records):
-        tie_seed = derive_seed(seed, "aurc", cell)
-        out["ranking"] += [{"cell": cell, "label": "correct"} | r for r in ex.ranking_table(rows, draws, tie_seed)]
-        if "chain_correct" in rows:
-            out["ranking"] += [{"cell": cell, "label": "chain_correct"} | r
-                               for r in ex.ranking_table(rows, draws, tie_seed, label="chain_correct")]
-        fit = ex.standardized_logit(rows)
-        for term in ("const", *fit.terms):
-            out["logistic"].append({"cell": cell, "term": term, "n": fit.n,
-                                    "coef": fit.coef[term] if fit.coef else None,
-                                    "se": fit.se[term] if fit.se else None,
-                                    "p": fit.p[term] if fit.p else None, "reason": fit.reason})
-        kept = ex.analyzed(rows)
-        r, p = ex.partial_correlation(kept["monotone"].to_numpy(dtype=float), kept["correct"].to_numpy(dtype=float),
-                                      kept["n_points"].to_numpy(dtype=float))
-        out["partial_correlation"].append({"cell": cell, "n": int(len(kept)), "covariate": "n_points",
-                                           "r_partial": r, "p": p})
-        out["violation_magnitude"].append({"cell": cell} | ex.violation_magnitude(rows))
-        if {"pred", "chain_answer", "chain_correct"} <= set(rows.columns):
-            out["label_coupling"].append({"cell": cell} | ex.label_coupling(rows))
-        out["early_exit"] += [{"cell": cell, "epsilon": float(epsilon)} | r for r in
-                              ex.early_exit(rows, epsilon, resamples, derive_seed(seed, "early_exit", cell), level)]
-        out["epsilon_sweep"] += [{"cell": cell} | r for r in
-                                 ex.epsilon_sweep(rows, m, resamples, derive_seed(seed, "epsilon", cell), level)]
-        if {"reference_tokens", "reference_truncated"} <= set(rows.columns):
-            curve = ex.coverage_curve(rows["reference_tokens"], rows["reference_truncated"].astype(bool))
-            out["coverage_curves"] += ex.coverage_rows(cell, curve)
-    return {name: pd.DataFrame(rows) for name, rows in out.items()}
+        first = {name: len(table) for name, table in out.items()}
+        _cell_tables(out, cell, rows, m=m, epsilon=epsilon, seed=seed, draws=draws, resamples=resamples, level=level)
+        note = undefined_reason(rows)
+        for name, table in out.items():
+            if name != "coverage_curves" and len(table) == first[name]:
+                table.append({"cell": cell, "reason": note or "nothing to estimate"})
+            for row in table[first[name]:]:
+                if note and not row.get("reason") and any(_is_null(v) for v in row.values()):
+                    row["reason"] = note
+    frames = {name: pd.DataFrame(rows) for name, rows in out.items()}
+    for name, frame in frames.items():
+        if name != "coverage_curves" and "reason" not in frame.columns:
+            frame["reason"] = None
+    return frames
+
+
+def undefined_reason(rows: pd.DataFrame) -> str | None:
+    """Why a cell's exploratory statistics are undefined: no analyzed chain, or a constant label."""
+    kept = ex.analyzed(rows)
+    if kept.empty:
+        return f"no analyzed chains ({len(rows)} of {len(rows)} excluded)"
+    if kept["correct"].nunique() < 2:
+        return f"correct is constant over the {len(kept)} analyzed chains"
+    return None
+
+
+def _is_null(value) -> bool:
+    return value is None or (isinstance(value, float) and value != value)
+
+
+def _cell_tables(out: dict[str, list[dict]], cell: str, rows: pd.DataFrame, *, m: int, epsilon: float, seed: int,
+                 draws: int, resamples: int, level: float) -> None:
+    """Append one cell's rows to every exploratory table."""
+    tie_seed = derive_seed(seed, "aurc", cell)
+    out["ranking"] += [{"cell": cell, "label": "correct"} | r for r in ex.ranking_table(rows, draws, tie_seed)]
+    if "chain_correct" in rows:
+        out["ranking"] += [{"cell": cell, "label": "chain_correct"} | r
+                           for r in ex.ranking_table(rows, draws, tie_seed, label="chain_correct")]
+    fit = ex.standardized_logit(rows)
+    for term in ("const", *fit.terms):
+        out["logistic"].append({"cell": cell, "term": term, "n": fit.n,
+                                "coef": fit.coef[term] if fit.coef else None,
+                                "se": fit.se[term] if fit.se else None,
+                                "p": fit.p[term] if fit.p else None, "reason": fit.reason})
+    kept = ex.analyzed(rows)
+    r, p = ex.partial_correlation(kept["monotone"].to_numpy(dtype=float), kept["correct"].to_numpy(dtype=float),
+                                  kept["n_points"].to_numpy(dtype=float))
+    out["partial_correlation"].append({"cell": cell, "n": int(len(kept)), "covariate": "n_points",
+                                       "r_partial": r, "p": p})
+    out["violation_magnitude"].append({"cell": cell} | ex.violation_magnitude(rows))
+    if {"pred", "chain_answer", "chain_correct"} <= set(rows.columns):
+        out["label_coupling"].append({"cell": cell} | ex.label_coupling(rows))
+    out["early_exit"] += [{"cell": cell, "epsilon": float(epsilon)} | r for r in
+                          ex.early_exit(rows, epsilon, resamples, derive_seed(seed, "early_exit", cell), level)]
+    out["epsilon_sweep"] += [{"cell": cell} | r for r in
+                             ex.epsilon_sweep(rows, m, resamples, derive_seed(seed, "epsilon", cell), level)]
+    if {"reference_tokens", "reference_truncated"} <= set(rows.columns):
+        curve = ex.coverage_curve(rows["reference_tokens"], rows["reference_truncated"].astype(bool))
+        out["coverage_curves"] += ex.coverage_rows(cell, curve)
 
 
 def coverage_curves(records: pd.DataFrame) -> dict[str, ex.CoverageCurve]:
