@@ -161,7 +161,7 @@ def test_a_degenerate_cell_runs_through_every_writer(plan, case, tmp_path):
     from cotdyn.dynamics_plots import write_dynamics
     from cotdyn.hypotheses import analyze, write_analysis
     from cotdyn.infogain.baselines import math_shepherd_from_samples
-    from cotdyn.report import TABLES, write_exploratory
+    from cotdyn.exploratory_report import TABLES, write_exploratory
 
     chains, samples, records = _degenerate(plan, *DEGENERATE[case])
     result = analyze(records, plan, "sha")
@@ -190,7 +190,7 @@ def test_a_degenerate_cell_runs_through_every_writer(plan, case, tmp_path):
 
 def test_every_chain_excluded_is_reported_as_such(plan):
     from cotdyn.hypotheses import analyze
-    from cotdyn.report import exploratory_tables
+    from cotdyn.exploratory_report import exploratory_tables
 
     _, _, records = _degenerate(plan, *DEGENERATE["every chain excluded"])
     assert records["excluded"].all() and len(records) == 4

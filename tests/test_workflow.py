@@ -22,7 +22,7 @@ def snakemake(*args, cwd=ROOT):
 
 
 @pytest.mark.parametrize("config", ["config/config.yaml", "config/simulated.yaml", "config/panel.yaml",
-                                    "config/simulated-dynamics.yaml"])
+                                    "config/simulated-dynamics.yaml", "config/gpu-dummy.yaml"])
 def test_every_config_plans_a_dag(config):
     result = snakemake("-n", "--forceall", "--configfile", config)
     assert result.returncode == 0, result.output[-2000:]

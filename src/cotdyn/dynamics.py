@@ -42,6 +42,8 @@ import numpy as np
 import pandas as pd
 
 from .answers import answer_or_none, answers_or_none, is_answered
+from .columns import require_columns
+from .config import split_cell
 
 NULL = "<null>"
 TIE_TOL = 1e-12  # probabilities are counts / N; the tolerance only absorbs float noise in sums
@@ -63,20 +65,6 @@ State = dict[str, float]
 
 # ---------------------------------------------------------------------------------------------
 # Input checks
-
-def require_columns(frame: pd.DataFrame, columns: Sequence[str], what: str) -> None:
-    missing = [c for c in columns if c not in frame.columns]
-    if missing:
-        raise ValueError(f"{what}: missing column(s) {missing} (have {sorted(frame.columns)})")
-
-
-def split_cell(cell: str) -> tuple[str, str]:
-    """(model, task) of a cell name: the model key before the last '-', the task after it."""
-    model, sep, task = str(cell).rpartition("-")
-    if not sep or not model or not task:
-        raise ValueError(f"cell {cell!r}: expected '<model>-<task>'")
-    return model, task
-
 
 def _check_samples(samples: pd.DataFrame) -> None:
     require_columns(samples, SAMPLE_COLUMNS, "samples")

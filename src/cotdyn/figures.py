@@ -1,7 +1,7 @@
 """Figures of the exploratory analyses (seed 003 sections 4.3, 5.1, Appendix F.2).
 
-Built on ``matplotlib.figure.Figure`` (Agg canvas, no pyplot state); ``cotdyn.report`` saves them
-through ``dynamics_plots.png_bytes`` (fixed dpi, no Software metadata), so equal data give equal bytes.
+Built on ``matplotlib.figure.Figure`` (Agg canvas, no pyplot state); ``cotdyn.writers`` saves them
+(fixed dpi, no Software metadata), so equal data give equal bytes.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from typing import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from . import answers, segment
+from . import answers, segment, stats
 from .backends.base import Completion, Request, Sampling
 from .benchmarks import Problem
 from .prompts import prefix_ids
@@ -190,13 +190,17 @@ def _prefix_answers(group: pd.DataFrame | None) -> list[list[str | None]]:
 
 def cell_summary(records: pd.DataFrame, samples: pd.DataFrame) -> dict:
     """The per-cell summary: n, exclusions, accuracy, coverage, points, truncation, cap, parse rate."""
-    kept = records[~records["excluded"]]
-    monotone = kept["monotone"].astype(bool)
+    kept = records[~records["excluded"].astype(bool)]
+    monotone = kept["monotone"].astype(bool).to_numpy()
 
     def rate(values) -> float | None:
         return float(np.mean(values)) if len(values) else None
 
-    acc_mono, acc_non = rate(kept.loc[monotone, "correct"]), rate(kept.loc[~monotone, "correct"])
+    # the accuracy of each group as H1 defines it (stats.group_accuracy_rows); NaN for an empty group
+    acc_in, acc_out = stats.group_accuracy_rows(monotone, kept["correct"].astype(bool).to_numpy(),
+                                                stats.full_sample(len(kept)))
+    acc_mono = float(acc_in[0]) if monotone.any() else None
+    acc_non = float(acc_out[0]) if (~monotone).any() else None
     return {
         "n": int(len(records)),
         "n_excluded": int(records["excluded"].sum()),

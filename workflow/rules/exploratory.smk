@@ -1,7 +1,7 @@
 # Exploratory analyses and sensitivity sweeps (DESIGN section 6; seed 003 sections 5-6, Appendix F).
 # Outside the registration: computed from stored records only, and reported against the registered cell.
 from cotdyn.plan import plan_sha256
-from cotdyn.report import FIGURES as EXPLORATORY_FIGURES, TABLES as EXPLORATORY_TABLES, TABLES_HTML
+from cotdyn.exploratory_report import FIGURES as EXPLORATORY_FIGURES, TABLES as EXPLORATORY_TABLES, TABLES_HTML
 
 # Captions name the plan the outputs were computed under (common.smk may define it first).
 if "PLAN_SHA256" not in globals():

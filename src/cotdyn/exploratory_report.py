@@ -1,14 +1,12 @@
-"""Exploratory tables, the sweep table and the report header, and the functions that write them.
+"""The exploratory tables and figures of one variant, and the sweep table (DESIGN section 6).
 
-Tables are built as pandas frames by pure functions (``exploratory_tables``, ``sweep_frame``,
-``report_header``); only the ``write_*`` functions at the end touch the file system. CSVs use a
-fixed float format and ``\\n`` line ends, figures go through ``dynamics_plots.png_bytes``, so the
-same records and seeds give byte-identical files.
+Tables are built as pandas frames by pure functions (``exploratory_tables``, ``sweep_frame``);
+only ``write_exploratory`` touches the file system, through ``cotdyn.writers``, so the same
+records and seeds give byte-identical files.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Mapping
 
@@ -16,10 +14,9 @@ import pandas as pd
 
 from cotdyn import exploratory as ex
 from cotdyn import figures
-from cotdyn.dynamics_plots import png_bytes
 from cotdyn.stats import derive_seed
+from cotdyn.writers import FLOAT_FORMAT, write_csv, write_png, write_text
 
-FLOAT_FORMAT = "%.10g"
 TABLES = ("ranking", "logistic", "partial_correlation", "violation_magnitude", "label_coupling", "early_exit",
           "epsilon_sweep", "coverage_curves")
 FIGURES = ("risk_coverage.png", "coverage_curves.png", "example_trajectories.png", "violation_buckets.png")
@@ -124,40 +121,6 @@ def sweep_frame(summaries: Mapping[str, Mapping[str, dict]], records: Mapping[st
     return pd.DataFrame(ex.sweep_table(summaries, registered, lengths))
 
 
-def _deviation_text(item) -> str:
-    if isinstance(item, dict) and "parameter" in item:
-        return f"{item['parameter']}: {item.get('registered')!r} -> {item.get('used')!r}"
-    return item if isinstance(item, str) else json.dumps(item, sort_keys=True)
-
-
-def report_header(variant: str, hypotheses: dict, plan_check: dict) -> str:
-    """reStructuredText naming the plan hash the analysis ran under and the declared deviations of
-    every cell for this variant (checks/plan_check.json), shown first in the Snakemake report."""
-    plan_hash = hypotheses.get("plan_sha256")
-    if plan_hash is None:
-        raise KeyError("hypotheses.json: missing key 'plan_sha256'")
-    title = f"cotdyn study report: variant ``{variant}``"
-    lines = [title, "=" * len(title), "",
-             f"Plan SHA-256: ``{plan_hash}``", "",
-             f"Plan check SHA-256: ``{plan_check.get('plan_sha256')}`` "
-             f"(registered {plan_check.get('registered', {}).get('date')})", "",
-             "Differences from the registered protocol, by cell (for confirmatory cells, the declared deviations):", ""]
-    cells = plan_check.get("cells")
-    if not isinstance(cells, dict):
-        raise KeyError("plan_check.json: missing key 'cells'")
-    for cell, block in sorted(cells.items()):
-        # confirmatory cells carry the declared deviations of the registered protocol; the others
-        # list, per variant, every parameter that differs from the plan
-        if block.get("confirmatory"):
-            items, role = block.get("deviations", []), "confirmatory, declared deviations"
-        else:
-            items, role = block.get("differences", {}).get(variant, []), "not confirmatory, differences from the plan"
-        text = "; ".join(_deviation_text(d) for d in items) or "none"
-        lines.append(f"- ``{cell}`` ({role}): {text}")
-    lines += ["", "Everything under *exploratory* and *sweeps* is outside the registration (DESIGN section 6).", ""]
-    return "\n".join(lines)
-
-
 def _cell_text(value) -> str:
     """A table cell as the CSVs write it: fixed float format, missing values empty."""
     if value is None or (isinstance(value, float) and value != value):
@@ -181,16 +144,6 @@ def tables_html(tables: Mapping[str, pd.DataFrame], title: str) -> str:
     return "\n".join(parts) + "\n"
 
 
-# ---------------------------------------------------------------------------------------------
-# Writing
-
-
-def write_csv(frame: pd.DataFrame, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    frame.to_csv(path, index=False, float_format=FLOAT_FORMAT, lineterminator="\n")
-    return path
-
-
 def write_exploratory(records: pd.DataFrame, out_dir: str | Path, *, m: int, epsilon: float, seed: int,
                       draws: int = 50, resamples: int = 1000, level: float = 0.95) -> list[Path]:
     """Compute and write ``<table>.csv`` for every name in TABLES, all of them rendered in
@@ -200,30 +153,6 @@ def write_exploratory(records: pd.DataFrame, out_dir: str | Path, *, m: int, eps
     tables = exploratory_tables(records, m=m, epsilon=epsilon, seed=seed, draws=draws, resamples=resamples,
                                 level=level)
     paths = [write_csv(tables[name], out / f"{name}.csv") for name in TABLES]
-    (out / TABLES_HTML).write_text(tables_html(tables, "Exploratory tables (outside the registration)"))
-    paths.append(out / TABLES_HTML)
-    for name, fig in exploratory_figures(records, seed=seed, draws=draws).items():
-        (out / name).write_bytes(png_bytes(fig))
-        paths.append(out / name)
+    paths.append(write_text(tables_html(tables, "Exploratory tables (outside the registration)"), out / TABLES_HTML))
+    paths += [write_png(fig, out / name) for name, fig in exploratory_figures(records, seed=seed, draws=draws).items()]
     return paths
-
-
-def header_html(text: str) -> bytes:
-    """The header as a standalone HTML page (docutils), without date or generator stamps."""
-    from docutils.core import publish_string
-
-    return publish_string(text, writer_name="html5", settings_overrides={
-        "datestamp": False, "generator": False, "embed_stylesheet": True, "_disable_config": True})
-
-
-def write_header(variant: str, hypotheses_path: str | Path, plan_check_path: str | Path, out: str | Path) -> Path:
-    """The report header as ``.html`` (rendered) or, for any other suffix, as reStructuredText."""
-    text = report_header(variant, json.loads(Path(hypotheses_path).read_text()),
-                         json.loads(Path(plan_check_path).read_text()))
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    if out.suffix == ".html":
-        out.write_bytes(header_html(text))
-    else:
-        out.write_text(text)
-    return out
