@@ -176,12 +176,12 @@ def test_impossible_rates_are_refused(rates):
         Planted(**rates)
 
 
-def test_the_simulated_panel_has_at_least_5_percent_unanswered_chains(shared_data):
+def test_the_simulated_panel_has_at_least_5_percent_unanswered_chains(data_dir):
     config = yaml.safe_load((ROOT / "config/simulated.yaml").read_text())
     planted = config["models"]["qwen7b"]["planted"]
     unanswered, total = 0, 0
     for name, file in [("gsm8k", "gsm8k_test.jsonl"), ("math500", "math500_test.jsonl")]:
-        problems = load_benchmark({"kind": name, "path": shared_data / file})
+        problems = load_benchmark({"kind": name, "path": data_dir / file})
         b = SimulatedBackend({p.question: p.gold for p in problems}, name, Planted(**planted))
         chains = references(b, seeds=(0,), budget=600)
         unanswered += sum(answers.extract(c.text, name).status == answers.NO_ANSWER for c in chains)
