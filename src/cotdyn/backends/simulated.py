@@ -33,7 +33,8 @@ Each is decided by a hash of what the request shows, like the planted truth abov
     running value is forty-eight") and ends "I am not sure how to finish this.", so it holds no
     digit and extraction finds nothing; its prefixes still carry the planted truth.
   - ``cut_rate``: the chain runs on past its plan, step after step, until the reference budget
-    falls inside a number; it ends in that number's first digits, with finish reason "length".
+    falls inside a number; it ends in that number's first digits, with finish reason "length",
+    so its own answer is that partial number.
 - Per continuation:
   - ``empty_rate``: the model stops at once (text "", no token).
   - ``conflicting_rate``: it states a different answer first, then takes it back and states the
@@ -48,7 +49,9 @@ Each is decided by a hash of what the request shows, like the planted truth abov
     several bytes each; a budget may cut a chain inside one.
 
 Misbehaviour rewrites text, not the planted answers, except that an empty continuation or an
-unanswered chain states none.
+unanswered chain states none. Empty continuations still move the measured shape: the registered
+rule drops a null before entropy, and a dropped sample can raise a prefix's entropy (a 3-2 split
+becomes 2-2), so they lower the measured monotone coverage below ``monotone_share``.
 """
 
 from __future__ import annotations
