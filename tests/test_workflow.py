@@ -65,6 +65,10 @@ def test_an_unknown_key_and_an_unknown_rule_are_named(tmp_path):
 
 def test_a_small_simulated_study_runs_through_the_dag(tmp_path):
     config = _simulated_config(tmp_path, variants={"registered": {}, "newline": {"segmentation": "newline"}})
+    # a model that misbehaves as real ones do (cotdyn.backends.simulated), more often than they do
+    config["models"]["sim"]["planted"] = {"unanswered_rate": 0.2, "cut_rate": 0.1, "empty_rate": 0.05,
+                                          "conflicting_rate": 0.1, "boxed_rate": 0.1, "latex_rate": 0.2,
+                                          "non_ascii_rate": 0.1}
     result = snakemake("--cores", "2", "--configfile", str(_write(tmp_path, config)), cwd=tmp_path)
     assert result.returncode == 0, result.output[-3000:]
     study = tmp_path / "results" / "t"
@@ -72,6 +76,8 @@ def test_a_small_simulated_study_runs_through_the_dag(tmp_path):
     assert summary["n"] == 60 and summary["n_excluded"] + summary["n_analyzed"] == 60
     records = pd.read_parquet(study / "cells/sim-gsm8k/newline/records.parquet")
     assert len(records) == 60
+    unanswered = records.chain_answer.isna()
+    assert unanswered.any() and not records.chain_correct[unanswered].any()
     hypotheses = json.loads((study / "analysis/registered/hypotheses.json").read_text())
     assert "plan_sha256" in hypotheses
     assert (study / "analysis/registered/dynamics/profiles.csv").exists()

@@ -23,6 +23,35 @@ empty prefix answers from the question alone, with guesses that are never gold, 
 is a rescue, an incorrect one never discovers gold, and a late switch is a failed rescue (seed 002
 section 4.2). A finished chain's full prefix continues with
 nothing (the endpoint asymmetry of seed 003 section 5.2).
+
+Misbehaviour, as real models write it (issue 12). Every rate defaults to 0, and a rate of 0 draws
+nothing, so with all of them off the output (and the model revision) is the same byte for byte.
+Each is decided by a hash of what the request shows, like the planted truth above.
+
+- Per reference chain (one draw decides at most one of the first two):
+  - ``unanswered_rate``: the chain never states an answer. It is written in words ("Step two: the
+    running value is forty-eight") and ends "I am not sure how to finish this.", so it holds no
+    digit and extraction finds nothing; its prefixes still carry the planted truth.
+  - ``cut_rate``: the chain runs on past its plan, step after step, until the reference budget
+    falls inside a number; it ends in that number's first digits, with finish reason "length",
+    so its own answer is that partial number.
+- Per continuation:
+  - ``empty_rate``: the model stops at once (text "", no token).
+  - ``conflicting_rate``: it states a different answer first, then takes it back and states the
+    planted one ("the answer is 12. Wait, that is not right: the final answer is 5.").
+  - ``boxed_rate``: it boxes an intermediate quantity, then the answer (several ``\\boxed{}``;
+    on GSM8K too, as real models do).
+- Per chain and per continuation, each from its own hash:
+  - ``latex_rate``: the stated answer is written in an equivalent LaTeX form: ``\\dfrac`` for a
+    fraction, a unit for a number (``\\text{ cm}`` on MATH, ``\\$`` on GSM8K). It normalizes to
+    the same answer class; answers that are neither are written as usual.
+  - ``non_ascii_rate``: the text carries non-ASCII characters (accents, dashes, CJK, a check mark),
+    several bytes each; a budget may cut a chain inside one.
+
+Misbehaviour rewrites text, not the planted answers, except that an empty continuation or an
+unanswered chain states none. Empty continuations still move the measured shape: the registered
+rule drops a null before entropy, and a dropped sample can raise a prefix's entropy (a 3-2 split
+becomes 2-2), so they lower the measured monotone coverage below ``monotone_share``.
 """
 
 from __future__ import annotations
@@ -41,7 +70,10 @@ from .base import Completion, Request, Sampling
 BOS, EOS = 256, 257
 _FINAL = "The final answer is"
 _PLAN = re.compile(r"this takes (\d+) steps; we start from (\d+)")
+_PLAN_WORDS = re.compile(r"this takes ([a-z -]+?) steps; we start from ([a-z-]+)")
 _FILLER = " and we keep careful track of every quantity"
+_FILLER_NON_ASCII = " — où 每一步 compte ✓, on suit chaque quantité"  # no digit; 2-3 bytes a char early on
+_NOT_SURE = "\nI am not sure how to finish this."
 _MAX_DISTINCT = 5
 
 
@@ -61,6 +93,10 @@ class ByteTokenizer:
         return [BOS] + self.encode(self.chat_template.format(system=system_prompt, question=question))
 
 
+MISBEHAVIOUR = ("unanswered_rate", "cut_rate", "empty_rate", "conflicting_rate", "boxed_rate", "latex_rate",
+                "non_ascii_rate")
+
+
 @dataclass(frozen=True)
 class Planted:
     units_median: float = 6.0
@@ -71,6 +107,28 @@ class Planted:
     accuracy_nonmonotone: float = 0.60
     late_switch_share: float = 0.0
     null_rate: float = 0.02
+    # misbehaviour (module docstring); 0 = off
+    unanswered_rate: float = 0.0
+    cut_rate: float = 0.0
+    empty_rate: float = 0.0
+    conflicting_rate: float = 0.0
+    boxed_rate: float = 0.0
+    latex_rate: float = 0.0
+    non_ascii_rate: float = 0.0
+
+    def __post_init__(self):
+        for name in MISBEHAVIOUR:
+            if not 0 <= getattr(self, name) <= 1:
+                raise ValueError(f"planted {name} must lie in [0, 1], got {getattr(self, name)}")
+        if self.unanswered_rate + self.cut_rate > 1:
+            raise ValueError("planted unanswered_rate + cut_rate must not exceed 1 (one draw decides both)")
+
+
+def revision(planted: Planted) -> str:
+    """The simulated model's revision: a hash of its planted truth. Misbehaviour rates at 0 are left
+    out, so configs written before they existed keep their revision (and their cached generations)."""
+    shown = ", ".join(f"{k}={v!r}" for k, v in asdict(planted).items() if not (k in MISBEHAVIOUR and v == 0))
+    return "simulated-" + hashlib.sha256(f"Planted({shown})".encode()).hexdigest()[:16]
 
 
 @dataclass(frozen=True)
@@ -86,6 +144,16 @@ class _Latent:
 def _rng(*parts) -> np.random.Generator:
     digest = hashlib.sha256(repr(parts).encode()).digest()
     return np.random.default_rng(int.from_bytes(digest[:8], "big"))
+
+
+def _uniform(*parts) -> float:
+    """A uniform draw in [0, 1) fixed by ``parts`` (cheaper than a generator, for one draw)."""
+    return int.from_bytes(hashlib.sha256(repr(parts).encode()).digest()[:8], "big") / 2**64
+
+
+def _hit(rate: float, *parts) -> bool:
+    """Whether a misbehaviour of this rate happens to the text keyed by ``parts``; no draw at 0."""
+    return rate > 0 and _uniform(*parts) < rate
 
 
 def _shift(answer: str, delta: int) -> str:
@@ -106,7 +174,7 @@ class SimulatedBackend:
         self.benchmark = benchmark
         self.planted = planted or Planted()
         self.tokenizer = ByteTokenizer()
-        self.model_revision = "simulated-" + hashlib.sha256(repr(self.planted).encode()).hexdigest()[:16]
+        self.model_revision = revision(self.planted)
 
     def generate(self, requests: Sequence[Request], desc: str = "") -> list[list[Completion]]:
         return [[self._complete(r, j) for j in range(r.n)] for r in requests]
@@ -127,25 +195,68 @@ class SimulatedBackend:
         gold = self.golds[question]
         if request.role == "reference":
             return self._reference(question, gold, request)
-        return self._continuation(question, gold, prefix, j)
+        return self._continuation(question, gold, prefix, request.seed + j, j)
 
     def _reference(self, question: str, gold: str, request: Request) -> Completion:
         p = self.planted
         rng = _rng("reference", question, request.seed)
         n_units = max(1, int(round(rng.lognormal(math.log(p.units_median), p.units_sigma))))
         start = int(rng.integers(10, 99))
-        steps = [f"Step 1: this takes {n_units} steps; we start from {start}"]
-        steps += [f"Step {i}: the running value is {start + 3 * i}" for i in range(2, n_units + 1)]
-        steps = [(s + _FILLER * 3)[: max(len(s), p.unit_chars - 1)] + "." for s in steps]
-        latent = self._latent(question, start, n_units, gold)
-        final = _answer_text(gold if latent.correct else latent.wrong, self.benchmark)
-        text = "\n\n".join(steps) + f"\n{_FINAL} {final}."
-        ids = self.tokenizer.encode(text)
+        filler = _FILLER_NON_ASCII if _hit(p.non_ascii_rate, "non-ascii", question, request.seed) else _FILLER
+        fault = self._chain_fault(question, request.seed)
         budget = request.sampling.max_tokens
+        if fault == "unanswered":
+            text = "\n\n".join(self._unit(_spelled_step(i, n_units, start), filler)
+                               for i in range(1, n_units + 1)) + _NOT_SURE
+        else:
+            latent = self._latent(question, start, n_units, gold)
+            answer = gold if latent.correct else latent.wrong
+            final = self._written(answer, "latex", question, request.seed)
+            steps = [self._unit(_step(i, n_units, start), filler) for i in range(1, n_units + 1)]
+            text = "\n\n".join(steps) + f"\n{_FINAL} {final}."
+            if fault == "cut":
+                text = self._run_on(n_units, start, filler, budget) or text
+        ids = self.tokenizer.encode(text)
         if len(ids) > budget:
             ids = ids[:budget]
             return Completion(tuple(ids), self.tokenizer.decode(ids), "length")
         return Completion(tuple(ids), text, "stop")
+
+    def _unit(self, step: str, filler: str) -> str:
+        """A step padded with filler to about ``unit_chars`` characters, ending in a period."""
+        return (step + filler * 3)[: max(len(step), self.planted.unit_chars - 1)] + "."
+
+    def _chain_fault(self, question: str, seed: int) -> str | None:
+        p = self.planted
+        if p.unanswered_rate + p.cut_rate == 0:
+            return None
+        u = _uniform("chain fault", question, seed)
+        if u < p.unanswered_rate:
+            return "unanswered"
+        return "cut" if u < p.unanswered_rate + p.cut_rate else None
+
+    def _run_on(self, n_units: int, start: int, filler: str, budget: int) -> str | None:
+        """A chain that keeps stepping until its budget ends two digits into a number.
+
+        Whole steps are written while they leave room for one more step opening; that last step
+        is padded so that its number starts two bytes before the budget. None when the budget
+        cannot hold even the first step (the chain is then written, and cut, as usual).
+        """
+        room = 64  # bytes kept free for the last step's opening, padding and first digits
+        units, size, i = [], -2, 1  # size: bytes of the units joined by blank lines
+        while True:
+            unit = self._unit(_step(i, n_units, start), filler)
+            if size + 2 + len(unit.encode()) + room > budget:
+                break
+            units.append(unit)
+            size, i = size + 2 + len(unit.encode()), i + 1
+        if not units:
+            return None
+        head = "\n\n".join(units)
+        opening, closing = f"\n\nStep {i}:", ", so the running value is "
+        pad = budget - 2 - len((head + opening + closing).encode())
+        padding = (_FILLER * (pad // len(_FILLER) + 1))[:pad]  # ASCII, so characters are bytes
+        return head + opening + padding + closing + str((start + 3 * i) * 1009) + "."
 
     def _latent(self, question: str, start: int, n_units: int, gold: str) -> _Latent:
         """The chain's planted truth, keyed by what its first unit states (so that a prefix,
@@ -172,32 +283,125 @@ class SimulatedBackend:
     def _prior_distinct(question: str) -> int:
         return int(_rng("prior", question).integers(2, _MAX_DISTINCT))
 
-    def _continuation(self, question: str, gold: str, prefix: str, j: int) -> Completion:
+    def _continuation(self, question: str, gold: str, prefix: str, seed: int, j: int) -> Completion:
+        """Sample j (seeded ``seed``) of a continuation of ``prefix``."""
         if _FINAL in prefix:  # a finished chain continues with nothing
             return Completion((), "", "stop")
+        if _hit(self.planted.empty_rate, "empty", question, prefix, seed):
+            return Completion((), "", "stop")
+        key = (question, prefix, seed)
         pieces = prefix.split("\n\n")
-        plan = _PLAN.search(pieces[0])
+        plan = _plan(pieces[0])
         complete = len(pieces) - (0 if pieces[-1].rstrip().endswith(".") else 1)
         if not plan or complete < 1:  # the empty prefix: guesses from the question, never gold
             d = self._prior_distinct(question)
-            return self._say([_shift(gold, 7 * c) for c in range(1, d + 1)], j)
-        n_units, start = int(plan.group(1)), int(plan.group(2))
+            return self._say([_shift(gold, 7 * c) for c in range(1, d + 1)], j, key)
+        n_units, start = plan
         latent = self._latent(question, start, n_units, gold)
         u = min(complete, n_units - 1)
         if u in latent.nulls:
-            return self._say(None, j)
+            return self._say(None, j, key)
         switched_yet = u >= 0.7 * n_units
         dominant = gold if latent.correct or (latent.late_switch and not switched_yet) else latent.wrong
-        return self._say([dominant] + [_shift(dominant, 11 * c) for c in range(1, latent.distinct[u])], j)
+        return self._say([dominant] + [_shift(dominant, 11 * c) for c in range(1, latent.distinct[u])], j, key)
 
-    def _say(self, clusters: list[str] | None, j: int) -> Completion:
+    def _say(self, clusters: list[str] | None, j: int, key: tuple) -> Completion:
+        p = self.planted
+        non_ascii = _hit(p.non_ascii_rate, "non-ascii", *key)
         if clusters is None:
-            text = " I need to reconsider the previous step before going on."
-        else:
-            answer = _answer_text(clusters[j % len(clusters)], self.benchmark)
-            text = f" Continuing from here, the final answer is {answer}."
+            text = (" I need to reconsider the previous step… before going on." if non_ascii
+                    else " I need to reconsider the previous step before going on.")
+            return Completion(tuple(self.tokenizer.encode(text)), text, "stop")
+        answer = clusters[j % len(clusters)]
+        text = " Continuing from here — voilà," if non_ascii else " Continuing from here,"
+        boxed = _hit(p.boxed_rate, "boxed", *key)
+        if boxed:
+            intermediate = 10 + len(key[1]) % 89  # a quantity along the way, not an answer
+            text += f" we first get \\boxed{{{intermediate}}} for one part,"
+        if _hit(p.conflicting_rate, "conflicting", *key):
+            text += f" the answer is {_answer_text(_shift(answer, 13), self.benchmark)}. Wait, that is not right:"
+        final = self._written(answer, "latex", *key)
+        if boxed and self.benchmark != "math500":  # a model that boxes along the way boxes its answer too
+            final = f"\\boxed{{{final}}}"
+        text += f" the final answer is {final}{' ✓' if non_ascii else ''}."
         return Completion(tuple(self.tokenizer.encode(text)), text, "stop")
+
+    def _written(self, answer: str, *key) -> str:
+        """How a stated answer is written: boxed on MATH, in a LaTeX form at ``latex_rate``."""
+        if _hit(self.planted.latex_rate, *key):
+            answer = _latex_form(answer, self.benchmark)
+        return _answer_text(answer, self.benchmark)
 
 
 def _answer_text(answer: str, benchmark: str) -> str:
     return f"\\boxed{{{answer}}}" if benchmark == "math500" else answer
+
+
+def _latex_form(answer: str, benchmark: str) -> str:
+    """An equivalent way to write a (normalized) answer: same class after normalization."""
+    if "\\frac" in answer:
+        return answer.replace("\\frac", "\\dfrac")
+    try:
+        Decimal(answer)
+    except InvalidOperation:
+        return answer  # neither a fraction nor a number: written as usual
+    return f"\\${answer}" if benchmark == "gsm8k" else f"{answer}\\text{{ cm}}"
+
+
+def _step(i: int, n_units: int, start: int) -> str:
+    if i == 1:
+        return f"Step 1: this takes {n_units} steps; we start from {start}"
+    return f"Step {i}: the running value is {start + 3 * i}"
+
+
+def _spelled_step(i: int, n_units: int, start: int) -> str:
+    """``_step`` in words: no digit anywhere, so the chain states no number."""
+    if i == 1:
+        return f"Step one: this takes {_spell(n_units)} steps; we start from {_spell(start)}"
+    return f"Step {_spell(i)}: the running value is {_spell(start + 3 * i)}"
+
+
+def _plan(first_unit: str) -> tuple[int, int] | None:
+    """(units, start) from a chain's first unit, in digits or in words; None if it states no plan."""
+    match = _PLAN.search(first_unit)
+    if match:
+        return int(match.group(1)), int(match.group(2))
+    match = _PLAN_WORDS.search(first_unit)
+    if match:
+        n_units, start = _unspell(match.group(1)), _unspell(match.group(2))
+        if n_units is not None and start is not None:
+            return n_units, start
+    return None
+
+
+_ONES = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
+         "sixteen seventeen eighteen nineteen").split()
+_TENS = "_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()
+
+
+def _spell(n: int) -> str:
+    """A non-negative integer in English words: 'forty-two', 'three hundred five'."""
+    if n < 20:
+        return _ONES[n]
+    if n < 100:
+        return _TENS[n // 10] + (f"-{_ONES[n % 10]}" if n % 10 else "")
+    if n < 1000:
+        return f"{_ONES[n // 100]} hundred" + (f" {_spell(n % 100)}" if n % 100 else "")
+    return f"{_spell(n // 1000)} thousand" + (f" {_spell(n % 1000)}" if n % 1000 else "")
+
+
+def _unspell(words: str) -> int | None:
+    """The inverse of ``_spell``; None for anything it does not write (e.g. a word cut short)."""
+    total = current = 0
+    for word in words.replace("-", " ").split():
+        if word in _ONES:
+            current += _ONES.index(word)
+        elif word in _TENS[2:]:
+            current += 10 * _TENS.index(word)
+        elif word == "hundred":
+            current *= 100
+        elif word == "thousand":
+            total, current = total + current * 1000, 0
+        else:
+            return None
+    return total + current
