@@ -82,3 +82,26 @@ def test_a_small_simulated_study_runs_through_the_dag(tmp_path):
     assert "plan_sha256" in hypotheses
     assert (study / "analysis/registered/dynamics/profiles.csv").exists()
     assert (study / "manifest/manifest.json").exists()
+
+
+def test_a_study_whose_every_chain_is_excluded_runs_to_the_end(tmp_path):
+    """Every continuation empty: no prefix bears an answer, every chain is excluded, and every rule
+    still finishes, its outputs saying why nothing was estimated; the audit passes."""
+    config = _simulated_config(tmp_path)
+    config["benchmarks"]["gsm8k"]["limit"] = 12
+    config["models"]["sim"]["planted"] = {"empty_rate": 1.0}
+    path = _write(tmp_path, config)
+    result = snakemake("--cores", "2", "--configfile", str(path), cwd=tmp_path)
+    assert result.returncode == 0, result.output[-3000:]
+    study = tmp_path / "results" / "t"
+    records = pd.read_parquet(study / "cells/sim-gsm8k/registered/records.parquet")
+    assert len(records) == 12 and records["excluded"].all()
+    cell = json.loads((study / "analysis/registered/hypotheses.json").read_text())["cells"]["sim-gsm8k"]
+    assert cell["role"] == "descriptive" and cell["H1"]["gap_pp"] is None
+    assert cell["H1"]["reason"] == "no usable problems (12 of 12 excluded)"
+    early_exit = pd.read_csv(study / "analysis/registered/exploratory/early_exit.csv")
+    assert early_exit["reason"].tolist() == ["no analyzed chains (12 of 12 excluded)"]
+    for figure in ("exploratory/example_trajectories.png", "dynamics/trajectories.png", "forest_gaps.png"):
+        assert (study / "analysis/registered" / figure).stat().st_size > 0
+    audit = snakemake("audit", "--cores", "1", "--configfile", str(path), cwd=tmp_path)
+    assert audit.returncode == 0, audit.output[-3000:]
