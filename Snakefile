@@ -23,11 +23,6 @@ include: "workflow/rules/infogain.smk"
 
 rule all:
     input:
-        summaries=expand(f"{STUDY_DIR}/cells/{{cell}}/{{variant}}/summary.json", cell=CELLS, variant=VARIANTS),
-        manifest=f"{STUDY_DIR}/manifest/manifest.json",
-        dynamics=expand(f"{STUDY_DIR}/analysis/{{variant}}/dynamics/profiles.csv", variant=VARIANTS),
-        exploratory=expand(f"{STUDY_DIR}/analysis/{{variant}}/exploratory/tables.html", variant=VARIANTS),
-        header=expand(f"{STUDY_DIR}/analysis/{{variant}}/report_header.html", variant=VARIANTS),
-        sweeps=f"{STUDY_DIR}/analysis/sweeps.csv",
-        math_shepherd=expand(f"{STUDY_DIR}/analysis/{{variant}}/math_shepherd.csv", variant=VARIANTS),
+        study_targets(),
+        f"{STUDY_DIR}/{STUDY_MANIFEST}",
     default_target: True

@@ -99,7 +99,8 @@ def sha256(path: Path) -> str:
 def study_check(model_dir: Path, n_problems: int, device: str, dtype: str, scratch: Path) -> dict:
     from cotdyn.benchmarks import arithmetic, problems_table
     from cotdyn.plan import effective_protocol, load_plan
-    from cotdyn.study import derive_records, run_continuations, run_reference, write_parquet
+    from cotdyn.study import derive_records, run_continuations, run_reference
+    from cotdyn.writers import write_parquet
 
     plan = load_plan(ROOT / "preregistration" / "plan.yaml")
     protocol = effective_protocol(plan, {"reference_max_tokens": 96, "continuation_max_tokens": 32,

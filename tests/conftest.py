@@ -1,4 +1,4 @@
-"""Shared fixtures: the offline benchmark copies, and a tiny model built from a config.
+"""Shared fixtures: the benchmark files in data/, and a tiny model built from a config.
 
 The tiny model is a randomly initialised Llama-architecture network paired with the embedded
 model's tokenizer (SmolLM2's, which carries a ChatML chat template), so the transformers backend
@@ -12,15 +12,14 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED_DATA = ROOT.parent / "shared" / "data"
+DATA = ROOT / "data"
 PLAN = ROOT / "preregistration" / "plan.yaml"
 
 
 @pytest.fixture(scope="session")
-def shared_data() -> Path:
-    if not (SHARED_DATA / "gsm8k_test.jsonl").exists():
-        pytest.fail(f"offline benchmark copies not found at {SHARED_DATA} (see README)")
-    return SHARED_DATA
+def data_dir() -> Path:
+    """The byte-exact GSM8K test and MATH-500 files the repository ships (data/README.md)."""
+    return DATA
 
 
 @pytest.fixture(scope="session")

@@ -50,16 +50,16 @@ def test_math_extraction(text, expected):
         assert found.answer == expected
 
 
-def test_every_gsm8k_gold_parses(shared_data):
-    rows = [json.loads(line) for line in open(shared_data / "gsm8k_test.jsonl")]
+def test_every_gsm8k_gold_parses(data_dir):
+    rows = [json.loads(line) for line in open(data_dir / "gsm8k_test.jsonl")]
     golds = [gold_answer(r["answer"], "gsm8k") for r in rows]
     assert len(golds) == 1319
     assert all(g for g in golds)
     assert gold_answer("#### 1,600", "gsm8k") == "1600"
 
 
-def test_every_math500_gold_parses_and_text_answers_stay_scorable(shared_data):
-    rows = [json.loads(line) for line in open(shared_data / "math500_test.jsonl")]
+def test_every_math500_gold_parses_and_text_answers_stay_scorable(data_dir):
+    rows = [json.loads(line) for line in open(data_dir / "math500_test.jsonl")]
     golds = [gold_answer(r["answer"], "math500") for r in rows]
     assert len(golds) == 500 and all(golds)
     text_only = {r["answer"]: g for r, g in zip(rows, golds) if r["answer"].startswith("\\text{")}

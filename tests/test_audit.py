@@ -22,7 +22,8 @@ from cotdyn.plan import load_plan, plan_sha256
 from cotdyn.preregistration import PreregistrationError, register
 from cotdyn.provenance import (STUDY_MANIFEST, canonical_json, config_sha256, fill_config_defaults, output_hashes,
                                write_cell_manifest, write_study_manifest)
-from cotdyn.study import derive_records, run_continuations, run_reference, write_parquet
+from cotdyn.study import derive_records, run_continuations, run_reference
+from cotdyn.writers import write_parquet
 
 ROOT = Path(__file__).resolve().parents[1]
 CELL = "qwen7b-gsm8k"
@@ -68,6 +69,7 @@ def build_study(root: Path, data: Path, protocol: dict, deviations: list[dict]) 
     derive_records(ref / "chains.parquet", cell_dir / "samples.parquet", protocol_used, plan["exclusion"], "gsm8k",
                    CELL, cell_dir / "records.parquet", cell_dir / "summary.json")
     derive_analysis([cell_dir / "records.parquet"], plan_path, study / PLAN_CHECK, study / "analysis" / "registered")
+    write_hash_checked_outputs(study, ref / "chains.parquet", cell_dir, plan)
     generation = {"registered": cell_dir / "generation.json", f"reference/{ref.name}": ref / "generation.json"}
     write_cell_manifest(spec, {"registered": protocol_used}, generation, problems, plan_path, config,
                         study / PLAN_CHECK, study / "manifest" / "cells" / f"{CELL}.json", root=ROOT)
@@ -77,9 +79,31 @@ def build_study(root: Path, data: Path, protocol: dict, deviations: list[dict]) 
     return study
 
 
+def write_hash_checked_outputs(study: Path, chains: Path, cell_dir: Path, plan: dict) -> None:
+    """The outputs the audit checks by hash only, written by the functions their rules call."""
+    from cotdyn.dynamics_plots import write_dynamics
+    from cotdyn.infogain.baselines import math_shepherd_from_samples
+    from cotdyn.exploratory_report import sweep_frame, tables_html, write_exploratory
+    from cotdyn.protocol import with_chain_endpoint
+    from cotdyn.report_header import write_header
+    from cotdyn.writers import write_csv
+
+    analysis = study / "analysis" / "registered"
+    samples, records = pd.read_parquet(cell_dir / "samples.parquet"), pd.read_parquet(cell_dir / "records.parquet")
+    write_dynamics(with_chain_endpoint(samples, pd.read_parquet(chains)).assign(cell=CELL), records,
+                   analysis / "dynamics")
+    write_exploratory(records, analysis / "exploratory", m=5, epsilon=0.01, seed=1, resamples=50)
+    write_header("registered", analysis / "hypotheses.json", study / PLAN_CHECK, analysis / "report_header.html")
+    math_shepherd_from_samples(samples, records, "gsm8k").to_csv(analysis / "math_shepherd.csv", index=False)
+    summary = json.loads((cell_dir / "summary.json").read_text())
+    sweeps = sweep_frame({"registered": {CELL: summary}}, {"registered": {CELL: records}})
+    write_csv(sweeps, study / "analysis" / "sweeps.csv")
+    (study / "analysis" / "sweeps.html").write_text(tables_html({"sweeps": sweeps}, "sweeps"))
+
+
 @pytest.fixture(scope="module")
-def registered_study(tmp_path_factory, shared_data) -> Path:
-    return build_study(tmp_path_factory.mktemp("registered"), shared_data, {}, [])
+def registered_study(tmp_path_factory, data_dir) -> Path:
+    return build_study(tmp_path_factory.mktemp("registered"), data_dir, {}, [])
 
 
 @pytest.fixture
@@ -176,16 +200,16 @@ def test_changed_continuation_text_is_detected(study):
     assert any(SAMPLES in p and "differ from the answers extracted" in p for p in report.problems)
 
 
-def test_undeclared_deviation_stops_the_study(tmp_path, shared_data):
+def test_undeclared_deviation_stops_the_study(tmp_path, data_dir):
     with pytest.raises(PreregistrationError) as e:
-        build_study(tmp_path, shared_data, {"reference_temperature": 0.6}, [])
+        build_study(tmp_path, data_dir, {"reference_temperature": 0.6}, [])
     message = str(e.value)
     assert all(s in message for s in (CELL, "reference_temperature", "0.6", "0.7"))
     assert not (tmp_path / "results" / "t" / "cells").exists()  # refused before any generation
 
 
-def test_declared_deviation_runs_and_is_reported(tmp_path, shared_data):
-    study = build_study(tmp_path, shared_data, {"reference_temperature": 0.6}, [DEVIATION])
+def test_declared_deviation_runs_and_is_reported(tmp_path, data_dir):
+    study = build_study(tmp_path, data_dir, {"reference_temperature": 0.6}, [DEVIATION])
     assert (study / "cells" / CELL / "reference" / "t0.6-b600-s20260829" / "chains.parquet").exists()
     check = json.loads((study / PLAN_CHECK).read_text())
     assert check["cells"][CELL]["deviations"] == [DEVIATION]
@@ -214,3 +238,14 @@ def test_outputs_the_audit_does_not_rederive_are_hash_checked_not_failed():
     listed = {"analysis/registered/dynamics/profiles.csv": "a", "analysis/sweeps.csv": "b"}
     checks = {c.path: c.status for c in compare_files(listed, {**listed, "analysis/sweeps.csv": "x"}, {})}
     assert checks == {"analysis/registered/dynamics/profiles.csv": MATCH, "analysis/sweeps.csv": MISMATCH}
+
+
+def test_a_study_output_missing_from_the_manifest_fails_the_audit(study):
+    """The audit expects every study target (cotdyn.layout.study_targets) in the manifest."""
+    manifest = json.loads((study / STUDY_MANIFEST).read_text())
+    del manifest["files"]["analysis/registered/math_shepherd.csv"]
+    (study / STUDY_MANIFEST).write_text(json.dumps(manifest))
+    (study / "analysis/registered/math_shepherd.csv").unlink()
+    report = audit(study)
+    assert not report.ok
+    assert "study output analysis/registered/math_shepherd.csv is not in the manifest" in report.problems

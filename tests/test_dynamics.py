@@ -18,6 +18,7 @@ from statsmodels.stats.weightstats import DescrStatsW
 
 from cotdyn import dynamics as dyn
 from cotdyn import dynamics_plots as plots
+from cotdyn.writers import png_bytes
 
 NAN = float("nan")
 
@@ -316,9 +317,11 @@ def test_profile_table_input_errors():
         dyn.profile_table(samples, two_cells)
     with pytest.raises(ValueError, match="duplicate"):
         dyn.profile_table(samples, pd.concat([records, records.iloc[:1]]))
-    assert dyn.split_cell("llama31-8b-math500") == ("llama31-8b", "math500")
-    with pytest.raises(ValueError, match="cell"):
-        dyn.split_cell("nodash")
+    from cotdyn.config import split_cell
+
+    assert split_cell("llama31-8b-math500") == ("llama31-8b", "math500")
+    with pytest.raises(ValueError, match="cell name 'nodash'"):
+        split_cell("nodash")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -570,8 +573,8 @@ def test_trajectory_figure_for_chosen_problems(simulated):
     traces = dyn.traces(samples[samples["problem_id"] < "q0003"], records[records["problem_id"] < "q0003"])
     examples = plots.example_traces(traces)
     assert len({dyn.trace_mechanism(t) for t in examples}) == len(examples)
-    png = plots.png_bytes(plots.trajectory_figure(traces[:3]))
-    assert png == plots.png_bytes(plots.trajectory_figure(traces[:3]))
+    png = png_bytes(plots.trajectory_figure(traces[:3]))
+    assert png == png_bytes(plots.trajectory_figure(traces[:3]))
     with pytest.raises(ValueError, match="no traces"):
         plots.trajectory_figure([])
 

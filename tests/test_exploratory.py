@@ -16,7 +16,9 @@ from sklearn.metrics import roc_auc_score
 from statsmodels.duration.survfunc import SurvfuncRight
 
 from cotdyn import exploratory as ex
-from cotdyn import figures, report
+from cotdyn import exploratory_report as report
+from cotdyn import figures
+from cotdyn.report_header import report_header
 
 
 def planted_records(n: int, seed: int, cell: str = "qwen7b-gsm8k") -> pd.DataFrame:
@@ -319,7 +321,7 @@ def test_missing_column_is_named():
 
 
 def test_report_header_lists_plan_hash_and_deviations():
-    text = report.report_header("b1280", {"plan_sha256": "abc123"},
+    text = report_header("b1280", {"plan_sha256": "abc123"},
                                 {"plan_sha256": "abc123", "registered": {"date": "2026-11-30"},
                                  "cells": {"q-math500": {"confirmatory": True,
                                                          "deviations": ["reference_budget: 600 -> 1280"]},

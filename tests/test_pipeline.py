@@ -31,8 +31,8 @@ def run_cell(problems, protocol, plan, benchmark, planted=None):
 
 
 @pytest.fixture(scope="module")
-def gsm8k(shared_data):
-    return load_benchmark({"kind": "gsm8k", "path": shared_data / "gsm8k_test.jsonl"})
+def gsm8k(data_dir):
+    return load_benchmark({"kind": "gsm8k", "path": data_dir / "gsm8k_test.jsonl"})
 
 
 def test_prefixes_are_token_exact_and_counted_by_the_cap(gsm8k, plan):
@@ -95,10 +95,10 @@ def test_bad_benchmark_files_are_named(tmp_path):
         load_benchmark({"kind": "gsm8k", "path": good, "content_sha256": "00" * 32})
 
 
-def test_pinned_content_hashes_match_the_offline_copies(shared_data, plan):
+def test_pinned_content_hashes_match_the_offline_copies(data_dir, plan):
     for name, file in [("gsm8k", "gsm8k_test.jsonl"), ("math500", "math500_test.jsonl")]:
         spec = plan["panel"]["benchmarks"][name]
-        problems = load_benchmark({"kind": name, "path": shared_data / file, "content_sha256": spec["content_sha256"]})
+        problems = load_benchmark({"kind": name, "path": data_dir / file, "content_sha256": spec["content_sha256"]})
         assert len(problems) == spec["n"]
 
 

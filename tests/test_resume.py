@@ -114,9 +114,9 @@ def protocol(plan) -> dict:
 
 
 @pytest.fixture(scope="module")
-def simulated(shared_data, plan, protocol, tmp_path_factory) -> dict:
+def simulated(data_dir, plan, protocol, tmp_path_factory) -> dict:
     root = tmp_path_factory.mktemp("resume_simulated")
-    problems = load_benchmark({"kind": "gsm8k", "path": str(shared_data / "gsm8k_test.jsonl"), "limit": 150})
+    problems = load_benchmark({"kind": "gsm8k", "path": str(data_dir / "gsm8k_test.jsonl"), "limit": 150})
     problems_table(problems).to_parquet(root / "problems.parquet", index=False)
     base = {"problems": str(root / "problems.parquet"), "model": {"backend": "simulated", "chunk_size": 25},
             "protocol": protocol, "exclusion": plan["exclusion"], "cell": "qwen7b-gsm8k", "benchmark": "gsm8k"}
@@ -171,8 +171,8 @@ def test_a_torn_or_altered_shard_is_redone_not_trusted(simulated):
 
 
 @pytest.mark.slow
-def test_transformers_backend_resumes_byte_identically(tiny_model_dir, shared_data, plan, tmp_path):
-    problems = load_benchmark({"kind": "gsm8k", "path": str(shared_data / "gsm8k_test.jsonl"), "limit": 2})
+def test_transformers_backend_resumes_byte_identically(tiny_model_dir, data_dir, plan, tmp_path):
+    problems = load_benchmark({"kind": "gsm8k", "path": str(data_dir / "gsm8k_test.jsonl"), "limit": 2})
     problems_table(problems).to_parquet(tmp_path / "problems.parquet", index=False)
     # Short budgets keep the random tiny model quick; resumption does not depend on them.
     protocol = effective_protocol(plan, {"reference_max_tokens": 24, "continuation_max_tokens": 8,

@@ -1,27 +1,26 @@
 """The vLLM backend's contract (DESIGN sections 4 and 8), against a stand-in ``vllm`` module.
 
-vLLM needs CUDA, so a fake module records every call the backend makes: how the engine is built,
-how many ``generate`` calls a study makes (one per phase, never one per prefix), what each prompt
-and each SamplingParams holds. The stand-in mimics vLLM where the backend relies on it: sample i
-of a request seeded s is drawn with s + i (vllm/v1/engine/parallel_sampling.py), samples may come
-back in any order (each carries its index), and a sample that stops keeps its stop token.
+vLLM needs CUDA, so ``cotdyn.backends.vllm_standin`` records every call the backend makes: how the
+engine is built, how many ``generate`` calls a study makes (one per phase, never one per prefix),
+what each prompt and each SamplingParams holds. It mimics vLLM where the backend relies on it
+(child seeds s + i, samples in any order, stop tokens kept, a SamplingParams that refuses fields
+it does not have); see its docstring.
 """
 
 from __future__ import annotations
 
+import json
 import sys
-import types
-from dataclasses import dataclass
 
 import pytest
 
 from cotdyn import protocol as P
-from cotdyn.backends import make_backend
-from cotdyn.benchmarks import Problem
+from cotdyn.backends import Sampling, make_backend, vllm_standin
+from cotdyn.backends.vllm_standin import BOS, EOS, EOT, StandInTokenizer
+from cotdyn.benchmarks import Problem, problems_table
 from cotdyn.cache import GenerationCache, generate
 from cotdyn.seeds import sample_seed
 
-BOS, EOS, EOT = 1, 2, 3  # EOT: a second stop id the model's generation_config names (like <|eot_id|>)
 EXPLICIT = {"n", "seed", "temperature", "top_p", "top_k", "min_p", "repetition_penalty",
             "presence_penalty", "frequency_penalty", "max_tokens", "min_tokens", "stop",
             "stop_token_ids", "ignore_eos", "include_stop_str_in_output", "detokenize",
@@ -29,83 +28,18 @@ EXPLICIT = {"n", "seed", "temperature", "top_p", "top_k", "min_p", "repetition_p
             "allowed_token_ids", "watermarking"}
 
 
-class StandInTokenizer:
-    """Byte-level ids shifted past the special ids; a template that writes BOS itself while the
-    tokenizer adds one too (Llama-3's double-BOS trap)."""
-
-    name_or_path = "stand-in"
-    bos_token_id, eos_token_id, pad_token_id = BOS, EOS, None
-    chat_template = "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}<assistant>"
-
-    def encode(self, text: str) -> list[int]:
-        return [b + 10 for b in text.encode()]
-
-    def decode(self, ids, skip_special_tokens: bool = True) -> str:
-        return bytes(i - 10 for i in ids if i >= 10).decode(errors="replace")
-
-    def apply_chat_template(self, messages, add_generation_prompt: bool, tokenize: bool):
-        text = "".join(f"<{m['role']}>{m['content']}" for m in messages) + "<assistant>"
-        return [BOS, BOS] + self.encode(text)
-
-    def get_vocab(self) -> dict:
-        return {f"<{i}>": i for i in range(266)}
-
-
-@dataclass
-class _Sample:
-    index: int
-    token_ids: list
-    finish_reason: str
-
-
-@dataclass
-class _Output:
-    outputs: list
-
-
-def _fake_vllm(calls: dict) -> types.ModuleType:
-    tokenizer = StandInTokenizer()
-
-    class SamplingParams:
-        def __init__(self, **kwargs):
-            self.kwargs = kwargs
-
-    class LLM:
-        def __init__(self, **kwargs):
-            calls["llm"].append(kwargs)
-
-        def get_tokenizer(self):
-            return tokenizer
-
-        def generate(self, prompts, sampling_params=None, use_tqdm=True):
-            calls["generate"].append((prompts, sampling_params))
-            return [_Output([_sample(p["prompt_token_ids"], sp.kwargs, i) for i in reversed(range(sp.kwargs["n"]))])
-                    for p, sp in zip(prompts, sampling_params)]
-
-    def _sample(prompt, params, i) -> _Sample:
-        seed = params["seed"] + i  # vLLM's child seed
-        if params["max_tokens"] >= 600:  # a reference chain: three blank-line units and an answer
-            text = f"Step 1: start {seed % 97}.\n\nStep 2: add 3.\n\nStep 3: done.\nThe final answer is {seed % 7}."
-        elif seed % 11 == 0:
-            return _Sample(i, tokenizer.encode(" and so on" * 40)[: params["max_tokens"]], "length")
-        else:
-            text = f" so the answer is {seed % 5}."
-        return _Sample(i, tokenizer.encode(text) + [EOS if seed % 2 else EOT], "stop")
-
-    module = types.ModuleType("vllm")
-    module.__version__ = "0.32.0-standin"
-    module.LLM, module.SamplingParams = LLM, SamplingParams
-    return module
-
-
-@pytest.fixture
-def fake(monkeypatch):
-    calls = {"llm": [], "generate": []}
-    monkeypatch.setitem(sys.modules, "vllm", _fake_vllm(calls))
+def _install(monkeypatch, **standin) -> dict:
+    calls = {}
+    monkeypatch.setitem(sys.modules, "vllm", vllm_standin.module(calls, **standin))
     import cotdyn.backends.vllm as backend_module
 
     monkeypatch.setattr(backend_module, "_model_eos_ids", lambda model_id, revision: [EOT])
     return calls
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    return _install(monkeypatch)
 
 
 @pytest.fixture(scope="module")
@@ -217,9 +151,57 @@ def test_effective_sampling_reports_the_fields_built(fake, protocol):
     effective = backend.effective_sampling(sampling)
     built = backend.sampling_params(sampling, n=5, seed=11)
     assert set(built) == EXPLICIT
-    assert {k: v for k, v in effective.items() if k not in ("n", "seed", "sampler", "generation_config")} == \
+    assert {k: v for k, v in effective.items() if k not in ("n", "seed", "sampler", "generation_config", "omitted_fields")} == \
         {k: v for k, v in built.items() if k not in ("n", "seed")}
-    assert effective["generation_config"] == "vllm"
+    assert effective["generation_config"] == "vllm" and effective["omitted_fields"] == []
+
+
+def test_a_vllm_without_watermarking_runs_and_the_omission_reaches_generation_json_and_the_manifest(
+        monkeypatch, protocol, plan, tmp_path):
+    from cotdyn.config import resolve_cells
+    from cotdyn.provenance import cell_manifest
+    from cotdyn.study import run_reference
+    from cotdyn.writers import write_parquet
+
+    calls = _install(monkeypatch, fields=vllm_standin.FIELDS_0_26, version="0.26.0")
+    write_parquet(problems_table(PROBLEMS), tmp_path / "problems.parquet")
+    run_reference(tmp_path / "problems.parquet", MODEL, protocol, "qwen7b-gsm8k", "gsm8k", tmp_path / "cache",
+                  tmp_path / "chains.parquet", tmp_path / "generation.json")
+
+    (_, params), = calls["generate"]  # the stand-in refuses a field 0.26.0 lacks, as vLLM does
+    assert all(set(p.kwargs) == EXPLICIT - {"watermarking"} for p in params)
+    generation = json.loads((tmp_path / "generation.json").read_text())
+    assert generation["effective_sampling"]["omitted_fields"] == ["watermarking"]
+    assert generation["backend"]["vllm_version"] == "0.26.0"
+    config = {"cells": ["qwen7b-gsm8k"], "models": {"qwen7b": MODEL}, "benchmarks": {"gsm8k": {"kind": "gsm8k"}}}
+    cell = resolve_cells(config, plan)["qwen7b-gsm8k"]
+    manifest = cell_manifest(cell, {"registered": protocol}, {"reference/r": generation}, "", "", "", {}, {}, {}, {})
+    assert manifest["effective_sampling"]["reference/r"]["omitted_fields"] == ["watermarking"]
+
+
+@pytest.mark.parametrize("missing, sampling, value", [
+    ("top_k", Sampling(0.7, 150, top_k=40), "40"),
+    ("top_p", Sampling(0.7, 150, top_p=0.9), "0.9"),
+    ("seed", Sampling(0.7, 150), "11"),
+    ("stop_token_ids", Sampling(0.7, 150), r"\[2, 3\]"),
+])
+def test_a_missing_field_the_protocol_needs_is_an_error_naming_field_and_version(monkeypatch, missing, sampling, value):
+    fields = tuple(f for f in vllm_standin.FIELDS_0_26 if f != missing)
+    _install(monkeypatch, fields=fields, version="0.26.0")
+    backend = make_backend(MODEL)
+    message = rf"vllm 0\.26\.0: SamplingParams has no field '{missing}', which the protocol needs at {value}"
+    with pytest.raises(RuntimeError, match=message):
+        backend.sampling_params(sampling, n=5, seed=11)
+    with pytest.raises(RuntimeError, match=message.replace("11", "0")):
+        backend.effective_sampling(sampling)
+
+
+def test_a_missing_field_at_its_off_value_is_left_out_and_listed(monkeypatch):
+    _install(monkeypatch, fields=tuple(f for f in vllm_standin.FIELDS_0_26 if f != "top_k"), version="0.26.0")
+    backend = make_backend(MODEL)
+    sampling = Sampling(0.7, 150, top_k=0)
+    assert set(backend.sampling_params(sampling, n=5, seed=11)) == EXPLICIT - {"top_k", "watermarking"}
+    assert backend.effective_sampling(sampling)["omitted_fields"] == ["top_k", "watermarking"]
 
 
 def test_an_unknown_finish_reason_is_an_error():
@@ -229,3 +211,50 @@ def test_an_unknown_finish_reason_is_an_error():
         completion([5, 6], "abort", (EOS,), lambda ids: "")
     assert completion([15, EOS], "stop", (EOS,), StandInTokenizer().decode).token_ids == (15,)
     assert completion([15, EOS], "length", (EOS,), StandInTokenizer().decode).token_ids == (15, EOS)
+
+
+def test_the_fields_of_a_struct_or_of_a_plain_constructor():
+    from cotdyn.backends.vllm import sampling_fields
+
+    class Older:  # releases before the msgspec struct took keywords in a plain __init__
+        def __init__(self, n=1, seed=None, top_k=-1):
+            pass
+
+    assert sampling_fields(Older) == {"n", "seed", "top_k"}
+    assert sampling_fields(vllm_standin.sampling_params_class(("n", "seed"))) == {"n", "seed"}
+
+
+@pytest.mark.slow
+def test_the_gpu_check_dry_run_takes_a_cell_through_every_rule_and_reports(tmp_path):
+    """scripts/gpu_check_vllm.py --dry-run: the GPU check's own path, on CPU, with a 0.26.0-like stand-in."""
+    import subprocess
+
+    from conftest import ROOT
+
+    from cotdyn import layout
+
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_check_vllm.py"), "--dry-run", "--out",
+                           str(tmp_path), "--model-dir", str(tmp_path / "model"), "--problems", "3",
+                           "--baseline-problems", "2"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    report = json.loads((tmp_path / "gpu_check_vllm.json").read_text())
+
+    assert report["model"]["parameters"] == 7_615_616_512  # Qwen2-7B's published count
+    assert report["model"]["flops_per_generated_token"] == 2 * report["model"]["matmul_parameters"]
+    assert report["model"]["load_format"] == "dummy" and report["peak_tflops"] == 989.0
+    for phase in ("reference", "continuations"):
+        figures = report["phases"][phase]
+        assert figures["generated_tokens"] > 0 and figures["calls"] == 1
+        assert figures["utilisation"] == pytest.approx(
+            figures["tokens_per_s"] * report["model"]["flops_per_generated_token"] / 1e12 / 989.0)
+    baseline = report["per_prefix_baseline"]
+    assert len(baseline["problems"]) == 2 and baseline["calls"] == baseline["requests"] > 2
+    assert baseline["batched_over_per_prefix"] > 0
+    assert report["rerun_equal_share"] == report["alone_equal_share"] == 1.0  # the stand-in is deterministic
+    pipeline = report["pipeline"]
+    assert pipeline["records"] == report["problems"] == 3
+    assert pipeline["omitted_fields"] == ["watermarking"]
+    assert set(layout.study_targets([report["cell"]], ["registered"])) <= set(pipeline["outputs"])
+    assert pipeline["audit"] == {"ok": True, "problems": [], "failures": []}
+    manifest = json.loads((tmp_path / "study" / layout.cell_manifest(report["cell"])).read_text())
+    assert {s["omitted_fields"][0] for s in manifest["effective_sampling"].values()} == {"watermarking"}

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import ROOT, SHARED_DATA
+from conftest import ROOT, DATA
 
 
 def snakemake(*args, cwd=ROOT):
@@ -21,8 +21,7 @@ def snakemake(*args, cwd=ROOT):
     return result
 
 
-@pytest.mark.parametrize("config", ["config/config.yaml", "config/simulated.yaml", "config/panel.yaml",
-                                    "config/simulated-dynamics.yaml"])
+@pytest.mark.parametrize("config", sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "config").glob("*.yaml")))
 def test_every_config_plans_a_dag(config):
     result = snakemake("-n", "--forceall", "--configfile", config)
     assert result.returncode == 0, result.output[-2000:]
@@ -38,8 +37,13 @@ def _write(tmp_path, config):
 def _simulated_config(tmp_path, **extra):
     return {"study": "t", "plan": str(ROOT / "preregistration" / "plan.yaml"), "cache": str(tmp_path / "cache"),
             "cells": ["sim-gsm8k"], "models": {"sim": {"backend": "simulated"}},
-            "benchmarks": {"gsm8k": {"kind": "gsm8k", "path": str(SHARED_DATA / "gsm8k_test.jsonl"), "limit": 60}},
+            "benchmarks": {"gsm8k": {"kind": "gsm8k", "path": str(DATA / "gsm8k_test.jsonl"), "limit": 60}},
             **extra}
+
+
+def test_the_workflow_passes_snakemakes_linter():
+    result = snakemake("--lint")
+    assert result.returncode == 0 and "Lints for" not in result.output, result.output[-3000:]
 
 
 def test_a_missing_key_is_named_with_the_file(tmp_path):

@@ -9,12 +9,20 @@ strings), falling back to the final number. ``\\text{...}`` is unwrapped, not de
 such as ``\\text{Evelyn}`` stay scorable (the original harness deleted them).
 
 Answer classes for entropy are the normalized strings; ``None`` means no answer was found.
+``answer_or_none`` is the one definition of a missing answer (None, NaN, pandas NA, a blank
+string): every module that reads a stored answer passes it through, because a parquet round trip
+turns a missing string into NaN.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
+from typing import Any, Iterable
+
+import numpy as np
+import pandas as pd
 
 BENCHMARKS = ("gsm8k", "math500", "arithmetic")
 
@@ -28,6 +36,35 @@ _NUMBER = re.compile(r"-?[$€£]?\s?-?\d[\d,]*(?:\.\d+)?|-?[$€£]?\s?-?\.\d+"
 class Extraction:
     answer: str | None
     status: str  # OK | NO_ANSWER
+
+
+def answer_or_none(value: Any) -> str | None:
+    """A stored answer as a string, or None when it is missing (None, NaN, NA, NaT, blank).
+
+    Numbers (a gold read from JSON as 18, say) become their string; anything else is an error
+    that names its type, since an answer can only be text.
+    """
+    if isinstance(value, str):
+        return value if value.strip() else None
+    if value is None or value is pd.NA or value is pd.NaT:
+        return None
+    if isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"an answer must be text, got the boolean {value!r}")
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    if isinstance(value, (float, np.floating)):
+        return None if math.isnan(value) else str(float(value))
+    raise TypeError(f"an answer must be text or missing, got {type(value).__name__} {value!r}")
+
+
+def answers_or_none(values: Iterable[Any]) -> list[str | None]:
+    """``answer_or_none`` over a column of stored answers."""
+    return [answer_or_none(v) for v in values]
+
+
+def is_answered(values: Iterable[Any]) -> np.ndarray:
+    """Boolean mask: which of ``values`` hold an answer (``answer_or_none`` is not None)."""
+    return np.array([answer_or_none(v) is not None for v in values], dtype=bool)
 
 
 def normalize_number(raw: str) -> str | None:
@@ -145,6 +182,7 @@ def strip_string(s: str) -> str:
 
 def normalize(answer: str | None, benchmark: str) -> str | None:
     """Normalized answer class of a raw answer string, or None when nothing remains."""
+    answer = answer_or_none(answer)
     if answer is None:
         return None
     if benchmark == "math500":
@@ -158,8 +196,9 @@ def normalize(answer: str | None, benchmark: str) -> str | None:
 
 
 def extract(text: str, benchmark: str) -> Extraction:
-    """Extract and normalize the final answer of a model's text."""
+    """Extract and normalize the final answer of a model's text (missing text has no answer)."""
     _check_benchmark(benchmark)
+    text = answer_or_none(text) or ""
     if benchmark == "math500":
         boxed = last_boxed(text)
         answer = normalize(boxed, "math500") if boxed is not None else None
@@ -173,6 +212,9 @@ def extract(text: str, benchmark: str) -> Extraction:
 def gold_answer(raw: str, benchmark: str) -> str | None:
     """Normalized gold: GSM8K's number after '####'; MATH-500's answer field; arithmetic's integer."""
     _check_benchmark(benchmark)
+    raw = answer_or_none(raw)
+    if raw is None:
+        return None
     if benchmark == "gsm8k":
         if "####" not in raw:
             return None
@@ -188,6 +230,7 @@ def equivalent(a: str | None, b: str | None, benchmark: str, method: str = "norm
     ``method="math_verify"`` is the sensitivity variant: symbolic equivalence by math-verify.
     """
     _check_benchmark(benchmark)
+    a, b = answer_or_none(a), answer_or_none(b)
     if a is None or b is None:
         return False
     if method == "normalized":

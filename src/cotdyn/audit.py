@@ -22,26 +22,12 @@ from .hypotheses import analyze, read_records, write_analysis
 from .plan import load_plan, plan_sha256
 from .preregistration import (PreregistrationError, check_registered, load_deviations, plan_check,
                               sibling_paths, undeclared_differences, undeclared_message)
-from .provenance import STUDY_MANIFEST, config_sha256, file_sha256, output_hashes
-from .study import derive_records, write_json, write_parquet
+from .layout import PLAN_CHECK, STUDY_MANIFEST, analysis_file, reference_file, study_targets, variant_file
+from .provenance import config_sha256, file_sha256, output_hashes
+from .study import derive_records
+from .writers import write_json, write_parquet
 
-PLAN_CHECK = "checks/plan_check.json"
 MATCH, MISMATCH, MISSING, UNLISTED = "match", "mismatch", "missing", "unlisted"
-
-
-# --- the study's layout (the same paths the Snakemake rules write) --------------------------
-
-
-def chains_rel(cell: str, protocol: dict) -> str:
-    return f"cells/{cell}/reference/{reference_id(protocol)}/chains.parquet"
-
-
-def variant_rel(cell: str, variant: str, name: str) -> str:
-    return f"cells/{cell}/{variant}/{name}"
-
-
-def analysis_rel(variant: str) -> str:
-    return f"analysis/{variant}"
 
 
 def study_protocols(config: dict, plan: dict) -> dict[str, dict]:
@@ -80,7 +66,7 @@ def reextract_answers(samples: pd.DataFrame, benchmark: str) -> tuple[pd.DataFra
     out = samples.copy()
     out["answer"] = [f.answer for f in found]
     out["status"] = [f.status for f in found]
-    stored = [None if pd.isna(a) else a for a in samples["answer"]]
+    stored = answers.answers_or_none(samples["answer"])
     changed = sum(a != f.answer or s != f.status for a, s, f in zip(stored, samples["status"], found))
     return out, int(changed)
 
@@ -178,23 +164,23 @@ def _rederive(study_dir: Path, scratch: Path, config: dict, plan_path: Path, pro
     for variant, protocol in protocols.items():
         records_paths = []
         for name, spec in cells.items():
-            chains = study_dir / chains_rel(name, protocol)
-            samples_path = study_dir / variant_rel(name, samples_variant(config, variant), "samples.parquet")
+            chains = study_dir / reference_file(name, reference_id(protocol), "chains.parquet")
+            samples_path = study_dir / variant_file(name, samples_variant(config, variant), "samples.parquet")
             if not chains.exists() or not samples_path.exists():
                 problems.append(f"cell {name}, variant {variant}: stored generations missing, nothing to re-derive")
                 continue
             samples, changed = reextract_answers(pd.read_parquet(samples_path), spec.benchmark["kind"])
             if changed:
-                problems.append(f"{variant_rel(name, variant, 'samples.parquet')}: {changed} stored answers "
+                problems.append(f"{variant_file(name, variant, 'samples.parquet')}: {changed} stored answers "
                                 "differ from the answers extracted from their text")
-            scratch_samples = scratch / "generations" / variant_rel(name, variant, "samples.parquet")
+            scratch_samples = scratch / "generations" / variant_file(name, variant, "samples.parquet")
             write_parquet(samples, scratch_samples)
-            records = scratch / variant_rel(name, variant, "records.parquet")
+            records = scratch / variant_file(name, variant, "records.parquet")
             derive_records(chains, scratch_samples, protocol, plan["exclusion"], spec.benchmark["kind"], name,
-                           records, scratch / variant_rel(name, variant, "summary.json"))
+                           records, scratch / variant_file(name, variant, "summary.json"))
             records_paths.append(records)
         if records_paths and (scratch / PLAN_CHECK).exists():
-            derive_analysis(records_paths, plan_path, scratch / PLAN_CHECK, scratch / analysis_rel(variant))
+            derive_analysis(records_paths, plan_path, scratch / PLAN_CHECK, scratch / analysis_file(variant, ""))
 
 
 def audit(study_dir, plan_path=None, scratch=None) -> AuditReport:
@@ -226,7 +212,18 @@ def audit(study_dir, plan_path=None, scratch=None) -> AuditReport:
             report.problems.append(f"re-derivation failed: {type(e).__name__}: {e}")
         derived = {p: h for p, h in output_hashes(derived_dir).items() if not p.startswith("generations/")}
     report.files = compare_files(manifest["files"], output_hashes(study_dir), derived)
+    report.problems += unlisted_targets(config, plan_path, manifest["files"])
     return report
+
+
+def unlisted_targets(config: dict, plan_path: Path, listed: dict[str, str]) -> list[str]:
+    """The study's final outputs (cotdyn.layout.study_targets) that its manifest does not hash."""
+    try:
+        cells = resolve_cells(config, load_plan(plan_path), "manifest config")
+    except ConfigError as e:
+        return [f"study targets unknown: {e}"]
+    missing = [t for t in study_targets(cells, config.get("variants", {"registered": {}})) if t not in listed]
+    return [f"study output {t} is not in the manifest" for t in missing]
 
 
 def write_report(report: AuditReport, path) -> None:

@@ -26,18 +26,25 @@ def _field(obj: dict, key: str, number: int):
     return obj[key]
 
 
+def _answer_field(obj: dict, key: str, number: int) -> str | None:
+    """A text or answer field: a string, a number, or null/blank for none."""
+    try:
+        return answers.answer_or_none(_field(obj, key, number))
+    except TypeError as e:
+        raise SystemExit(f"stdin line {number}: field '{key}': {e}")
+
+
 def cmd_extract(args) -> int:
     for number, obj in _json_lines(sys.stdin):
-        found = answers.extract(str(_field(obj, "text", number)), args.benchmark)
+        found = answers.extract(_answer_field(obj, "text", number), args.benchmark)
         print(json.dumps({"answer": found.answer, "status": found.status}))
     return 0
 
 
 def cmd_equivalent(args) -> int:
     for number, obj in _json_lines(sys.stdin):
-        a, b = _field(obj, "a", number), _field(obj, "b", number)
-        same = answers.equivalent(None if a is None else str(a), None if b is None else str(b),
-                                  args.benchmark, args.method)
+        a, b = _answer_field(obj, "a", number), _answer_field(obj, "b", number)
+        same = answers.equivalent(a, b, args.benchmark, args.method)
         print(json.dumps({"equivalent": same}))
     return 0
 

@@ -27,7 +27,10 @@ class Cell:
 
 
 def split_cell(name: str) -> tuple[str, str]:
-    model, _, benchmark = name.rpartition("-")
+    """(model key, benchmark) of a cell name: the benchmark is what follows the last '-'."""
+    model, sep, benchmark = str(name).rpartition("-")
+    if not sep or not model or not benchmark:
+        raise ValueError(f"cell name '{name}' is not '<model>-<benchmark>'")
     return model, benchmark
 
 
@@ -36,7 +39,10 @@ def resolve_cells(config: dict, plan: dict, source: str = "config") -> dict[str,
     panel_benchmarks = plan.get("panel", {}).get("benchmarks", {})
     cells = {}
     for name in config["cells"]:
-        model_key, benchmark_key = split_cell(name)
+        try:
+            model_key, benchmark_key = split_cell(name)
+        except ValueError as e:
+            raise ConfigError(f"{source}: {e}") from None
         if model_key not in config["models"]:
             raise ConfigError(f"{source}: cell '{name}' names model '{model_key}', which is not under 'models'")
         if benchmark_key not in config["benchmarks"]:

@@ -41,6 +41,10 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from .answers import answer_or_none, answers_or_none, is_answered
+from .columns import require_columns
+from .config import split_cell
+
 NULL = "<null>"
 TIE_TOL = 1e-12  # probabilities are counts / N; the tolerance only absorbs float noise in sums
 SUM_TOL = 1e-9
@@ -62,25 +66,11 @@ State = dict[str, float]
 # ---------------------------------------------------------------------------------------------
 # Input checks
 
-def require_columns(frame: pd.DataFrame, columns: Sequence[str], what: str) -> None:
-    missing = [c for c in columns if c not in frame.columns]
-    if missing:
-        raise ValueError(f"{what}: missing column(s) {missing} (have {sorted(frame.columns)})")
-
-
-def split_cell(cell: str) -> tuple[str, str]:
-    """(model, task) of a cell name: the model key before the last '-', the task after it."""
-    model, sep, task = str(cell).rpartition("-")
-    if not sep or not model or not task:
-        raise ValueError(f"cell {cell!r}: expected '<model>-<task>'")
-    return model, task
-
-
 def _check_samples(samples: pd.DataFrame) -> None:
     require_columns(samples, SAMPLE_COLUMNS, "samples")
     if "cell" in samples.columns and samples["cell"].nunique() > 1:
         raise ValueError("samples: 'cell' holds several cells; pass one cell's samples at a time")
-    null = samples["answer"].isna()
+    null = pd.Series(~is_answered(samples["answer"]), index=samples.index)
     bad_status = ~samples["status"].isin(["ok", "no_answer"])
     if bad_status.any():
         example = samples.loc[bad_status, "status"].iloc[0]
@@ -128,7 +118,7 @@ def distributions(samples: pd.DataFrame, null_class: bool = True) -> dict[str, l
     """
     _check_samples(samples)
     frame = samples[["problem_id", "prefix", "answer"]].copy()
-    frame["answer"] = frame["answer"].astype(object).where(frame["answer"].notna(), NULL)
+    frame["answer"] = [NULL if a is None else a for a in answers_or_none(frame["answer"])]
     checkpoints = frame.groupby(["problem_id", "prefix"], sort=True).size().index
     if not null_class:
         frame = frame[frame["answer"] != NULL]
@@ -403,7 +393,8 @@ def traces(samples: pd.DataFrame, records: pd.DataFrame, null_class: bool = True
             rec = by_key.get((cell, str(pid)))
             if rec is None:
                 raise ValueError(f"records: no record for cell {cell!r} problem_id {pid!r}")
-            if pd.isna(rec["gold"]) or pd.isna(rec[outcome]):
+            gold = answer_or_none(rec["gold"])
+            if gold is None or pd.isna(rec[outcome]):
                 raise ValueError(f"records: 'gold' or {outcome!r} is null for cell {cell!r} problem_id {pid!r}")
             keep = observed_states(dists[pid])
             out.append(Trace(
@@ -411,7 +402,7 @@ def traces(samples: pd.DataFrame, records: pd.DataFrame, null_class: bool = True
                 positions=tuple(positions[pid][k] for k in keep),
                 states=tuple(dists[pid][k] for k in keep),
                 n_checkpoints=len(dists[pid]),
-                gold=str(rec["gold"]), correct=bool(rec[outcome]),
+                gold=gold, correct=bool(rec[outcome]),
                 reference_tokens=float(rec["reference_tokens"]),
             ))
     return out

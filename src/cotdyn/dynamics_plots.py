@@ -6,19 +6,17 @@ fixed dpi and no Software metadata, so the same data give the same PNG bytes.
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 import pandas as pd
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from cotdyn import dynamics as dyn
-
-DPI = 100
-FLOAT_FORMAT = "%.10g"
+from cotdyn.columns import require_columns
+from cotdyn.figures import nothing_to_draw
+from cotdyn.writers import write_csv, write_png
 
 MECHANISM_COLORS = {
     "stable_success": "#1b7837", "rescue": "#7fbf7b", "detour_success": "#d9f0d3", "fragile_success": "#c2a5cf",
@@ -27,14 +25,6 @@ MECHANISM_COLORS = {
 ANSWER_COLORS = ("#4477aa", "#ee6677", "#228833", "#ccbb44", "#66ccee", "#aa3377", "#bbbbbb")
 NULL_COLOR = "#444444"
 OTHER_COLOR = "#dddddd"
-
-
-def png_bytes(fig: Figure, dpi: int = DPI) -> bytes:
-    """The figure as PNG bytes, deterministic: fixed dpi, no Software/date metadata."""
-    FigureCanvasAgg(fig)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None})
-    return buf.getvalue()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -113,7 +103,7 @@ def example_traces(trace_list: Sequence[dyn.Trace], per_mechanism: int = 1) -> l
 def mechanism_figure(shares: pd.DataFrame) -> Figure:
     """Horizontal stacked bars per model: success mechanisms among correct traces (left) and failure
     mechanisms among incorrect traces (right), rows sorted by pooled accuracy (seed 002 Fig. 2)."""
-    dyn.require_columns(shares, ("model", "accuracy", "outcome", "mechanism", "share"), "shares")
+    require_columns(shares, ("model", "accuracy", "outcome", "mechanism", "share"), "shares")
     models = list(dict.fromkeys(shares["model"]))  # already ordered by accuracy
     bars_in = 0.4 * max(len(models), 1)  # axes height in inches
     height = bars_in + 1.5
@@ -151,7 +141,7 @@ DISAGREEMENTS = (("dominant_set_pct", "Dominant answer set"), ("gold_dominance_p
 
 def disagreement_figure(curve: pd.DataFrame) -> Figure:
     """Mean disagreement (%) per RMSE bin, exact matches as open squares at 0 (seed 002 Fig. 3)."""
-    dyn.require_columns(curve, ("rmse_mid", *(c for c, _ in DISAGREEMENTS)), "curve")
+    require_columns(curve, ("rmse_mid", *(c for c, _ in DISAGREEMENTS)), "curve")
     fig = Figure(figsize=(6, 3.5))
     fig.subplots_adjust(left=0.12, right=0.97, bottom=0.15, top=0.95)
     ax = fig.subplots()
@@ -171,11 +161,6 @@ def disagreement_figure(curve: pd.DataFrame) -> Figure:
 # ---------------------------------------------------------------------------------------------
 # Writing
 
-def _write_csv(frame: pd.DataFrame, path: Path) -> Path:
-    frame.to_csv(path, index=False, float_format=FLOAT_FORMAT, lineterminator="\n")
-    return path
-
-
 def write_dynamics(samples: pd.DataFrame, records: pd.DataFrame, out_dir: str | Path, *,
                    null_class: bool = True, tau: float = 0.8, outcome: str = "chain_correct",
                    examples: Sequence[tuple[str, str]] | None = None) -> list[Path]:
@@ -185,8 +170,8 @@ def write_dynamics(samples: pd.DataFrame, records: pd.DataFrame, out_dir: str | 
     several models). ``examples`` lists the (cell, problem_id) traces of Figure 1; by default one
     per occurring mechanism. Returns the written paths: profiles.csv, variance_decomposition.csv,
     objective_profiles.csv, mechanism_shares.csv, disagreement_pairs.csv, disagreement_curve.csv,
-    disagreement.png, mechanism_shares.png and (when any trace has an observed checkpoint)
-    trajectories.png.
+    disagreement.png, mechanism_shares.png and trajectories.png (a figure with nothing to draw
+    says so in its title).
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -204,18 +189,21 @@ def write_dynamics(samples: pd.DataFrame, records: pd.DataFrame, out_dir: str | 
             raise ValueError(f"examples: no trace for (cell, problem_id) {missing}")
         chosen = [by_key[k] for k in examples]
     paths = [
-        _write_csv(profiles, out / "profiles.csv"),
-        _write_csv(dyn.variance_decomposition(profiles), out / "variance_decomposition.csv"),
-        _write_csv(dyn.objective_profiles(profiles), out / "objective_profiles.csv"),
-        _write_csv(shares, out / "mechanism_shares.csv"),
-        _write_csv(pairs, out / "disagreement_pairs.csv"),
-        _write_csv(curve, out / "disagreement_curve.csv"),
+        write_csv(profiles, out / "profiles.csv"),
+        write_csv(dyn.variance_decomposition(profiles), out / "variance_decomposition.csv"),
+        write_csv(dyn.objective_profiles(profiles), out / "objective_profiles.csv"),
+        write_csv(shares, out / "mechanism_shares.csv"),
+        write_csv(pairs, out / "disagreement_pairs.csv"),
+        write_csv(curve, out / "disagreement_curve.csv"),
     ]
-    figures = {"mechanism_shares.png": mechanism_figure(shares), "disagreement.png": disagreement_figure(curve)}
-    if chosen:
-        figures["trajectories.png"] = trajectory_figure(chosen)
+    figures = {
+        "mechanism_shares.png": mechanism_figure(shares) if len(shares) else
+        nothing_to_draw("Mechanism shares", "no trace has a mechanism (no observed checkpoint)"),
+        "disagreement.png": disagreement_figure(curve) if len(curve) else
+        nothing_to_draw("Disagreement against entropy-profile RMSE", "fewer than two models share a problem"),
+        "trajectories.png": trajectory_figure(chosen) if chosen else
+        nothing_to_draw("Answer-distribution trajectories", "no trace has a mechanism (no observed checkpoint)"),
+    }
     for name, fig in sorted(figures.items()):
-        path = out / name
-        path.write_bytes(png_bytes(fig))
-        paths.append(path)
+        paths.append(write_png(fig, out / name))
     return paths

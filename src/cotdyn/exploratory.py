@@ -2,7 +2,7 @@
 
 Everything here is outside the registration and is computed from records.parquet (DESIGN section 11)
 alone: no model runs. Each function takes a records frame (or arrays) and returns plain data; the
-tables are assembled in ``cotdyn.report`` and written there. A signal is oriented so that a higher
+tables are assembled in ``cotdyn.exploratory_report`` and written there. A signal is oriented so that a higher
 score means "more likely correct": the monotone flag, the negated violation count, the negated final
 entropy, and coherence C = H_0 - H_N as it stands (seed 003 Appendix F.1).
 """
@@ -19,7 +19,9 @@ import statsmodels.api as sm
 from scipy import stats as sps
 
 from cotdyn import stats
-from cotdyn.trajectory import entropy_grid
+from cotdyn.answers import answers_or_none
+from cotdyn.columns import require_columns
+from cotdyn.trajectory import entropy_grid, violations
 
 # The signal name and how its score is read from a records frame (higher = predicted correct).
 SIGNALS = {
@@ -37,9 +39,7 @@ REQUIRED = ("cell", "problem_id", "trajectory", "n_points", "monotone", "violati
 
 
 def check_records(records: pd.DataFrame, columns: Sequence[str] = REQUIRED, source: str = "records") -> None:
-    missing = [c for c in columns if c not in records.columns]
-    if missing:
-        raise ValueError(f"{source}: missing column(s) {', '.join(missing)}")
+    require_columns(records, columns, source)
 
 
 def analyzed(records: pd.DataFrame) -> pd.DataFrame:
@@ -228,7 +228,8 @@ def label_coupling(records: pd.DataFrame) -> dict:
     check_records(records, ("pred", "chain_answer", "chain_correct"))
     rows = analyzed(records)
     maj, own = _labels(rows["correct"]), _labels(rows["chain_correct"])
-    same_answer = [isinstance(a, str) and a == b for a, b in zip(rows["pred"], rows["chain_answer"])]
+    same_answer = [a is not None and a == b for a, b in zip(answers_or_none(rows["pred"]),
+                                                            answers_or_none(rows["chain_answer"]))]
     out = {
         "n": int(len(rows)),
         "answer_agreement": float(np.mean(same_answer)) if len(rows) else None,
@@ -255,15 +256,9 @@ def shape_at(trajectories: Sequence[Sequence[float]], epsilon: float,
              transitions: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(monotone, violations) recomputed from stored trajectories at ``epsilon``, over the first
     ``transitions`` steps only when given (a chain with fewer steps keeps all of them)."""
-    mono, viol = [], []
-    for t in trajectories:
-        t = np.asarray(t, dtype=float)
-        if transitions is not None:
-            t = t[: transitions + 1]
-        v = int((np.diff(t) > epsilon).sum())
-        viol.append(v)
-        mono.append(v == 0)
-    return np.array(mono, dtype=bool), np.array(viol, dtype=np.int64)
+    viol = [violations([float(h) for h in t][: None if transitions is None else transitions + 1], epsilon)
+            for t in trajectories]
+    return np.array(viol, dtype=np.int64) == 0, np.array(viol, dtype=np.int64)
 
 
 def _gap_block(flag: np.ndarray, y: np.ndarray, resamples: int, seed: int, level: float) -> dict:

@@ -1,7 +1,7 @@
 """Figures of the exploratory analyses (seed 003 sections 4.3, 5.1, Appendix F.2).
 
-Built on ``matplotlib.figure.Figure`` (Agg canvas, no pyplot state); ``cotdyn.report`` saves them
-through ``dynamics_plots.png_bytes`` (fixed dpi, no Software metadata), so equal data give equal bytes.
+Built on ``matplotlib.figure.Figure`` (Agg canvas, no pyplot state); ``cotdyn.writers`` saves them
+(fixed dpi, no Software metadata), so equal data give equal bytes.
 """
 
 from __future__ import annotations
@@ -30,6 +30,20 @@ def _grid(n: int, ncols: int, width: float, height: float) -> tuple[Figure, np.n
     return fig, axes
 
 
+def nothing_to_draw(title: str, reason: str, figsize: tuple[float, float] = (6.0, 2.4)) -> Figure:
+    """The figure of a degenerate study: the figure's title and, in place of a plot, why it is empty."""
+    fig = Figure(figsize=figsize)
+    ax = fig.add_subplot()
+    ax.set_axis_off()
+    ax.set_title(f"{title}: nothing to draw", fontsize=10)
+    ax.text(0.5, 0.5, reason, ha="center", va="center", wrap=True, fontsize=9, color="0.3", transform=ax.transAxes)
+    return fig
+
+
+def _note_empty_panel(ax, reason: str) -> None:
+    ax.text(0.5, 0.5, reason, ha="center", va="center", fontsize=8, color="0.3", transform=ax.transAxes)
+
+
 def _by_cell(records: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     ex.check_records(records, ("cell",))
     return [(str(c), g) for c, g in records.groupby(records["cell"].astype(str), sort=True)]
@@ -40,7 +54,7 @@ def risk_coverage_figure(records: pd.DataFrame, draws: int, seed: int) -> Figure
     dashed rule is the original's 73.7% coverage, where the truncated area stops."""
     cells = _by_cell(records)
     if not cells:
-        raise ValueError("risk_coverage_figure: no records")
+        return nothing_to_draw("Selective risk against coverage", "no records")
     fig, axes = _grid(len(cells), 2, 5.0, 3.6)
     for ax, (cell, rows) in zip(axes, cells):
         rows = ex.analyzed(rows)
@@ -56,7 +70,11 @@ def risk_coverage_figure(records: pd.DataFrame, draws: int, seed: int) -> Figure
         ax.set_xlabel("coverage")
         ax.set_ylabel("selective risk (error rate)")
         ax.set_title(f"{cell} (n={len(rows)})", fontsize=9)
-        ax.legend(fontsize=7, frameon=False)
+        if len(rows):
+            ax.legend(fontsize=7, frameon=False)
+        else:
+            ax.set_title(f"{cell}: nothing to draw", fontsize=9)
+            _note_empty_panel(ax, "no analyzed chains (every chain excluded)")
     fig.tight_layout()
     return fig
 
@@ -70,7 +88,7 @@ def coverage_figure(curves: Mapping[str, ex.CoverageCurve]) -> Figure:
     dashed rule marks the budget.
     """
     if not curves:
-        raise ValueError("coverage_figure: no curves")
+        return nothing_to_draw("Reference-chain completion within the budget", "no records")
     fig = Figure(figsize=(7.0, 4.2))
     ax = fig.add_subplot()
     caps = set()
@@ -107,14 +125,19 @@ def example_chains(records: pd.DataFrame, per_label: int = 4) -> pd.DataFrame:
 
 def trajectory_figure(records: pd.DataFrame, per_label: int = 4) -> Figure:
     """Example entropy trajectories of correct (green) and incorrect (red) chains, one panel per
-    cell; a dashed line marks a non-monotone chain."""
+    cell; a dashed line marks a non-monotone chain. A cell without analyzed chains says so."""
     chosen = example_chains(records, per_label)
-    cells = sorted(chosen["cell"].astype(str).unique())
+    cells = [cell for cell, _ in _by_cell(records)]
     if not cells:
-        raise ValueError("trajectory_figure: no analyzed chains")
+        return nothing_to_draw("Example entropy trajectories", "no records")
     fig, axes = _grid(len(cells), 2, 5.0, 3.4)
     for ax, cell in zip(axes, cells):
-        for row in chosen[chosen["cell"] == cell].itertuples():
+        mine = chosen[chosen["cell"].astype(str) == cell]
+        if mine.empty:
+            ax.set_title(f"{cell}: nothing to draw", fontsize=9)
+            _note_empty_panel(ax, "no analyzed chains (every chain excluded)")
+            continue
+        for row in mine.itertuples():
             t = np.asarray(row.trajectory, dtype=float)
             ax.plot(np.arange(t.size), t, marker="o", markersize=3, linewidth=1.0,
                     color="#1b7837" if row.correct else "#b2182b", linestyle="-" if row.monotone else "--",
@@ -131,7 +154,7 @@ def violation_bucket_figure(records: pd.DataFrame) -> Figure:
     """Accuracy by violation count 0, 1, 2, >=3 per cell (seed 003 section 4.3), bars labelled with n."""
     cells = _by_cell(records)
     if not cells:
-        raise ValueError("violation_bucket_figure: no records")
+        return nothing_to_draw("Accuracy by violation count", "no records")
     fig = Figure(figsize=(7.0, 3.8))
     ax = fig.add_subplot()
     width = 0.8 / len(cells)
@@ -139,10 +162,11 @@ def violation_bucket_figure(records: pd.DataFrame) -> Figure:
         rows = ex.analyzed(rows)
         buckets = violation_buckets(rows["violations"].to_numpy(dtype=int), rows["correct"].to_numpy(dtype=bool))
         x = np.arange(len(H3_BUCKETS)) + (i - (len(cells) - 1) / 2) * width
-        acc = [b["accuracy"] if b["accuracy"] is not None else 0.0 for b in buckets]
+        # an empty bucket has no accuracy: no bar, only its n = 0
+        acc = [b["accuracy"] if b["accuracy"] is not None else np.nan for b in buckets]
         ax.bar(x, acc, width=width, color=f"C{i % 10}", label=cell)
         for xi, a, b in zip(x, acc, buckets):
-            ax.text(xi, a + 0.01, f"n={b['n']}", ha="center", va="bottom", fontsize=6)
+            ax.text(xi, (0.0 if np.isnan(a) else a) + 0.01, f"n={b['n']}", ha="center", va="bottom", fontsize=6)
     ax.set_xticks(np.arange(len(H3_BUCKETS)), [f"{b} violations" for b in H3_BUCKETS])
     ax.set_ylim(0, 1.1)
     ax.set_ylabel("accuracy")

@@ -15,7 +15,7 @@ from typing import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from . import answers, segment
+from . import answers, segment, stats
 from .backends.base import Completion, Request, Sampling
 from .benchmarks import Problem
 from .prompts import prefix_ids
@@ -117,11 +117,12 @@ def with_chain_endpoint(samples: pd.DataFrame, chains: pd.DataFrame) -> pd.DataF
     this endpoint variant scores what the chain itself concluded there instead. Truncated chains
     and chains without an answer keep their sampled continuations.
     """
-    finished = chains.loc[~chains["reference_truncated"] & chains["chain_answer"].notna(),
+    answered = answers.is_answered(chains["chain_answer"])
+    finished = chains.loc[~chains["reference_truncated"].to_numpy(dtype=bool) & answered,
                           ["problem_id", "chain_answer"]]
     last = samples.groupby("problem_id")["prefix"].transform("max")
     out = samples.merge(finished, on="problem_id", how="left")
-    replace = (out["prefix"].to_numpy() == last.to_numpy()) & out["chain_answer"].notna().to_numpy()
+    replace = (out["prefix"].to_numpy() == last.to_numpy()) & answers.is_answered(out["chain_answer"])
     out.loc[replace, "answer"] = out.loc[replace, "chain_answer"]
     out.loc[replace, "status"] = answers.OK
     return out.drop(columns="chain_answer")
@@ -144,7 +145,8 @@ def records_table(chains: pd.DataFrame, samples: pd.DataFrame, protocol: dict, p
         prefix_answers = _prefix_answers(group)
         t = summarize(prefix_answers, protocol["epsilon"], protocol["null_answers"],
                       plan_exclusion["min_answer_bearing_prefixes"])
-        pred = chain.chain_answer if protocol["label"] == "chain" else t.pred
+        chain_answer = answers.answer_or_none(chain.chain_answer)
+        pred = chain_answer if protocol["label"] == "chain" else t.pred
         raw_units = int(group["raw_units"].iloc[0]) if group is not None else 0
         n_answered = int((group["status"] == answers.OK).sum()) if group is not None else 0
         rows.append({
@@ -162,8 +164,8 @@ def records_table(chains: pd.DataFrame, samples: pd.DataFrame, protocol: dict, p
             "pred": pred,
             "gold": chain.gold,
             "correct": answers.equivalent(pred, chain.gold, benchmark, protocol["equivalence"]),
-            "chain_answer": chain.chain_answer,
-            "chain_correct": answers.equivalent(chain.chain_answer, chain.gold, benchmark, protocol["equivalence"]),
+            "chain_answer": chain_answer,
+            "chain_correct": answers.equivalent(chain_answer, chain.gold, benchmark, protocol["equivalence"]),
             "excluded": t.excluded,
             "exclusion_reason": t.exclusion_reason,
             "reference_tokens": int(chain.reference_tokens),
@@ -183,18 +185,22 @@ def _prefix_answers(group: pd.DataFrame | None) -> list[list[str | None]]:
     if group is None:
         return []
     ordered = group.sort_values(["prefix", "sample"])
-    return [[a if isinstance(a, str) else None for a in g["answer"]] for _, g in ordered.groupby("prefix", sort=True)]
+    return [answers.answers_or_none(g["answer"]) for _, g in ordered.groupby("prefix", sort=True)]
 
 
 def cell_summary(records: pd.DataFrame, samples: pd.DataFrame) -> dict:
     """The per-cell summary: n, exclusions, accuracy, coverage, points, truncation, cap, parse rate."""
-    kept = records[~records["excluded"]]
-    monotone = kept["monotone"].astype(bool)
+    kept = records[~records["excluded"].astype(bool)]
+    monotone = kept["monotone"].astype(bool).to_numpy()
 
     def rate(values) -> float | None:
         return float(np.mean(values)) if len(values) else None
 
-    acc_mono, acc_non = rate(kept.loc[monotone, "correct"]), rate(kept.loc[~monotone, "correct"])
+    # the accuracy of each group as H1 defines it (stats.group_accuracy_rows); NaN for an empty group
+    acc_in, acc_out = stats.group_accuracy_rows(monotone, kept["correct"].astype(bool).to_numpy(),
+                                                stats.full_sample(len(kept)))
+    acc_mono = float(acc_in[0]) if monotone.any() else None
+    acc_non = float(acc_out[0]) if (~monotone).any() else None
     return {
         "n": int(len(records)),
         "n_excluded": int(records["excluded"].sum()),

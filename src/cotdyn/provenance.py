@@ -21,8 +21,7 @@ from typing import Any
 import pandas as pd
 
 from .benchmarks import Problem, content_sha256
-
-STUDY_MANIFEST = "manifest/manifest.json"
+from .layout import STUDY_MANIFEST
 EXCLUDED_DIRS = ("logs",)  # logs carry timings and paths: not outputs
 PACKAGES = ("cotdyn", "numpy", "pandas", "pyarrow", "scipy", "statsmodels", "scikit-learn", "matplotlib",
             "torch", "transformers", "tokenizers", "datasets", "math-verify", "snakemake", "vllm")
@@ -178,7 +177,7 @@ def read_json(path: str | Path) -> dict:
 def write_cell_manifest(cell, protocols: dict[str, dict], generation_paths: dict[str, str], problems_path,
                         plan_path, config: dict, plan_check_path, out, root: str | Path = ".") -> dict:
     from .plan import plan_sha256
-    from .study import write_json
+    from .writers import write_json
 
     generation = {phase: read_json(p) for phase, p in sorted(generation_paths.items())}
     declared = read_json(plan_check_path)["cells"].get(cell.name, {})
@@ -190,7 +189,7 @@ def write_cell_manifest(cell, protocols: dict[str, dict], generation_paths: dict
 
 def write_study_manifest(study_dir, study: str, config: dict, plan_path, root: str | Path = ".") -> dict:
     from .plan import plan_sha256
-    from .study import write_json
+    from .writers import write_json
 
     manifest = study_manifest(study, config, plan_sha256(plan_path), git_state(root), output_hashes(study_dir))
     write_json(manifest, Path(study_dir) / STUDY_MANIFEST)

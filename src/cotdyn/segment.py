@@ -5,7 +5,9 @@ caps the units at 8, merging units 8..N into the 8th as the original text (not r
 Prefix k (k = 0..K, K = min(units, cap)) is the chain through the end of unit k; prefix 0 is empty.
 
 Units are found on the decoded text, then each unit's end is moved to the first token boundary
-at or after it, so a prefix is always a run of the chain's own generated token ids.
+at or after it, so a prefix is always a run of the chain's own generated token ids. A boundary
+inside a character (a byte-level tokenizer spends several tokens on 'Ä' or '٣') is no boundary:
+its prefix would decode to a replacement character that the chain never wrote.
 """
 
 from __future__ import annotations
@@ -71,6 +73,7 @@ def units(text: str, rule: str, char_ends: Sequence[int] | None = None) -> list[
     if rule == "token_window":
         if char_ends is None:
             raise ValueError("the token_window rule needs the chain's token offsets")
+        char_ends = _next_boundary(char_ends)
         ends = list(char_ends[TOKEN_WINDOW - 1 :: TOKEN_WINDOW])
         if char_ends and (not ends or ends[-1] != char_ends[-1]):
             ends.append(char_ends[-1])
@@ -86,17 +89,35 @@ def cap_units(spans: list[Span], cap: int | None) -> list[Span]:
     return spans[: cap - 1] + [(spans[cap - 1][0], spans[-1][1])]
 
 
+NOT_A_BOUNDARY = -1
+
+
 def char_ends(token_ids: Sequence[int], decode: Callable[[Sequence[int]], str]) -> list[int]:
-    """``char_ends[t]`` = length of the text decoded from ``token_ids[:t+1]``.
+    """``char_ends[t]`` = length of the text decoded from ``token_ids[:t+1]``, or NOT_A_BOUNDARY
+    where that text is not the start of the whole chain's text (the token ends inside a character).
 
     Decoding every prefix (rather than summing per-token strings) is what makes a prefix's text
     equal the chain text up to its boundary, whatever the tokenizer does with spaces and bytes.
     """
-    return [len(decode(token_ids[: t + 1])) for t in range(len(token_ids))]
+    text = decode(token_ids)
+    ends = []
+    for t in range(len(token_ids)):
+        prefix = decode(token_ids[: t + 1])
+        ends.append(len(prefix) if text.startswith(prefix) else NOT_A_BOUNDARY)
+    return ends
+
+
+def _next_boundary(ends: Sequence[int]) -> list[int]:
+    """Each token's end moved to the next real boundary (the last token always is one)."""
+    out, following = list(ends), len(ends) and ends[-1]
+    for t in range(len(out) - 1, -1, -1):
+        following = out[t] = out[t] if out[t] != NOT_A_BOUNDARY else following
+    return out
 
 
 def prefix_token_counts(spans: list[Span], ends: Sequence[int]) -> list[int]:
-    """Token count of prefix k = 0..K: the first token boundary at or after unit k's end."""
+    """Token count of prefix k = 0..K: the first token boundary at or after unit k's end
+    (NOT_A_BOUNDARY is below every end, so a token ending inside a character is passed over)."""
     counts, t = [0], 0
     for _, end in spans:
         while t < len(ends) and ends[t] < end:

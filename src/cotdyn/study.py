@@ -1,13 +1,12 @@
 """The I/O shell around ``protocol``: read inputs, call a backend through the cache, write artifacts.
 
 Snakemake's scripts call these three functions; everything they compute lives in ``protocol``.
-Writes go to a temporary name and are renamed into place, so a killed job leaves no torn artifact.
+Writes go through ``cotdyn.writers`` (a temporary name renamed into place), so a killed job
+leaves no torn artifact.
 """
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 
 import pandas as pd
@@ -16,27 +15,12 @@ from . import protocol as P
 from .backends import make_backend
 from .benchmarks import Problem
 from .cache import GenerationCache, generate
+from .writers import write_json, write_parquet
 
 
 def read_problems(path: str | Path) -> list[Problem]:
     table = pd.read_parquet(path)
     return [Problem(r.problem_id, r.question, r.gold_raw, r.gold) for r in table.itertuples()]
-
-
-def write_parquet(table: pd.DataFrame, path: str | Path) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    table.to_parquet(tmp, index=False)
-    os.replace(tmp, path)
-
-
-def write_json(data: dict, path: str | Path) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
-    os.replace(tmp, path)
 
 
 def _backend(model: dict, problems: list[Problem], benchmark: str):
@@ -57,9 +41,10 @@ def _generation_log(backend, stats, sampling, phase: str) -> dict:
 
 
 def run_reference(problems_path, model: dict, protocol: dict, cell: str, benchmark: str,
-                  cache_dir, chains_out, log_out, limit: int | None = None) -> None:
+                  cache_dir, chains_out, log_out, limit: int | None = None, backend=None) -> None:
+    """``backend``: one already built from ``model`` (a check that times one engine across phases)."""
     problems = read_problems(problems_path)[:limit]
-    backend = _backend(model, problems, benchmark)
+    backend = backend or _backend(model, problems, benchmark)
     prompts = [backend.tokenizer.chat_prompt_ids(protocol["system_prompt"], p.question) for p in problems]
     requests = P.reference_requests(problems, prompts, protocol, cell)
     completions, stats = generate(backend, requests, _cache(cache_dir, backend),
@@ -69,10 +54,10 @@ def run_reference(problems_path, model: dict, protocol: dict, cell: str, benchma
 
 
 def run_continuations(problems_path, chains_path, model: dict, protocol: dict, cell: str, benchmark: str,
-                      cache_dir, samples_out, log_out, n: int | None = None) -> None:
+                      cache_dir, samples_out, log_out, n: int | None = None, backend=None) -> None:
     problems = read_problems(problems_path)
     chains = pd.read_parquet(chains_path)
-    backend = _backend(model, problems, benchmark)
+    backend = backend or _backend(model, problems, benchmark)
     plan = P.prefix_plan(chains, protocol, backend.tokenizer.decode)
     requests = P.continuation_requests(chains, plan, protocol, cell, n)
     completions, stats = generate(backend, requests, _cache(cache_dir, backend),

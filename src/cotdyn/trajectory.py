@@ -12,11 +12,14 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Sequence
 
+from .answers import answers_or_none
+
 NULL_CLASS = "<null>"
 
 
 def answer_classes(answers: Sequence[str | None], null_answers: str = "drop") -> list[str]:
     """The answers that enter the distribution: nulls dropped (registered) or kept as a class."""
+    answers = answers_or_none(answers)
     if null_answers == "drop":
         return [a for a in answers if a is not None]
     if null_answers == "class":

@@ -2,10 +2,6 @@
 # check_plan heads the DAG: an edited plan or an undeclared deviation of a confirmatory cell stops
 # the run before any generation. hypotheses, manifest and audit close it.
 
-ANALYSIS_FILES = ["hypotheses.json", "panel_table.csv", "h2_table.csv", "h3_buckets.csv", "h4_table.csv",
-                  "h5_table.csv", "holm_table.csv", "forest_gaps.png"]
-
-
 rule check_plan:
     input:
         preregistration_inputs,
@@ -72,17 +68,11 @@ rule cell_manifest:
 # Every output of the study is an input, so the study manifest hashes a finished study.
 rule manifest:
     input:
-        cells=expand(f"{STUDY_DIR}/manifest/cells/{{cell}}.json", cell=CELLS),
-        analysis=expand(f"{STUDY_DIR}/analysis/{{variant}}/{{name}}", variant=VARIANTS, name=ANALYSIS_FILES),
-        summaries=expand(f"{STUDY_DIR}/cells/{{cell}}/{{variant}}/summary.json", cell=CELLS, variant=VARIANTS),
-        dynamics=expand(f"{STUDY_DIR}/analysis/{{variant}}/dynamics/profiles.csv", variant=VARIANTS),
-        exploratory=expand(f"{STUDY_DIR}/analysis/{{variant}}/exploratory/tables.html", variant=VARIANTS),
-        headers=expand(f"{STUDY_DIR}/analysis/{{variant}}/report_header.html", variant=VARIANTS),
-        sweeps=f"{STUDY_DIR}/analysis/sweeps.csv",
+        study_targets(),
     output:
         f"{STUDY_DIR}/{STUDY_MANIFEST}",
     params:
-        study_dir=STUDY_DIR,
+        study_dir=lambda w, output: str(Path(output[0]).parents[1]),
         study=config["study"],
         plan=PLAN_PATH,
         config=config,

@@ -5,10 +5,10 @@ from pathlib import Path
 from snakemake.utils import validate
 
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
-from cotdyn.audit import PLAN_CHECK
+from cotdyn import layout
 from cotdyn.config import ConfigError, protocol_for, reference_id, resolve_cells, samples_variant
+from cotdyn.layout import ANALYSIS_FILES, PLAN_CHECK, STUDY_MANIFEST
 from cotdyn.preregistration import sibling_paths
-from cotdyn.provenance import STUDY_MANIFEST
 from cotdyn.plan import load_plan, plan_sha256
 
 CONFIG_SOURCE = ", ".join(str(f) for f in getattr(workflow, "configfiles", [])) or "config"
@@ -42,6 +42,23 @@ wildcard_constraints:
     ref="[A-Za-z0-9_.-]+",
 
 
+def study_targets():
+    """Every final output of the study but its manifest (cotdyn.layout.study_targets)."""
+    return [f"{STUDY_DIR}/{path}" for path in layout.study_targets(CELLS, VARIANTS)]
+
+
+def exploratory_item(name, kind):
+    """An exploratory output of a variant, flagged for the study report with its caption."""
+    stem = name.rsplit(".", 1)[0]
+    return report(
+        f"{STUDY_DIR}/analysis/{{variant}}/exploratory/{name}",
+        caption=f"../report/exploratory_{name.replace('.', '_')}.rst",
+        category="2. Exploratory analyses",
+        subcategory="{variant}",
+        labels={"variant": "{variant}", "kind": kind, "output": stem},
+    )
+
+
 def model_for(cell):
     """The cell's model entry, pointing at the converted weights when it ships as GGUF."""
     spec = CELL_SPECS[cell]
@@ -57,11 +74,11 @@ def model_inputs(wildcards):
 
 
 def chains_path(cell, variant):
-    return f"{STUDY_DIR}/cells/{cell}/reference/{reference_id(PROTOCOLS[variant])}/chains.parquet"
+    return f"{STUDY_DIR}/{layout.reference_file(cell, reference_id(PROTOCOLS[variant]), 'chains.parquet')}"
 
 
 def samples_path(cell, variant):
-    return f"{STUDY_DIR}/cells/{cell}/{samples_variant(config, variant)}/samples.parquet"
+    return f"{STUDY_DIR}/{layout.variant_file(cell, samples_variant(config, variant), 'samples.parquet')}"
 
 
 GENERATING = [v for v in VARIANTS if samples_variant(config, v) == v]

@@ -1,22 +1,6 @@
 # Exploratory analyses and sensitivity sweeps (DESIGN section 6; seed 003 sections 5-6, Appendix F).
 # Outside the registration: computed from stored records only, and reported against the registered cell.
-from cotdyn.plan import plan_sha256
-from cotdyn.report import FIGURES as EXPLORATORY_FIGURES, TABLES as EXPLORATORY_TABLES, TABLES_HTML
-
-# Captions name the plan the outputs were computed under (common.smk may define it first).
-if "PLAN_SHA256" not in globals():
-    PLAN_SHA256 = plan_sha256(PLAN_PATH)
-
-
-def _exploratory_item(name, kind):
-    stem = name.rsplit(".", 1)[0]
-    return report(
-        f"{STUDY_DIR}/analysis/{{variant}}/exploratory/{name}",
-        caption=f"../report/exploratory_{name.replace('.', '_')}.rst",
-        category="2. Exploratory analyses",
-        subcategory="{variant}",
-        labels={"variant": "{variant}", "kind": kind, "output": stem},
-    )
+from cotdyn.exploratory_report import FIGURES as EXPLORATORY_FIGURES, TABLES as EXPLORATORY_TABLES, TABLES_HTML
 
 
 rule exploratory:
@@ -24,9 +8,9 @@ rule exploratory:
         records=expand(f"{STUDY_DIR}/cells/{{cell}}/{{{{variant}}}}/records.parquet", cell=CELLS),
         plan=PLAN_PATH,
     output:
-        tables=[_exploratory_item(f"{t}.csv", "table") for t in EXPLORATORY_TABLES],
-        html=_exploratory_item(TABLES_HTML, "tables"),
-        figures=[_exploratory_item(f, "figure") for f in EXPLORATORY_FIGURES],
+        tables=[exploratory_item(f"{t}.csv", "table") for t in EXPLORATORY_TABLES],
+        html=exploratory_item(TABLES_HTML, "tables"),
+        figures=[exploratory_item(f, "figure") for f in EXPLORATORY_FIGURES],
     params:
         m=lambda w: PROTOCOLS[w.variant]["m"],
         epsilon=lambda w: PROTOCOLS[w.variant]["epsilon"],

@@ -3,7 +3,7 @@ from pathlib import Path
 import pandas as pd
 
 from cotdyn.logs import tee_to
-from cotdyn.report import write_exploratory
+from cotdyn.exploratory_report import write_exploratory
 
 tee_to(snakemake.log[0])
 records = pd.concat([pd.read_parquet(r) for r in snakemake.input.records], ignore_index=True)

@@ -4,7 +4,8 @@ from pathlib import Path
 import pandas as pd
 
 from cotdyn.logs import tee_to
-from cotdyn.report import sweep_frame, tables_html, write_csv
+from cotdyn.exploratory_report import sweep_frame, tables_html
+from cotdyn.writers import write_csv
 
 tee_to(snakemake.log[0])
 summaries, records = {}, {}

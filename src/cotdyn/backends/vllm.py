@@ -5,15 +5,22 @@ One phase is one ``LLM.generate`` call: every request goes in at once, as token 
 the KV cache of the common chat prompt and of a chain's earlier prefixes. Never one call per
 prefix (the original harness's pattern).
 
-Every sampling field is written out (``sampling_params``), and the engine is built with
+Every sampling field is written out (``wanted_sampling``), and the engine is built with
 ``generation_config="vllm"``, so a model's own generation_config (its temperature, top_p, top_k,
 repetition penalty) never applies (DESIGN section 4). vLLM gives sample i of a request seeded s
 the seed s + i, which is the convention of ``cotdyn.seeds``.
 
-Checked against the pinned release, vLLM 0.32.0 (envs/generate-vllm.yaml; it requires
-torch 2.13.0 and transformers < 5.20): ``SamplingParams.top_k`` reads 0 as "consider all tokens"
-(-1 is also accepted), which is the protocol's own "0 = off", so top_k is passed unchanged;
-``vllm/v1/engine/parallel_sampling.py`` gives child i of a request seeded s the seed s + i.
+Supported: vLLM 0.26.0 (requires torch 2.11.0, transformers >= 5.5.3) through the pinned 0.32.0
+(envs/generate-vllm.yaml; torch 2.13.0, transformers >= 5.16.1, < 5.20). The fields are fitted to
+the installed ``SamplingParams`` (``fit_to_fields``): a field the installed version lacks is left
+out, and listed as ``omitted_fields`` in generation.json and the cell manifest, only where the
+value written is its "off" value (``OFF``), so that leaving it out changes nothing the protocol
+reads; a field the protocol needs at any other value is an error naming the field and the
+version. 0.26.0 lacks ``watermarking`` (0.32.0 has it, where None means "the engine's watermark,
+if one is configured"); with it left out, 0.26.0 ran the backend with no other change on an H200
+(2026-12-01). Checked in both releases' sources: ``SamplingParams.top_k`` reads 0 as "consider
+all tokens" (-1 is also accepted), the protocol's own "0 = off", so top_k is passed unchanged;
+and ``vllm/v1/engine/parallel_sampling.py`` gives child i of a request seeded s the seed s + i.
 
 vLLM is imported lazily: it needs CUDA and is absent from the CPU environments.
 """
@@ -21,6 +28,7 @@ vLLM is imported lazily: it needs CUDA and is absent from the CPU environments.
 from __future__ import annotations
 
 import hashlib
+import inspect
 from typing import Sequence
 
 from ..prompts import ChatTokenizer
@@ -39,6 +47,7 @@ class VLLMBackend:
         self.model_id, self.model_revision, self.dtype, self.seed = model_id, revision, dtype, seed
         self.extra = dict(extra or {})
         self.vllm_version = getattr(vllm, "__version__", "unknown")
+        self.fields = sampling_fields(vllm.SamplingParams)
         self._vllm = vllm
         self.llm = vllm.LLM(model=model_id, revision=revision, tokenizer_revision=revision, dtype=dtype,
                             seed=seed, enable_prefix_caching=True, generation_config="vllm", **self.extra)
@@ -46,7 +55,7 @@ class VLLMBackend:
         self.tokenizer = ChatTokenizer(hf_tokenizer)
         self.stop_ids = stop_token_ids(hf_tokenizer, _model_eos_ids(model_id, revision))
 
-    def sampling_params(self, sampling: Sampling, n: int, seed: int) -> dict:
+    def wanted_sampling(self, sampling: Sampling, n: int, seed: int) -> dict:
         """Every SamplingParams field that affects what is sampled, explicit."""
         return {
             "n": n, "seed": seed,
@@ -63,11 +72,17 @@ class VLLMBackend:
             "watermarking": False,  # None would mean "the engine's watermark, if one is configured"
         }
 
+    def sampling_params(self, sampling: Sampling, n: int, seed: int) -> dict:
+        """The SamplingParams keywords for the installed vLLM (``fit_to_fields``)."""
+        return fit_to_fields(self.wanted_sampling(sampling, n, seed), self.fields, self.vllm_version)[0]
+
     def effective_sampling(self, sampling: Sampling) -> dict:
-        """The SamplingParams fields built for ``sampling`` (n and seed vary per request)."""
-        fields = self.sampling_params(sampling, n=1, seed=0)
+        """The SamplingParams fields built for ``sampling`` (n and seed vary per request), and the
+        fields left out because the installed vLLM lacks them."""
+        fields, omitted = fit_to_fields(self.wanted_sampling(sampling, n=1, seed=0), self.fields, self.vllm_version)
         fields["n"], fields["seed"] = "per request (m)", "per request (cotdyn.seeds; sample j: seed + j)"
-        return {"sampler": f"vllm {self.vllm_version}", "generation_config": "vllm", **fields}
+        return {"sampler": f"vllm {self.vllm_version}", "generation_config": "vllm", **fields,
+                "omitted_fields": omitted}
 
     def describe(self) -> dict:
         return {"backend": self.name, "vllm_version": self.vllm_version, "model_id": self.model_id,
@@ -94,6 +109,37 @@ class VLLMBackend:
             raise RuntimeError(f"vllm returned {len(samples)} samples for a request with n={request.n}")
         return [completion(list(s.token_ids), s.finish_reason, self.stop_ids, self.tokenizer.decode)
                 for s in samples]
+
+
+# The value at which each field the backend writes changes nothing the protocol reads: with it, a
+# vLLM that lacks the field samples the same ids. detokenize and skip_special_tokens shape only
+# vLLM's own text, which the backend never reads (text is decode(ids)). n, seed, temperature,
+# max_tokens and stop_token_ids have no such value: a vLLM without them cannot run the protocol.
+OFF = {"top_p": 1.0, "top_k": 0, "min_p": 0.0, "repetition_penalty": 1.0, "presence_penalty": 0.0,
+       "frequency_penalty": 0.0, "min_tokens": 0, "stop": [], "ignore_eos": False,
+       "include_stop_str_in_output": False, "detokenize": False, "skip_special_tokens": True,
+       "logprobs": None, "prompt_logprobs": None, "bad_words": [], "logit_bias": None,
+       "allowed_token_ids": None, "watermarking": False}
+
+
+def sampling_fields(params_class) -> frozenset[str]:
+    """The keyword fields the installed ``vllm.SamplingParams`` accepts: a msgspec struct's fields
+    (vLLM 0.26.0 through 0.32.0), else its constructor's parameters (older releases)."""
+    fields = getattr(params_class, "__struct_fields__", None)
+    if fields is None:
+        fields = [p for p in inspect.signature(params_class).parameters if p != "self"]
+    return frozenset(fields)
+
+
+def fit_to_fields(wanted: dict, fields: frozenset[str], version: str) -> tuple[dict, list[str]]:
+    """``wanted`` without the fields the installed vLLM lacks, and their names; an error when a
+    missing field is wanted at anything but its "off" value (``OFF``)."""
+    missing = sorted(set(wanted) - fields)
+    for name in missing:
+        if name not in OFF or wanted[name] != OFF[name]:
+            raise RuntimeError(f"vllm {version}: SamplingParams has no field '{name}', which the protocol "
+                               f"needs at {wanted[name]!r} (supported: vLLM 0.26.0 through 0.32.0)")
+    return {k: v for k, v in wanted.items() if k not in missing}, missing
 
 
 def completion(ids: list[int], finish_reason: str, stop_ids: Sequence[int], decode) -> Completion:

@@ -115,10 +115,10 @@ def math_shepherd_from_samples(samples, records, benchmark: str):
     """
     import pandas as pd
 
-    from ..answers import equivalent
+    from ..answers import answer_or_none, equivalent
 
     gold = records.set_index("problem_id")["gold"]
-    hits = [equivalent(a if isinstance(a, str) else None, gold.get(p), benchmark)
+    hits = [equivalent(answer_or_none(a), answer_or_none(gold.get(p)), benchmark)
             for p, a in zip(samples["problem_id"], samples["answer"])]
     table = samples[["problem_id", "prefix", "prefix_tokens"]].assign(hit=hits)
     rows = []

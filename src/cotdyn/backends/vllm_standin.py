@@ -1,0 +1,123 @@
+"""A stand-in ``vllm`` module for CPU checks of the vLLM backend (tests, ``gpu_check_vllm.py --dry-run``).
+
+vLLM needs CUDA, so this module records every call the backend makes (how the engine is built,
+each ``generate`` call's prompts and SamplingParams) and answers like vLLM where the backend
+relies on it: sample i of a request seeded s is drawn with s + i
+(vllm/v1/engine/parallel_sampling.py), samples may come back in any order (each carries its
+index), a sample that stops keeps its stop token, and ``SamplingParams`` is a struct with a fixed
+set of fields that refuses any other keyword (msgspec's ``__struct_fields__``, as in vLLM 0.26.0
+through 0.32.0). ``module(fields=...)`` builds an older or newer vLLM's field set.
+
+The "model" writes a short reference chain (three blank-line units and an answer) when given a
+chain's budget (>= 600 tokens), otherwise a one-line answer, or, for one seed in 11, text that runs
+to its token budget. Its tokenizer is byte-level and reproduces Llama-3's double-BOS trap.
+"""
+
+from __future__ import annotations
+
+import types
+from dataclasses import dataclass
+
+BOS, EOS, EOT = 1, 2, 3  # EOT: a second stop id a model's generation_config may name (like <|eot_id|>)
+
+# The public fields of vLLM 0.32.0's SamplingParams (vllm/sampling_params.py; those named _* left out).
+FIELDS_0_32 = (
+    "n", "presence_penalty", "frequency_penalty", "repetition_penalty", "temperature", "watermarking",
+    "top_p", "top_k", "min_p", "seed", "stop", "stop_token_ids", "ignore_eos", "max_tokens", "min_tokens",
+    "logprobs", "prompt_logprobs", "prompt_logprob_token_ids", "prompt_logprob_start", "logprob_token_ids",
+    "flat_logprobs", "detokenize", "skip_special_tokens", "spaces_between_special_tokens",
+    "include_stop_str_in_output", "output_kind", "stream_interval", "skip_clone", "output_text_buffer_length",
+    "structured_outputs", "logit_bias", "allowed_token_ids", "extra_args", "bad_words", "skip_reading_prefix_cache",
+    "thinking_token_budget", "repetition_detection", "routed_experts_prompt_start", "trace_decode_token_ids",
+)
+# vLLM 0.26.0 has neither watermarking nor the prompt-logprob selectors, stream_interval or trace ids.
+FIELDS_0_26 = tuple(f for f in FIELDS_0_32 if f not in (
+    "watermarking", "prompt_logprob_token_ids", "prompt_logprob_start", "stream_interval", "trace_decode_token_ids"))
+
+
+class StandInTokenizer:
+    """Byte-level ids shifted past the special ids; a template that writes BOS itself while the
+    tokenizer adds one too (Llama-3's double-BOS trap)."""
+
+    name_or_path = "stand-in"
+    bos_token_id, eos_token_id, pad_token_id = BOS, EOS, None
+    chat_template = "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}<assistant>"
+
+    def encode(self, text: str) -> list[int]:
+        return [b + 10 for b in text.encode()]
+
+    def decode(self, ids, skip_special_tokens: bool = True) -> str:
+        return bytes(i - 10 for i in ids if i >= 10).decode(errors="replace")
+
+    def apply_chat_template(self, messages, add_generation_prompt: bool, tokenize: bool):
+        text = "".join(f"<{m['role']}>{m['content']}" for m in messages) + "<assistant>"
+        return [BOS, BOS] + self.encode(text)
+
+    def get_vocab(self) -> dict:
+        return {f"<{i}>": i for i in range(266)}
+
+
+@dataclass
+class Sample:
+    index: int
+    token_ids: list
+    finish_reason: str
+
+
+@dataclass
+class Output:
+    outputs: list
+
+
+def sampling_params_class(fields: tuple[str, ...]) -> type:
+    """A SamplingParams that, like vLLM's msgspec struct, takes only its own fields as keywords."""
+
+    class SamplingParams:
+        __struct_fields__ = fields
+
+        def __init__(self, **kwargs):
+            unknown = sorted(set(kwargs) - set(fields))
+            if unknown:
+                raise TypeError(f"Unexpected keyword argument '{unknown[0]}'")
+            self.kwargs = kwargs
+
+    return SamplingParams
+
+
+def sample(params: dict, i: int, tokenizer: StandInTokenizer) -> Sample:
+    """Sample i of a request: what the stand-in model writes with seed params['seed'] + i."""
+    seed = params["seed"] + i  # vLLM's child seed
+    if params["max_tokens"] >= 600:  # a reference chain
+        text = f"Step 1: start {seed % 97}.\n\nStep 2: add 3.\n\nStep 3: done.\nThe final answer is {seed % 7}."
+    elif seed % 11 == 0:
+        return Sample(i, tokenizer.encode(" and so on" * 40)[: params["max_tokens"]], "length")
+    else:
+        text = f" so the answer is {seed % 5}."
+    return Sample(i, tokenizer.encode(text) + [EOS if seed % 2 else EOT], "stop")
+
+
+def module(calls: dict | None = None, fields: tuple[str, ...] = FIELDS_0_32,
+           version: str = "0.32.0-standin") -> types.ModuleType:
+    """A module to put in ``sys.modules["vllm"]``; ``calls["llm"]`` and ``calls["generate"]``
+    collect the engine's keyword arguments and each generate call's (prompts, params)."""
+    calls = calls if calls is not None else {}
+    calls.setdefault("llm", [])
+    calls.setdefault("generate", [])
+    tokenizer = StandInTokenizer()
+
+    class LLM:
+        def __init__(self, **kwargs):
+            calls["llm"].append(kwargs)
+
+        def get_tokenizer(self):
+            return tokenizer
+
+        def generate(self, prompts, sampling_params=None, use_tqdm=True):
+            calls["generate"].append((prompts, sampling_params))
+            return [Output([sample(sp.kwargs, i, tokenizer) for i in reversed(range(sp.kwargs["n"]))])
+                    for _, sp in zip(prompts, sampling_params)]
+
+    vllm = types.ModuleType("vllm")
+    vllm.__version__ = version
+    vllm.LLM, vllm.SamplingParams = LLM, sampling_params_class(fields)
+    return vllm

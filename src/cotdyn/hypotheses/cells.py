@@ -1,0 +1,254 @@
+"""The per-cell hypotheses H1, H2, H3 and H5 (seed 003 sections 3.4, 4.1-4.3, 4.5).
+
+Each takes one cell's usable problems (``CellData``) and returns its block of hypotheses.json:
+the estimate, its bootstrap CI, the test's p-value, and a reason whenever a value is null.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import train_test_split
+
+from cotdyn import stats
+from cotdyn.stats import Interval
+
+from .inputs import CellData, Settings
+
+# H1's Fisher test is registered one-sided; H3 is directional in the same way (rho below zero), so
+# its Holm p-value is one-sided too. H2 is a null claim and its p-value is two-sided and descriptive.
+FISHER_ALTERNATIVE = "greater"
+H2_ALTERNATIVE = "two-sided"
+H3_ALTERNATIVE = "less"
+H3_BUCKETS = ("0", "1", "2", ">=3")
+
+MISSING_CELL = "cell missing from the records"
+
+
+def _num(x: Any) -> float | None:
+    """A finite float, or None for an undefined value."""
+    if x is None:
+        return None
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def _ci_fields(interval: Interval) -> dict:
+    return {"ci": interval.as_list(), "ci_n_kept": interval.n_kept, "ci_resamples": interval.n_resamples}
+
+
+def _reason(notes: list[str]) -> str | None:
+    return "; ".join(notes) if notes else None
+
+
+def _constant_reason(name: str, values: np.ndarray) -> str | None:
+    if values.size and values.min() == values.max():
+        return f"{name} is constant ({values[0]:g}) over the {values.size} usable problems"
+    return None
+
+
+def h1_shape_contrast(d: CellData, idx: np.ndarray | None, level: float) -> tuple[dict, np.ndarray | None]:
+    """H1: accuracy gap monotone minus non-monotone (pp), its bootstrap CI, odds ratio and
+    one-sided Fisher p (seed 003 sections 3.4 and 4.1). Also returns the gap resamples for H4."""
+    n_mono = int(d.monotone.sum())
+    acc_in, acc_out = stats.group_accuracy_rows(d.monotone, d.correct, stats.full_sample(d.n))
+    notes = []
+    if d.n == 0:
+        notes.append(f"no usable problems ({d.n_excluded} of {d.n_records} excluded)")
+    else:
+        if n_mono == 0:
+            notes.append("no monotone chains")
+        if n_mono == d.n:
+            notes.append("no non-monotone chains")
+    gap = _num(100 * (acc_in[0] - acc_out[0])) if d.n else None
+    resamples = None
+    interval = Interval(None, None, 0, 0)
+    odds_ratio = p_fisher = None
+    if d.n and not notes:
+        resamples = 100 * stats.accuracy_gap_rows(d.monotone, d.correct, idx)
+        interval = stats.percentile_interval(resamples, level)
+        odds_ratio, p_fisher = stats.fisher_greater(d.monotone, d.correct)
+        if not math.isfinite(odds_ratio):
+            notes.append("odds ratio undefined or infinite (a zero cell in the 2x2 table)")
+    elif idx is not None:
+        interval = Interval(None, None, 0, idx.shape[0])
+    return {
+        "n": d.n,
+        "n_excluded": d.n_excluded,
+        "n_monotone": n_mono,
+        "n_non_monotone": d.n - n_mono,
+        "coverage": _num(n_mono / d.n) if d.n else None,
+        "accuracy": _num(d.correct.mean()) if d.n else None,
+        "accuracy_monotone": _num(acc_in[0]) if d.n else None,
+        "accuracy_non_monotone": _num(acc_out[0]) if d.n else None,
+        "gap_pp": gap,
+        **_ci_fields(interval),
+        "odds_ratio": _num(odds_ratio),
+        "p_fisher": _num(p_fisher),
+        "reason": _reason(notes),
+    }, resamples
+
+
+def _spearman_block(x: np.ndarray, correct: np.ndarray, idx: np.ndarray | None, level: float,
+                    name: str, alternative: str, n_resamples: int) -> dict:
+    reason = None if x.size >= 3 else f"{x.size} usable problems (a rank correlation needs >= 3)"
+    reason = reason or _constant_reason(name, x) or _constant_reason("correct", correct.astype(float))
+    if reason:
+        return {"rho": None, "ci": [None, None], "ci_n_kept": 0, "ci_resamples": n_resamples,
+                "p_spearman": None, "alternative": alternative, "n": int(x.size), "reason": reason}
+    rho = stats.spearman_binary(x, correct)
+    interval = stats.percentile_interval(stats.spearman_binary_rows(x, correct, idx), level)
+    return {"rho": _num(rho), **_ci_fields(interval), "p_spearman": _num(stats.spearman_p(x, correct, alternative)),
+            "alternative": alternative, "n": int(x.size), "reason": None}
+
+
+def h2_magnitude_null(d: CellData, idx: np.ndarray | None, level: float, n_resamples: int) -> dict:
+    """H2: Spearman rho of coherence C = H_0 - H_N with correctness, with CI (seed 003 section 4.2)."""
+    return _spearman_block(d.coherence, d.correct, idx, level, "coherence", H2_ALTERNATIVE, n_resamples)
+
+
+def violation_buckets(violations: np.ndarray, correct: np.ndarray) -> list[dict]:
+    """Accuracy by violation count 0, 1, 2, >=3 (seed 003 section 4.3); an empty bucket has no accuracy."""
+    bucket = np.minimum(violations, 3).astype(int)
+    out = []
+    for b, label in enumerate(H3_BUCKETS):
+        members = bucket == b
+        n = int(members.sum())
+        out.append({"bucket": label, "n": n, "accuracy": _num(correct[members].mean()) if n else None})
+    return out
+
+
+def h3_graded_signal(d: CellData, idx: np.ndarray | None, level: float, n_resamples: int) -> dict:
+    """H3: Spearman rho of the violation count with correctness, with CI, and accuracy by bucket
+    (seed 003 section 4.3)."""
+    block = _spearman_block(d.violations, d.correct, idx, level, "violations", H3_ALTERNATIVE, n_resamples)
+    block["buckets"] = violation_buckets(d.violations, d.correct)
+    return block
+
+
+H5_KEYS = ("baseline_coverage", "k", "n_test", "n_train", "fp_baseline", "fp_filter", "reduction_pp", "ci",
+           "ci_n_kept", "ci_resamples", "tie_draws", "as_run", "model")
+
+
+def _h5_undefined(reason: str, **known: Any) -> dict:
+    block = {key: None for key in H5_KEYS}
+    block["ci"] = [None, None]
+    block.update(known, reason=reason)
+    return block
+
+
+def _probability_by_feature_row(model: LogisticRegression, features: np.ndarray) -> np.ndarray:
+    # Scoring each distinct feature row once makes identical rows bit-identical ties, whatever
+    # path the linear algebra takes for each row.
+    unique, inverse = np.unique(features, axis=0, return_inverse=True)
+    return model.predict_proba(unique)[:, 1][inverse.reshape(-1)]
+
+
+def h5_triage_filter(d: CellData, s: Settings) -> dict:
+    """H5: logistic filter vs the bare monotone flag at exactly matched coverage (seed 003 section 4.5).
+
+    Stratified train/test split; the filter accepts k = round(baseline coverage x n_test) test
+    problems by descending P(correct), ties broken by a seeded uniform averaged over the plan's
+    draws. The CI resamples the test split with the model held fixed; inside each resample the
+    draw average is replaced by its exact expectation (the value the draws estimate), so the
+    interval carries no tie-breaking Monte-Carlo noise. The as-run quantile threshold is
+    reported beside it with its coverage overshoot.
+    """
+    n_correct = int(d.correct.sum())
+    n_wrong = d.n - n_correct
+    if min(n_correct, n_wrong) < 2:
+        return _h5_undefined(
+            f"a stratified split needs >= 2 correct and >= 2 incorrect problems; have {n_correct} and {n_wrong}"
+        )
+    try:
+        x_train, x_test, y_train, y_test, _, mono_test = train_test_split(
+            d.features, d.correct, d.monotone,
+            train_size=s.train_fraction, stratify=d.correct, random_state=s.split_seed,
+        )  # fmt: skip
+    except ValueError as err:  # sklearn explains which class or split is too small
+        return _h5_undefined(f"stratified split impossible: {err}")
+    model = LogisticRegression(max_iter=1000).fit(x_train, y_train)
+    fitted = {
+        "features": list(s.features),
+        "coefficients": [_num(c) for c in model.coef_[0]],
+        "intercept": _num(model.intercept_[0]),
+    }
+    n_test = int(y_test.size)
+    k = int(round(mono_test.mean() * n_test))
+    known = {"n_test": n_test, "n_train": int(y_train.size), "k": k, "model": fitted,
+             "baseline_coverage": _num(k / n_test), "tie_draws": s.tie_draws}
+    if k == 0:
+        return _h5_undefined("no monotone chain in the test split: the baseline accepts nothing", **known)
+
+    probability = _probability_by_feature_row(model, x_test)
+    tiers = stats.descending_tiers(probability)
+    acc_baseline = float(y_test[mono_test].mean())
+    acc_filter = stats.accuracy_at_k_draws(tiers, y_test, k, s.tie_draws, s.tie_seed)
+
+    idx = stats.resample_indices(n_test, s.resamples, stats.derive_seed(s.seed, d.cell, "H5"))
+    acc_baseline_rows, acc_filter_rows = stats.exact_coverage_rows(tiers, mono_test, y_test, idx)
+    interval = stats.percentile_interval(100 * (acc_filter_rows - acc_baseline_rows), s.level)
+
+    threshold = float(np.quantile(probability, 1 - k / n_test))
+    accepted = probability >= threshold
+    acc_as_run = float(y_test[accepted].mean())
+    return {
+        **known,
+        "fp_baseline": _num(1 - acc_baseline),
+        "fp_filter": _num(1 - acc_filter),
+        "reduction_pp": _num(100 * (acc_filter - acc_baseline)),
+        **_ci_fields(interval),
+        "as_run": {
+            "threshold": _num(threshold),
+            "coverage": _num(accepted.mean()),
+            "coverage_overshoot": _num(accepted.mean() - k / n_test),
+            "fp": _num(1 - acc_as_run),
+            "reduction_pp": _num(100 * (acc_as_run - acc_baseline)),
+        },
+        "reason": None,
+    }
+
+
+def cell_counts(d: CellData) -> dict:
+    return {
+        "status": "ok",
+        "n_records": d.n_records,
+        "n": d.n,
+        "n_excluded": d.n_excluded,
+        "excluded_share": _num(d.n_excluded / d.n_records) if d.n_records else None,
+        "median_points": _num(np.median(d.n_points)) if d.n else None,
+        "truncation_rate": d.truncation_rate,
+        "cap_hit_rate": d.cap_hit_rate,
+    }
+
+
+def analyze_cell(d: CellData, s: Settings) -> tuple[dict, np.ndarray | None]:
+    """H1, H2, H3 and H5 of one cell; one resample matrix (seeded per cell) serves H1-H3."""
+    idx = stats.resample_indices(d.n, s.resamples, stats.derive_seed(s.seed, d.cell)) if d.n else None
+    h1, gap_resamples = h1_shape_contrast(d, idx, s.level)
+    result = {
+        "summary": cell_counts(d),
+        "H1": h1,
+        "H2": h2_magnitude_null(d, idx, s.level, s.resamples),
+        "H3": h3_graded_signal(d, idx, s.level, s.resamples),
+        "H5": h5_triage_filter(d, s),
+    }
+    return result, gap_resamples
+
+
+def missing_cell(cell: str, s: Settings) -> dict:
+    """The labelled placeholder of a cell the plan names but the records lack: every count and
+    statistic null, every reason saying why."""
+    empty = np.zeros(0)
+    result, _ = analyze_cell(CellData(cell, 0, 0, *(empty,) * 4, np.zeros((0, len(s.features))), empty, None, None), s)
+    result["summary"] = {key: None for key in result["summary"]} | {"status": "missing"}
+    result["H1"].update(n=None, n_excluded=None, n_monotone=None, n_non_monotone=None)
+    for key in ("H1", "H2", "H3"):
+        result[key]["reason"] = MISSING_CELL
+    result["H2"]["n"] = result["H3"]["n"] = None
+    result["H3"]["buckets"] = [{"bucket": b, "n": None, "accuracy": None} for b in H3_BUCKETS]
+    result["H5"] = _h5_undefined(MISSING_CELL)
+    return result

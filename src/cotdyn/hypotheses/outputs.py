@@ -1,0 +1,155 @@
+"""hypotheses.json, the paper-shaped tables and the forest plot: pure row builders first, the file
+writing last."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from cotdyn.writers import write_json, write_png, write_text
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, (bool, np.bool_)):
+        return "yes" if value else "no"
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    if isinstance(value, float):
+        return format(value, ".6g")
+    return str(value)
+
+
+def _excludes_zero(ci: list) -> bool | None:
+    return None if ci[0] is None else bool(ci[0] > 0 or ci[1] < 0)
+
+
+def table_rows(result: dict) -> dict[str, list[dict]]:
+    """The paper-shaped tables (seed 003 section 4) as lists of rows."""
+    cells = result["cells"]
+    verdict_h2 = result["verdicts"].get("H2", {}).get("cells", {})
+    panel, h2, h3, h5 = [], [], [], []
+    for cell, r in cells.items():
+        s, h1 = r["summary"], r["H1"]
+        panel.append({
+            "cell": cell, "role": r["role"], "n": h1["n"], "n_excluded": h1["n_excluded"], "excluded_share": s["excluded_share"],
+            "accuracy": h1["accuracy"], "median_points": s["median_points"], "coverage": h1["coverage"],
+            "gap_pp": h1["gap_pp"], "ci_lo": h1["ci"][0], "ci_hi": h1["ci"][1], "ci_n_kept": h1["ci_n_kept"],
+            "odds_ratio": h1["odds_ratio"], "p_fisher": h1["p_fisher"], "ci_excludes_0": _excludes_zero(h1["ci"]),
+            "truncation_rate": s["truncation_rate"], "cap_hit_rate": s["cap_hit_rate"], "reason": h1["reason"],
+        })  # fmt: skip
+        b2 = r["H2"]
+        # H2 is reported beside the shape effect (DESIGN section 5): the gap and the violation rho.
+        h2.append({
+            "cell": cell, "rho": b2["rho"], "ci_lo": b2["ci"][0], "ci_hi": b2["ci"][1], "ci_n_kept": b2["ci_n_kept"],
+            "p_spearman": b2["p_spearman"], "criterion": verdict_h2.get(cell, {}).get("verdict"),
+            "shape_gap_pp": h1["gap_pp"], "violations_rho": r["H3"]["rho"], "reason": b2["reason"],
+        })  # fmt: skip
+        b3 = r["H3"]
+        row = {"cell": cell, "rho": b3["rho"], "ci_lo": b3["ci"][0], "ci_hi": b3["ci"][1],
+               "ci_n_kept": b3["ci_n_kept"], "p_spearman": b3["p_spearman"]}
+        for bucket in b3["buckets"]:
+            row[f"n_{bucket['bucket']}"] = bucket["n"]
+            row[f"accuracy_{bucket['bucket']}"] = bucket["accuracy"]
+        h3.append(row | {"reason": b3["reason"]})
+        b5 = r["H5"]
+        as_run = b5["as_run"] or {}
+        h5.append({
+            "cell": cell, "n_test": b5["n_test"], "k": b5["k"], "baseline_coverage": b5["baseline_coverage"],
+            "fp_baseline": b5["fp_baseline"], "fp_filter": b5["fp_filter"], "reduction_pp": b5["reduction_pp"],
+            "ci_lo": b5["ci"][0], "ci_hi": b5["ci"][1], "ci_n_kept": b5["ci_n_kept"],
+            "as_run_reduction_pp": as_run.get("reduction_pp"), "as_run_coverage": as_run.get("coverage"),
+            "as_run_coverage_overshoot": as_run.get("coverage_overshoot"), "reason": b5["reason"],
+        })  # fmt: skip
+    h4 = [
+        {"benchmark": b, "distilled_cell": e["distilled_cell"], "gap_pp": e["gap_pp"], "ci_lo": e["ci"][0],
+         "ci_hi": e["ci"][1], "standard_mean_gap_pp": e["standard_mean_gap_pp"], "difference_pp": e["difference_pp"],
+         "difference_ci_lo": e["difference_ci"][0], "difference_ci_hi": e["difference_ci"][1],
+         "estimable": e["estimable"], "reason": e["reason"]}
+        for b, e in result["H4"].items()
+    ]  # fmt: skip
+    holm_rows = [{k: m[k] for k in ("id", "cell", "p_name", "p", "p_adjusted", "alpha", "reject", "reason")}
+                 for m in result["holm"]]  # fmt: skip
+    return {"panel_table": panel, "h2_table": h2, "h3_buckets": h3, "h4_table": h4, "h5_table": h5,
+            "holm_table": holm_rows}
+
+
+def json_ready(value: Any) -> Any:
+    """Plain JSON types with floats at 10 significant digits, so bytes do not hinge on last-bit noise."""
+    if isinstance(value, dict):
+        return {str(k): json_ready(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_ready(v) for v in value]
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        if not math.isfinite(value):
+            raise ValueError(f"non-finite number {value!r} reached the output; undefined values must be null")
+        return float(format(float(value), ".10g"))
+    return value
+
+
+def forest_figure(result: dict):
+    """Forest plot of every cell's H1 gap with its 95% CI; undefined gaps are labelled, not drawn."""
+    from matplotlib.figure import Figure
+
+    cells = list(result["cells"])
+    fig = Figure(figsize=(7.0, 0.45 * len(cells) + 1.2))
+    ax = fig.add_subplot()
+    for y, cell in enumerate(cells):
+        h1 = result["cells"][cell]["H1"]
+        if h1["gap_pp"] is None:
+            ax.text(0.0, y, "undefined", va="center", ha="center", fontsize=8, color="0.4")
+            continue
+        lo, hi = h1["ci"]
+        if lo is not None:
+            ax.plot([lo, hi], [y, y], color="0.2", linewidth=1.2)
+        ax.plot([h1["gap_pp"]], [y], marker="s", color="C0" if lo is not None and lo > 0 else "C3")
+    ax.axvline(0.0, color="0.5", linestyle="--", linewidth=0.8)
+    ax.set_yticks(range(len(cells)), [c if result["cells"][c]["role"] == "registered" else f"{c} (descriptive)"
+                                      for c in cells])
+    ax.invert_yaxis()
+    ax.set_xlabel("accuracy gap, monotone minus non-monotone (pp), 95% bootstrap CI")
+    fig.tight_layout()
+    return fig
+
+
+def write_analysis(result: dict, records: pd.DataFrame, out_dir: Path) -> list[Path]:
+    """Write hypotheses.json, the CSV tables and forest_gaps.png; return the paths written.
+
+    ``records`` are the records the result was computed from; their per-cell counts are checked
+    against the result so that a stale or mismatched result is never written beside new records.
+    """
+    counts = records.groupby(records["cell"].astype(str)).size()
+    for cell, block in result["cells"].items():
+        have, count = block["summary"]["n_records"], int(counts.get(cell, 0)) or None
+        if have != count:
+            raise ValueError(
+                f"result does not match the records: cell {cell} has {count or 0} records, result says {have}"
+            )
+    unknown = sorted(set(counts.index) - set(result["cells"]))
+    if unknown:
+        raise ValueError(f"result does not match the records: no results for cell(s) {', '.join(unknown)}")
+    out_dir = Path(out_dir)
+    written = [write_json(json_ready(result), out_dir / "hypotheses.json")]
+    written += [write_text(csv_text(rows), out_dir / f"{name}.csv") for name, rows in table_rows(result).items()]
+    written.append(write_png(forest_figure(result), out_dir / "forest_gaps.png"))
+    return written
+
+
+def csv_text(rows: list[dict]) -> str:
+    """Rows as CSV in the tables' own format (``_fmt``: yes/no, 6 significant digits, empty null)."""
+    buffer = io.StringIO()
+    columns = list(rows[0]) if rows else []
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(columns)
+    writer.writerows([[_fmt(row.get(c)) for c in columns] for row in rows])
+    return buffer.getvalue()

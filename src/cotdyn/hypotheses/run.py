@@ -1,0 +1,54 @@
+"""``analyze``: the registered analysis of DESIGN section 5 over records of any cells."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from cotdyn.columns import require_columns
+from cotdyn.config import split_cell
+
+from .cells import FISHER_ALTERNATIVE, H2_ALTERNATIVE, H3_ALTERNATIVE, analyze_cell, missing_cell
+from .inputs import ANALYSIS_COLUMNS, Settings, cell_data, ordered_cells, plan_key, registered_cells
+from .verdicts import h4_distilled_contrast, holm_family, hypothesis_verdict
+
+
+def analyze(records: pd.DataFrame, plan: dict, plan_sha256: str) -> dict:
+    """The registered analysis of DESIGN section 5 over records of any cells (hypotheses.json)."""
+    settings = Settings.from_plan(plan)
+    require_columns(records, (*ANALYSIS_COLUMNS, *settings.features), "records")
+    duplicated = records.duplicated(["cell", "problem_id"])
+    if duplicated.any():
+        first = records.loc[duplicated, ["cell", "problem_id"]].iloc[0].tolist()
+        raise ValueError(f"records: {int(duplicated.sum())} duplicated (cell, problem_id) rows, e.g. {first}")
+    cells, gap_resamples = {}, {}
+    groups = dict(tuple(records.groupby(records["cell"].astype(str), sort=True)))
+    registered = registered_cells(plan)
+    for cell in ordered_cells(plan, records):
+        split_cell(cell)
+        if cell in groups:
+            cells[cell], gap_resamples[cell] = analyze_cell(cell_data(groups[cell], cell, settings.features), settings)
+        else:
+            cells[cell] = missing_cell(cell, settings)
+        # A cell outside the registered family gets every statistic, and no verdict rests on it.
+        cells[cell]["role"] = "registered" if cell in registered else "descriptive"
+    hypotheses = plan_key(plan, "hypotheses")
+    h4_plan = [h for h in hypotheses if h.get("criterion", {}).get("kind") == "estimation"]
+    min_group = int(h4_plan[0]["criterion"]["min_group_size"]) if h4_plan else 0
+    panel = plan_key(plan, "panel")
+    h4 = {
+        b: h4_distilled_contrast(b, cells, gap_resamples, panel, min_group, settings.level)
+        for b in plan_key(panel, "benchmarks", where="panel")
+    }
+    return {
+        "plan_sha256": plan_sha256,
+        "settings": {
+            "bootstrap": {"resamples": settings.resamples, "level": settings.level, "seed": settings.seed},
+            "h5": {"features": list(settings.features), "train_fraction": settings.train_fraction,
+                   "split_seed": settings.split_seed, "tie_draws": settings.tie_draws, "tie_seed": settings.tie_seed},
+            "alternatives": {"fisher": FISHER_ALTERNATIVE, "H2": H2_ALTERNATIVE, "H3": H3_ALTERNATIVE},
+        },
+        "cells": cells,
+        "H4": h4,
+        "holm": holm_family(plan, cells),
+        "verdicts": {h["id"]: hypothesis_verdict(h, cells, h4) for h in hypotheses},
+    }

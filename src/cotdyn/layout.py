@@ -1,0 +1,53 @@
+"""The study's path layout: every file a study writes, relative to ``results/<study>/``.
+
+One place for the Snakemake rules, the study manifest, the audit and the tests. A function takes
+names or Snakemake wildcards alike (``variant_file("{cell}", "{variant}", "records.parquet")``).
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+PLAN_CHECK = "checks/plan_check.json"
+STUDY_MANIFEST = "manifest/manifest.json"
+SWEEPS = ("analysis/sweeps.csv", "analysis/sweeps.html")
+# The registered analysis of one variant (cotdyn.hypotheses.write_analysis writes them).
+ANALYSIS_FILES = ("hypotheses.json", "panel_table.csv", "h2_table.csv", "h3_buckets.csv", "h4_table.csv",
+                  "h5_table.csv", "holm_table.csv", "forest_gaps.png")  # fmt: skip
+
+
+def problems(benchmark: str) -> str:
+    return f"problems/{benchmark}.parquet"
+
+
+def reference_file(cell: str, ref: str, name: str) -> str:
+    """A reference-chain file (chains.parquet, generation.json); ``ref`` is config.reference_id."""
+    return f"cells/{cell}/reference/{ref}/{name}"
+
+
+def variant_file(cell: str, variant: str, name: str) -> str:
+    """A file of one cell under one protocol variant: samples, records, summary, generation log."""
+    return f"cells/{cell}/{variant}/{name}"
+
+
+def analysis_file(variant: str, name: str) -> str:
+    """An analysis output of one variant over all cells (``name`` may hold a subfolder)."""
+    return f"analysis/{variant}/{name}"
+
+
+def cell_manifest(cell: str) -> str:
+    return f"manifest/cells/{cell}.json"
+
+
+def study_targets(cells: Iterable[str], variants: Iterable[str]) -> list[str]:
+    """Every final output of a study but its manifest: what ``rule all`` asks for, what the study
+    manifest waits for (so it hashes a finished study), and what the audit expects listed."""
+    cells, variants = list(cells), list(variants)
+    per_variant = [*ANALYSIS_FILES, "dynamics/profiles.csv", "exploratory/tables.html", "report_header.html",
+                   "math_shepherd.csv"]
+    return [
+        *(variant_file(c, v, "summary.json") for c in cells for v in variants),
+        *(cell_manifest(c) for c in cells),
+        *(analysis_file(v, name) for v in variants for name in per_variant),
+        *SWEEPS,
+    ]
