@@ -11,7 +11,6 @@ import json
 import pandas as pd
 import pytest
 import yaml
-
 from conftest import ROOT
 from test_workflow import snakemake
 
@@ -36,14 +35,14 @@ def study_config(tmp_path, model_dir, data) -> dict:
 
 
 @pytest.fixture(scope="module")
-def weak_study(tmp_path_factory, weak_model_dir, shared_data):
+def weak_study(tmp_path_factory, weak_model_dir, data_dir):
     """The default target, then the audit, once for every test of this module."""
     tmp_path = tmp_path_factory.mktemp("weak_study")
     config = tmp_path / "study.yaml"
-    config.write_text(yaml.safe_dump(study_config(tmp_path, weak_model_dir, shared_data)))
+    config.write_text(yaml.safe_dump(study_config(tmp_path, weak_model_dir, data_dir)))
     run = snakemake("--cores", "2", "--configfile", str(config), cwd=tmp_path)
     assert run.returncode == 0, run.output[-4000:]
-    audit = snakemake("--cores", "1", "--configfile", str(config), "audit", cwd=tmp_path)
+    audit = snakemake("--cores", "1", "audit", "--configfile", str(config), cwd=tmp_path)
     return tmp_path / "results" / "weak", audit
 
 
@@ -75,6 +74,8 @@ def test_chains_with_and_without_an_answer_are_both_recorded(weak_study):
     assert set(chains.loc[~unanswered, "chain_status"]) == {"ok"}
     assert records["chain_answer"].isna().sum() == unanswered.sum()
     assert not records.loc[records["chain_answer"].isna(), "chain_correct"].any()
+    # an excluded chain keeps its row and says why it is excluded
+    assert records.loc[records["excluded"], "exclusion_reason"].notna().all()
 
 
 def test_continuations_without_an_answer_are_kept_with_their_status(weak_study, plan):
@@ -94,6 +95,10 @@ def test_analysis_covers_both_cells_and_the_study_is_audited(weak_study):
     for cell in CELLS:
         summary = hypotheses["cells"][cell]["summary"]
         assert summary["status"] == "ok" and summary["n_records"] == PROBLEMS
+        # each statistic is estimated or null with its reason (the model is never right: a reason)
+        for h in ("H1", "H2", "H3"):
+            block = hypotheses["cells"][cell][h]
+            assert block["reason"] or None not in block["ci"], (cell, h, block)
     assert (study / "analysis/registered/dynamics/profiles.csv").exists()
     assert (study / "analysis/registered/exploratory/tables.html").exists()
     assert (study / "analysis/registered/math_shepherd.csv").exists()

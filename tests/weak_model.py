@@ -7,10 +7,13 @@ question it writes arithmetic on numbers of its own choosing, and in a share of 
 (planted in the training text) it talks without ever stating a number, so those chains have no
 answer. Its answers are almost never right. That mix is what the pipeline must survive.
 
-Deterministic: the same seed gives the same training text and the same weights (one thread
-count, deterministic kernels). The vocabulary is SmolLM2's full 49,152 tokens, with the input and
-output embeddings tied to keep the model small; the loss is computed on the chain tokens only, so
-the output layer (the cost of a step) runs on those positions alone.
+The questions are real benchmark questions, held out from the ones a test runs, so the prompts
+it meets are the kind it was trained on; the chains are synthetic.
+
+Deterministic: the same seed gives the same training text and the same weights (one thread,
+deterministic kernels). The vocabulary is SmolLM2's full 49,152 tokens, with the input and output
+embeddings tied to keep the model small. The output layer over that vocabulary is most of the
+cost of a step, so the loss is taken on the chain tokens only, under a sampled softmax.
 """
 
 from __future__ import annotations
@@ -25,8 +28,8 @@ from pathlib import Path
 
 import torch
 
-# Share of training chains that never state a number: high enough that, sampled at the
-# registered temperature, 16 chains are all answered with negligible probability (and vice versa).
+# Share of training chains that never state a number. The model's own share on benchmark
+# questions drifts from it (7 of 16 reference chains with the defaults below; tests assert a mix).
 NO_ANSWER_SHARE = 0.4
 
 # Chains with no number in them: the model learns to write these too, so some chains never answer.
@@ -181,14 +184,15 @@ def train(model, examples, pad_id: int, steps: int, batch_size: int, lr: float, 
     return losses
 
 
-def build_weak_model(tokenizer_dir: str | Path, out_dir: str | Path, system_prompt: str, questions: list[str], seed: int = 0,
-                     steps: int = 300, batch_size: int = 16, lr: float = 3e-3) -> dict:
+def build_weak_model(tokenizer_dir: str | Path, out_dir: str | Path, system_prompt: str, questions: list[str],
+                     seed: int = 0, steps: int = 300, batch_size: int = 16, lr: float = 3e-3) -> dict:
     """Train the weak model and save it with its tokenizer; returns the losses and the time taken."""
     from transformers import AutoTokenizer
 
     started, cpu = time.perf_counter(), time.process_time()
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
     examples = encode(tokenizer, system_prompt, training_texts(questions, 2000, seed))
+    # one thread: on 2 shared cores it ran 4x faster than two, and it fixes the reduction order
     with deterministic(threads=1):
         model = tiny_llama(tokenizer, seed=seed)
         losses = train(model, examples, tokenizer.pad_token_id, steps, batch_size, lr, seed)
