@@ -59,3 +59,15 @@ def tiny_model_dir(smol_tokenizer_dir, tmp_path_factory) -> Path:
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     return out
+
+
+@pytest.fixture(scope="session")
+def weak_model_dir(smol_tokenizer_dir, data_dir, plan, tmp_path_factory) -> Path:
+    """A tiny Llama trained briefly on held-out benchmark questions (tests/weak_model.py): it writes
+    step-by-step arithmetic, and in some chains no number at all."""
+    from weak_model import build_weak_model, held_out_questions
+
+    out = tmp_path_factory.mktemp("weak_llama")
+    questions = held_out_questions(data_dir / "gsm8k_test.jsonl", data_dir / "math500_test.jsonl")
+    build_weak_model(smol_tokenizer_dir, out, plan["protocol"]["system_prompt"], questions)
+    return out
