@@ -1,4 +1,4 @@
-# cotdyn: chain-of-thought answer-entropy trajectories (DESIGN.md). Stages live in workflow/rules/.
+# cotdyn: chain-of-thought answer-entropy trajectories (docs/design.md). Stages live in workflow/rules/.
 from snakemake.utils import min_version
 
 min_version("9.0")

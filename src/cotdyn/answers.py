@@ -1,4 +1,4 @@
-"""Answer extraction, normalization and equivalence (DESIGN section 4; seed 003 section 3.1).
+"""Answer extraction, normalization and equivalence (docs/design.md section 4; seed 003 section 3.1).
 
 GSM8K: the final number of a text, with currency symbols and thousands separators stripped, a
 trailing period and a trailing point-zero dropped. Gold: the number after ``####``.

@@ -1,6 +1,6 @@
-"""Exploratory analyses over stored records (seed 003 sections 5, 6.1, 8 and Appendix F; DESIGN section 6).
+"""Exploratory analyses over stored records (seed 003 sections 5, 6.1, 8 and Appendix F; docs/design.md section 6).
 
-Everything here is outside the registration and is computed from records.parquet (DESIGN section 11)
+Everything here is outside the registration and is computed from records.parquet (docs/design.md section 11)
 alone: no model runs. Each function takes a records frame (or arrays) and returns plain data; the
 tables are assembled in ``cotdyn.exploratory_report`` and written there. A signal is oriented so that a higher
 score means "more likely correct": the monotone flag, the negated violation count, the negated final
@@ -379,7 +379,7 @@ def coverage_rows(cell: str, curve: CoverageCurve) -> list[dict]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Sensitivity sweeps against the registered cell (DESIGN section 6)
+# Sensitivity sweeps against the registered cell (docs/design.md section 6)
 
 SWEEP_FIELDS = ("n", "n_excluded", "accuracy", "monotone_coverage", "gap_pp", "truncation_rate",
                 "cap_hit_rate", "median_reference_tokens", "p90_reference_tokens")

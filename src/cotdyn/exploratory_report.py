@@ -1,4 +1,4 @@
-"""The exploratory tables and figures of one variant, and the sweep table (DESIGN section 6).
+"""The exploratory tables and figures of one variant, and the sweep table (docs/design.md section 6).
 
 Tables are built as pandas frames by pure functions (``exploratory_tables``, ``sweep_frame``);
 only ``write_exploratory`` touches the file system, through ``cotdyn.writers``, so the same
@@ -30,7 +30,7 @@ def _cells(records: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
 
 def exploratory_tables(records: pd.DataFrame, *, m: int, epsilon: float, seed: int, draws: int = 50,
                        resamples: int = 1000, level: float = 0.95) -> dict[str, pd.DataFrame]:
-    """Every exploratory table over all cells of one variant (DESIGN section 6), keyed by table name.
+    """Every exploratory table over all cells of one variant (docs/design.md section 6), keyed by table name.
 
     ``m`` and ``epsilon`` are the variant's protocol values; ``seed`` is the analysis seed, from
     which each cell and statistic derives its own stream.
@@ -115,7 +115,7 @@ def exploratory_figures(records: pd.DataFrame, *, seed: int, draws: int = 50) ->
 
 def sweep_frame(summaries: Mapping[str, Mapping[str, dict]], records: Mapping[str, Mapping[str, pd.DataFrame]],
                 registered: str = "registered") -> pd.DataFrame:
-    """Every variant against the registered cell (DESIGN section 6), with chain-length quantiles
+    """Every variant against the registered cell (docs/design.md section 6), with chain-length quantiles
     taken from each variant's records."""
     lengths = {v: {c: ex.chain_length_stats(r) for c, r in cells.items()} for v, cells in records.items()}
     return pd.DataFrame(ex.sweep_table(summaries, registered, lengths))

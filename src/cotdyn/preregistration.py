@@ -1,4 +1,4 @@
-"""Preregistration as code (DESIGN section 7): the registered hash, declared deviations, plan.md.
+"""Preregistration as code (docs/design.md section 7): the registered hash, declared deviations, plan.md.
 
 ``preregistration/REGISTERED`` freezes the sha256 of ``plan.yaml`` and the registration date.
 A confirmatory cell may run only if the plan still has that hash and every difference between
@@ -18,7 +18,7 @@ import yaml
 from .plan import plan_sha256
 
 # The variant whose protocol a confirmatory cell is held to; other variants are sensitivity
-# analyses reported against it (DESIGN section 6), so their differences are not deviations.
+# analyses reported against it (docs/design.md section 6), so their differences are not deviations.
 REGISTERED_VARIANT = "registered"
 DEVIATION_FIELDS = ("cell", "parameter", "registered", "used", "reason")
 ANY_CELL = "*"

@@ -5,7 +5,7 @@
 3. ``prefix_plan``: the prefixes of every chain, as token counts (segmentation or checkpoints).
 4. ``continuation_requests``: m continuations per (problem, prefix), all in one batched phase.
 5. ``samples_table``: every continuation's text, ids, answer and parse status.
-6. ``records_table``: one row per problem (DESIGN section 11), derived from chains and samples only.
+6. ``records_table``: one row per problem (docs/design.md section 11), derived from chains and samples only.
 """
 
 from __future__ import annotations
@@ -130,7 +130,7 @@ def with_chain_endpoint(samples: pd.DataFrame, chains: pd.DataFrame) -> pd.DataF
 
 def records_table(chains: pd.DataFrame, samples: pd.DataFrame, protocol: dict, plan_exclusion: dict,
                   benchmark: str, cell: str, m: int | None = None) -> pd.DataFrame:
-    """One row per problem: trajectory, shape, magnitude, labels and flags (DESIGN section 11).
+    """One row per problem: trajectory, shape, magnitude, labels and flags (docs/design.md section 11).
 
     ``m`` keeps only the first m samples of each prefix (the m sweep subsamples N = 20 this way).
     """

@@ -38,7 +38,7 @@ def report_header(variant: str, hypotheses: dict, plan_check: dict) -> str:
             items, role = block.get("differences", {}).get(variant, []), "not confirmatory, differences from the plan"
         text = "; ".join(_deviation_text(d) for d in items) or "none"
         lines.append(f"- ``{cell}`` ({role}): {text}")
-    lines += ["", "Everything under *exploratory* and *sweeps* is outside the registration (DESIGN section 6).", ""]
+    lines += ["", "Everything under *exploratory* and *sweeps* is outside the registration (docs/design.md section 6).", ""]
     return "\n".join(lines)
 
 

@@ -1,4 +1,4 @@
-"""Per-request sampler seeds (DESIGN section 4: seeds reach the sampler).
+"""Per-request sampler seeds (docs/design.md section 4: seeds reach the sampler).
 
 A request's seed is a hash of (run seed, cell, problem id, prefix position, role). Sample j of a
 request uses seed + j, as vLLM does for n > 1, so base seeds are multiples of 2**SAMPLE_BITS:

@@ -1,4 +1,4 @@
-"""Problem-level statistics of the registered analysis (seed 003 section 3.4; DESIGN section 5).
+"""Problem-level statistics of the registered analysis (seed 003 section 3.4; docs/design.md section 5).
 
 The primary inferential object is a 95% percentile bootstrap interval over problem-level
 resamples. Every bootstrap here is vectorized: one (resamples, n) index matrix drawn from

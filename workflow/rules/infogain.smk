@@ -1,5 +1,5 @@
 # Step information gain (seed 000): the toy experiment with five synthetic LLMs, a supervisor and an
-# ORM per LLM, Math-Shepherd with the generator as completer (DESIGN section 9). CPU only.
+# ORM per LLM, Math-Shepherd with the generator as completer (docs/design.md section 9). CPU only.
 # config["infogain"]: size ("reduced" | "full" | a dict of overrides, see cotdyn.infogain.PRESETS)
 # and seed (int).
 rule infogain_toy:

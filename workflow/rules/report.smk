@@ -1,4 +1,4 @@
-# The study report: `snakemake --report report.html --configfile <study config>` (DESIGN section 7).
+# The study report: `snakemake --report report.html --configfile <study config>` (docs/design.md section 7).
 # The header names the plan hash and the declared deviations and is shown first; every other
 # output is flagged with report() in the rule that produces it.
 

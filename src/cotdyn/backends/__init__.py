@@ -1,4 +1,4 @@
-"""Generation backends behind one interface (DESIGN section 8): ``simulated``, ``transformers``, ``vllm``."""
+"""Generation backends behind one interface (docs/design.md section 8): ``simulated``, ``transformers``, ``vllm``."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ import pandas as pd
 
 from cotdyn.columns import require_columns
 
-# The records contract (DESIGN section 11); read_records checks every file against it.
+# The records contract (docs/design.md section 11); read_records checks every file against it.
 RECORD_COLUMNS = (
     "cell", "problem_id", "trajectory", "n_points", "monotone", "violations", "coherence",
     "final_entropy", "final_confidence", "pred", "gold", "correct", "chain_answer", "chain_correct",
@@ -134,7 +134,7 @@ def ordered_cells(plan: dict, records: pd.DataFrame) -> list[str]:
 
 
 def read_records(paths: Sequence[str | Path]) -> pd.DataFrame:
-    """Concatenate records.parquet files, checking each against the DESIGN section 11 columns."""
+    """Concatenate records.parquet files, checking each against the docs/design.md section 11 columns."""
     if not paths:
         raise ValueError("no records files given")
     frames = []

@@ -45,7 +45,7 @@ def table_rows(result: dict) -> dict[str, list[dict]]:
             "truncation_rate": s["truncation_rate"], "cap_hit_rate": s["cap_hit_rate"], "reason": h1["reason"],
         })  # fmt: skip
         b2 = r["H2"]
-        # H2 is reported beside the shape effect (DESIGN section 5): the gap and the violation rho.
+        # H2 is reported beside the shape effect (docs/design.md section 5): the gap and the violation rho.
         h2.append({
             "cell": cell, "rho": b2["rho"], "ci_lo": b2["ci"][0], "ci_hi": b2["ci"][1], "ci_n_kept": b2["ci_n_kept"],
             "p_spearman": b2["p_spearman"], "criterion": verdict_h2.get(cell, {}).get("verdict"),

@@ -1,4 +1,4 @@
-"""``analyze``: the registered analysis of DESIGN section 5 over records of any cells."""
+"""``analyze``: the registered analysis of docs/design.md section 5 over records of any cells."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from .verdicts import h4_distilled_contrast, holm_family, hypothesis_verdict
 
 
 def analyze(records: pd.DataFrame, plan: dict, plan_sha256: str) -> dict:
-    """The registered analysis of DESIGN section 5 over records of any cells (hypotheses.json)."""
+    """The registered analysis of docs/design.md section 5 over records of any cells (hypotheses.json)."""
     settings = Settings.from_plan(plan)
     require_columns(records, (*ANALYSIS_COLUMNS, *settings.features), "records")
     duplicated = records.duplicated(["cell", "problem_id"])
