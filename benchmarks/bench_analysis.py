@@ -61,30 +61,40 @@ def main() -> None:
     plan = load_plan(PLAN)
     sha = plan_sha256(PLAN)
     records = simulate_panel(paper_panel(), seed=20260829)
-    print(f"panel: {records['cell'].nunique()} cells, {len(records)} records; "
-          f"{os.cpu_count()} CPUs visible; resamples {plan['analysis']['bootstrap']['resamples']}")
+    print(
+        f"panel: {records['cell'].nunique()} cells, {len(records)} records; "
+        f"{os.cpu_count()} CPUs visible; resamples {plan['analysis']['bootstrap']['resamples']}"
+    )
 
     times = [timed(analyze, records, plan, sha)[0] for _ in range(args.repeats)]
     print(f"analyze(): first {times[0]:.2f} s, median of {args.repeats} {np.median(times):.2f} s (target < 30 s)")
 
     boot = plan["analysis"]["bootstrap"]
     rows = records[(records["cell"] == "qwen7b-gsm8k") & ~records["excluded"]]
-    arrays = (rows["monotone"].to_numpy(bool), rows["correct"].to_numpy(bool),
-              rows["violations"].to_numpy(float), rows["coherence"].to_numpy(float))
+    arrays = (
+        rows["monotone"].to_numpy(bool),
+        rows["correct"].to_numpy(bool),
+        rows["violations"].to_numpy(float),
+        rows["coherence"].to_numpy(float),
+    )
     idx = stats.resample_indices(len(rows), boot["resamples"], boot["seed"])
     t_vec, vec = timed(bootstrap_vectorized, *arrays, idx, boot["level"], repeats=3)
     t_loop, loop = timed(bootstrap_loop, *arrays, idx, boot["level"], repeats=3)
     for a, b in zip(vec, loop):  # same resamples, same intervals: the comparison is like for like
         np.testing.assert_allclose([a.lo, a.hi], [b.lo, b.hi], rtol=1e-9)
         assert a.n_kept == b.n_kept
-    print(f"H1-H3 bootstrap on qwen7b-gsm8k (n={len(rows)}, {boot['resamples']} resamples, best of 3): "
-          f"vectorized {t_vec * 1000:.0f} ms, loop {t_loop * 1000:.0f} ms, ratio {t_loop / t_vec:.0f}x (target >= 20x)")
+    print(
+        f"H1-H3 bootstrap on qwen7b-gsm8k (n={len(rows)}, {boot['resamples']} resamples, best of 3): "
+        f"vectorized {t_vec * 1000:.0f} ms, loop {t_loop * 1000:.0f} ms, ratio {t_loop / t_vec:.0f}x (target >= 20x)"
+    )
     t_gap_vec, _ = timed(lambda: stats.accuracy_gap_rows(arrays[0], arrays[1], idx), repeats=3)
     t_gap_loop, _ = timed(
         lambda: [arrays[1][r][arrays[0][r]].mean() - arrays[1][r][~arrays[0][r]].mean() for r in idx], repeats=3
     )
-    print(f"gap alone: vectorized {t_gap_vec * 1000:.1f} ms, loop {t_gap_loop * 1000:.1f} ms, "
-          f"ratio {t_gap_loop / t_gap_vec:.0f}x")
+    print(
+        f"gap alone: vectorized {t_gap_vec * 1000:.1f} ms, loop {t_gap_loop * 1000:.1f} ms, "
+        f"ratio {t_gap_loop / t_gap_vec:.0f}x"
+    )
 
 
 if __name__ == "__main__":

@@ -93,10 +93,17 @@ def main() -> None:
     parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"))
     parser.add_argument("--reference-max-tokens", type=int, default=64)
     parser.add_argument("--continuation-max-tokens", type=int, default=24)
-    parser.add_argument("--model", default=None,
-                        help="a model directory to use instead of the random Llama (e.g. results/models/smollm2)")
-    parser.add_argument("--threads", type=int, default=None,
-                        help="torch intra-op threads (default: torch's, one per core; on a busy machine 1 can be faster)")
+    parser.add_argument(
+        "--model",
+        default=None,
+        help="a model directory to use instead of the random Llama (e.g. results/models/smollm2)",
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch intra-op threads (default: torch's, one per core; on a busy machine 1 can be faster)",
+    )
     args = parser.parse_args()
 
     import torch
@@ -109,14 +116,21 @@ def main() -> None:
     from cotdyn.plan import effective_protocol, load_plan
 
     # Shorter budgets than the protocol's keep a CPU run to minutes; the ratio is what counts.
-    protocol = effective_protocol(load_plan(ROOT / "preregistration" / "plan.yaml"),
-                                  {"reference_max_tokens": args.reference_max_tokens,
-                                   "continuation_max_tokens": args.continuation_max_tokens,
-                                   "checkpoints": "tokens", "checkpoint_stride": 16, "dtype": args.dtype})
+    protocol = effective_protocol(
+        load_plan(ROOT / "preregistration" / "plan.yaml"),
+        {
+            "reference_max_tokens": args.reference_max_tokens,
+            "continuation_max_tokens": args.continuation_max_tokens,
+            "checkpoints": "tokens",
+            "checkpoint_stride": 16,
+            "dtype": args.dtype,
+        },
+    )
     problems = arithmetic(args.problems, seed=7)
     with tempfile.TemporaryDirectory() as scratch:
-        model_dir = args.model or build_model(Path(scratch) / "model", tokenizer_dir(Path(scratch)),
-                                              args.width, args.layers)
+        model_dir = args.model or build_model(
+            Path(scratch) / "model", tokenizer_dir(Path(scratch)), args.width, args.layers
+        )
         backend = TransformersBackend(str(model_dir), None, args.dtype, args.device, args.batch_size)
         prompts = [backend.tokenizer.chat_prompt_ids(protocol["system_prompt"], p.question) for p in problems]
         references = P.reference_requests(problems, prompts, protocol, "bench")
@@ -133,12 +147,16 @@ def main() -> None:
             n = tokens(chains, completions)
             results[name] = (seconds, n, len(completions))
     model = args.model or f"Llama {args.layers}x{args.width} (random), SmolLM2 tokenizer"
-    print(f"model: {model}; {args.device} {args.dtype}; {args.problems} problems, m={protocol['m']}, "
-          f"budgets {args.reference_max_tokens}/{args.continuation_max_tokens} tokens, "
-          f"batch size {args.batch_size}, torch threads {torch.get_num_threads()}")
+    print(
+        f"model: {model}; {args.device} {args.dtype}; {args.problems} problems, m={protocol['m']}, "
+        f"budgets {args.reference_max_tokens}/{args.continuation_max_tokens} tokens, "
+        f"batch size {args.batch_size}, torch threads {torch.get_num_threads()}"
+    )
     for name, (seconds, n, requests) in results.items():
-        print(f"{name:>10}: {requests} continuation requests, {n} generated tokens in {seconds:.1f} s "
-              f"= {n / seconds:.1f} tokens/s")
+        print(
+            f"{name:>10}: {requests} continuation requests, {n} generated tokens in {seconds:.1f} s "
+            f"= {n / seconds:.1f} tokens/s"
+        )
     speedup = (results["batched"][1] / results["batched"][0]) / (results["per prefix"][1] / results["per prefix"][0])
     print(f"speed-up (tokens/s, batched / per prefix): {speedup:.1f}x (target >= 3x)")
 

@@ -33,15 +33,17 @@ def gap_ci_coverage(truth: PlantedCell, cells: int, resamples: int, level: float
     for i in range(cells):
         labels = simulate_labels(truth, rng)
         idx = stats.resample_indices(truth.n, resamples, stats.derive_seed(seed, "cell", str(i)))
-        interval = stats.percentile_interval(
-            100 * stats.accuracy_gap_rows(labels.monotone, labels.correct, idx), level
-        )
+        interval = stats.percentile_interval(100 * stats.accuracy_gap_rows(labels.monotone, labels.correct, idx), level)
         covered += interval.lo <= truth.gap_pp <= interval.hi
         kept += interval.n_kept
         widths.append(interval.hi - interval.lo)
     rate = covered / cells
-    return {"rate": rate, "se": np.sqrt(rate * (1 - rate) / cells), "mean_kept": kept / cells,
-            "mean_width_pp": float(np.mean(widths))}
+    return {
+        "rate": rate,
+        "se": np.sqrt(rate * (1 - rate) / cells),
+        "mean_kept": kept / cells,
+        "mean_width_pp": float(np.mean(widths)),
+    }
 
 
 def holm_fwer(null_cells: list[PlantedCell], families: int, alpha: float, seed: int) -> dict:
@@ -80,23 +82,31 @@ def main() -> None:
         ("n=1000, coverage 0.50, accuracy 0.80 vs 0.70", PlantedCell(1000, 0.50, 0.80, 0.70)),
         ("n=500, coverage 0.30, accuracy 0.60 vs 0.40", PlantedCell(500, 0.30, 0.60, 0.40)),
     ]
-    print(f"H1 gap CI coverage: {args.cells} cells per setting, {boot['resamples']} resamples, "
-          f"level {boot['level']}, seed {args.seed}")
+    print(
+        f"H1 gap CI coverage: {args.cells} cells per setting, {boot['resamples']} resamples, "
+        f"level {boot['level']}, seed {args.seed}"
+    )
     for label, truth in settings:
         start = time.perf_counter()
         out = gap_ci_coverage(truth, args.cells, boot["resamples"], boot["level"], args.seed)
-        print(f"  {label} (planted gap {truth.gap_pp:+.1f} pp): coverage {100 * out['rate']:.2f}% "
-              f"(MC se {100 * out['se']:.2f}), mean CI width {out['mean_width_pp']:.2f} pp, "
-              f"mean kept {out['mean_kept']:.1f}, {time.perf_counter() - start:.1f} s")
+        print(
+            f"  {label} (planted gap {truth.gap_pp:+.1f} pp): coverage {100 * out['rate']:.2f}% "
+            f"(MC se {100 * out['se']:.2f}), mean CI width {out['mean_width_pp']:.2f} pp, "
+            f"mean kept {out['mean_kept']:.1f}, {time.perf_counter() - start:.1f} s"
+        )
 
     null_cells = [PlantedCell.null(1319, 0.563, 0.846), PlantedCell.null(500, 0.146, 0.505)]
     start = time.perf_counter()
     out = holm_fwer(null_cells, args.families, alpha, args.seed + 1)
-    print(f"Holm FWER under the global null: {args.families} families of 4 (H1 Fisher one-sided, H3 Spearman "
-          f"'{H3_ALTERNATIVE}') on n=1319 (coverage 0.563, acc 0.846) and n=500 (coverage 0.146, acc 0.505), "
-          f"alpha {alpha}")
-    print(f"  Holm {100 * out['holm']:.2f}% (MC se {100 * out['se']:.2f}); uncorrected any-p<alpha "
-          f"{100 * out['uncorrected']:.2f}%; {time.perf_counter() - start:.1f} s")
+    print(
+        f"Holm FWER under the global null: {args.families} families of 4 (H1 Fisher one-sided, H3 Spearman "
+        f"'{H3_ALTERNATIVE}') on n=1319 (coverage 0.563, acc 0.846) and n=500 (coverage 0.146, acc 0.505), "
+        f"alpha {alpha}"
+    )
+    print(
+        f"  Holm {100 * out['holm']:.2f}% (MC se {100 * out['se']:.2f}); uncorrected any-p<alpha "
+        f"{100 * out['uncorrected']:.2f}%; {time.perf_counter() - start:.1f} s"
+    )
 
 
 if __name__ == "__main__":

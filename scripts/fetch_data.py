@@ -42,8 +42,10 @@ def fetch(name: str, spec: dict) -> bytes:
     file, pinned, ascii_only = FILES[name]
     data = jsonl_bytes(rows, ascii_only)
     if hashlib.sha256(data).hexdigest() != pinned:
-        raise SystemExit(f"{name}: {file} would have sha256 {hashlib.sha256(data).hexdigest()}, not {pinned} "
-                         "(the rows match the plan; only their serialization differs)")
+        raise SystemExit(
+            f"{name}: {file} would have sha256 {hashlib.sha256(data).hexdigest()}, not {pinned} "
+            "(the rows match the plan; only their serialization differs)"
+        )
     return data
 
 

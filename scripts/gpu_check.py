@@ -68,13 +68,16 @@ def backend_checks(model_dir: Path, dtype: str, device: str) -> dict:
     base = tuple(backend.tokenizer.chat_prompt_ids("Solve.", "What is 2+3?"))
     other = tuple(backend.tokenizer.chat_prompt_ids("Solve.", "What is 7*6?"))
     # nested prompts, as one chain's prefix requests are, plus another problem's prompt
-    requests = [Request(base + tuple(range(100, 100 + 8 * k)), 5, Sampling(0.7, 32), 256 * (k + 1))
-                for k in range(6)] + [Request(other, 5, Sampling(0.7, 32), 4096)]
+    requests = [
+        Request(base + tuple(range(100, 100 + 8 * k)), 5, Sampling(0.7, 32), 256 * (k + 1)) for k in range(6)
+    ] + [Request(other, 5, Sampling(0.7, 32), 4096)]
     first, again = backend.generate(requests), backend.generate(requests)
     alone = [backend.generate([r])[0] for r in requests]
-    return {"reproducible": first == again,
-            "alone_as_in_batch": share_equal(first, alone),
-            "shared_as_full_prefill": share_equal(first, full.generate(requests))}
+    return {
+        "reproducible": first == again,
+        "alone_as_in_batch": share_equal(first, alone),
+        "shared_as_full_prefill": share_equal(first, full.generate(requests)),
+    }
 
 
 def sampler_check(device: str) -> dict:
@@ -87,8 +90,9 @@ def sampler_check(device: str) -> dict:
     for temperature in (1.0, 0.5):
         draws = SeededSampler(range(4000), Sampling(temperature, 1), device).draw(logits).cpu().numpy()
         expected = (p.double() ** (1 / temperature)).numpy()
-        out[f"t={temperature}"] = float(chisquare(np.bincount(draws, minlength=4),
-                                                  4000 * expected / expected.sum()).pvalue)
+        out[f"t={temperature}"] = float(
+            chisquare(np.bincount(draws, minlength=4), 4000 * expected / expected.sum()).pvalue
+        )
     return out
 
 
@@ -103,29 +107,55 @@ def study_check(model_dir: Path, n_problems: int, device: str, dtype: str, scrat
     from cotdyn.writers import write_parquet
 
     plan = load_plan(ROOT / "preregistration" / "plan.yaml")
-    protocol = effective_protocol(plan, {"reference_max_tokens": 96, "continuation_max_tokens": 32,
-                                         "checkpoints": "tokens", "checkpoint_stride": 16})
-    model = {"backend": "transformers", "id": str(model_dir), "dtype": dtype, "device": device,
-             "batch_size": 64}
+    protocol = effective_protocol(
+        plan,
+        {"reference_max_tokens": 96, "continuation_max_tokens": 32, "checkpoints": "tokens", "checkpoint_stride": 16},
+    )
+    model = {"backend": "transformers", "id": str(model_dir), "dtype": dtype, "device": device, "batch_size": 64}
     problems = scratch / "problems.parquet"
     write_parquet(problems_table(arithmetic(n_problems, seed=7)), problems)
 
     def run(name: str, cache: Path) -> dict:
         out = scratch / name
         out.mkdir()
-        run_reference(problems, model, protocol, "gpu", "arithmetic", cache, out / "chains.parquet",
-                      out / "reference.json")
-        run_continuations(problems, out / "chains.parquet", model, protocol, "gpu", "arithmetic", cache,
-                          out / "samples.parquet", out / "continuations.json")
-        derive_records(out / "chains.parquet", out / "samples.parquet", protocol, plan["exclusion"],
-                       "arithmetic", "gpu", out / "records.parquet", out / "summary.json")
+        run_reference(
+            problems, model, protocol, "gpu", "arithmetic", cache, out / "chains.parquet", out / "reference.json"
+        )
+        run_continuations(
+            problems,
+            out / "chains.parquet",
+            model,
+            protocol,
+            "gpu",
+            "arithmetic",
+            cache,
+            out / "samples.parquet",
+            out / "continuations.json",
+        )
+        derive_records(
+            out / "chains.parquet",
+            out / "samples.parquet",
+            protocol,
+            plan["exclusion"],
+            "arithmetic",
+            "gpu",
+            out / "records.parquet",
+            out / "summary.json",
+        )
         generated = json.loads((out / "continuations.json").read_text())
-        return {"sha256": {f: sha256(out / f) for f in ("chains.parquet", "samples.parquet", "records.parquet")},
-                "continuation_requests": generated["requests"], "cached": generated["cached_requests"],
-                "generated_tokens": generated["generated_tokens"], "seconds": generated["seconds"]}
+        return {
+            "sha256": {f: sha256(out / f) for f in ("chains.parquet", "samples.parquet", "records.parquet")},
+            "continuation_requests": generated["requests"],
+            "cached": generated["cached_requests"],
+            "generated_tokens": generated["generated_tokens"],
+            "seconds": generated["seconds"],
+        }
 
-    runs = {"fresh": run("fresh", scratch / "cache_a"), "fresh_again": run("fresh_again", scratch / "cache_b"),
-            "from_cache": run("from_cache", scratch / "cache_a")}
+    runs = {
+        "fresh": run("fresh", scratch / "cache_a"),
+        "fresh_again": run("fresh_again", scratch / "cache_b"),
+        "from_cache": run("from_cache", scratch / "cache_a"),
+    }
     runs["from_cache_identical"] = runs["from_cache"]["sha256"] == runs["fresh"]["sha256"]
     runs["fresh_runs_identical"] = runs["fresh_again"]["sha256"] == runs["fresh"]["sha256"]
     a, b = (pd.read_parquet(scratch / name / "samples.parquet") for name in ("fresh", "fresh_again"))
@@ -140,8 +170,9 @@ def main() -> int:
     parser.add_argument("--problems", type=int, default=12)
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--study-dtype", default="bfloat16")
-    parser.add_argument("--deterministic", action="store_true",
-                        help="torch.use_deterministic_algorithms(True) for the whole check")
+    parser.add_argument(
+        "--deterministic", action="store_true", help="torch.use_deterministic_algorithms(True) for the whole check"
+    )
     args = parser.parse_args()
     torch.use_deterministic_algorithms(args.deterministic, warn_only=True)  # warnings name the ops
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -149,9 +180,13 @@ def main() -> int:
         return 2
     import transformers
 
-    report = {"torch": torch.__version__, "transformers": transformers.__version__,
-              "deterministic": args.deterministic, "study_dtype": args.study_dtype,
-              "device": torch.cuda.get_device_name(0) if args.device == "cuda" else args.device}
+    report = {
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "deterministic": args.deterministic,
+        "study_dtype": args.study_dtype,
+        "device": torch.cuda.get_device_name(0) if args.device == "cuda" else args.device,
+    }
     with tempfile.TemporaryDirectory() as scratch:
         model_dir = build_model(Path(scratch) / "model", Path(args.tokenizer))
         for dtype in ("float32", "bfloat16"):
@@ -164,9 +199,13 @@ def main() -> int:
     Path(args.out, name).write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps(report, indent=2))
     study = report["study"]
-    claims = [report["float32"]["reproducible"], report["bfloat16"]["reproducible"],
-              min(report["sampler_chi2_p"].values()) > 1e-3, study["from_cache_identical"],
-              study["fresh_runs_identical"] or args.study_dtype != "float32"]
+    claims = [
+        report["float32"]["reproducible"],
+        report["bfloat16"]["reproducible"],
+        min(report["sampler_chi2_p"].values()) > 1e-3,
+        study["from_cache_identical"],
+        study["fresh_runs_identical"] or args.study_dtype != "float32",
+    ]
     return 0 if all(claims) else 1
 
 

@@ -70,23 +70,36 @@ from cotdyn.backends import make_backend
 from cotdyn.benchmarks import load_benchmark, problems_table
 from cotdyn.config import Cell, protocol_for, reference_id, resolve_cells, split_cell
 from cotdyn.dynamics_plots import write_dynamics
+from cotdyn.exploratory_report import sweep_frame, tables_html, write_exploratory
 from cotdyn.math_shepherd import math_shepherd_from_samples
 from cotdyn.plan import load_plan
 from cotdyn.provenance import write_cell_manifest, write_study_manifest
-from cotdyn.exploratory_report import sweep_frame, tables_html, write_exploratory
 from cotdyn.report_header import write_header
 from cotdyn.study import derive_records, run_continuations, run_reference
 from cotdyn.writers import write_csv, write_json, write_parquet
 
 # Qwen2-7B-Instruct's config.json, less its token ids (the tokenizer's are written in their place).
 QWEN2_7B = {
-    "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_act": "silu",
-    "hidden_size": 3584, "intermediate_size": 18944, "num_hidden_layers": 28,
-    "num_attention_heads": 28, "num_key_value_heads": 4, "vocab_size": 152064,
-    "max_position_embeddings": 32768, "rope_theta": 1000000.0, "rms_norm_eps": 1e-06,
-    "tie_word_embeddings": False, "use_sliding_window": False, "sliding_window": 131072,
-    "max_window_layers": 28, "attention_dropout": 0.0, "initializer_range": 0.02,
-    "use_cache": True, "torch_dtype": "bfloat16",
+    "architectures": ["Qwen2ForCausalLM"],
+    "model_type": "qwen2",
+    "hidden_act": "silu",
+    "hidden_size": 3584,
+    "intermediate_size": 18944,
+    "num_hidden_layers": 28,
+    "num_attention_heads": 28,
+    "num_key_value_heads": 4,
+    "vocab_size": 152064,
+    "max_position_embeddings": 32768,
+    "rope_theta": 1000000.0,
+    "rms_norm_eps": 1e-06,
+    "tie_word_embeddings": False,
+    "use_sliding_window": False,
+    "sliding_window": 131072,
+    "max_window_layers": 28,
+    "attention_dropout": 0.0,
+    "initializer_range": 0.02,
+    "use_cache": True,
+    "torch_dtype": "bfloat16",
 }
 H200_DENSE_BF16_TFLOPS = 989.0
 VARIANT = "registered"
@@ -151,10 +164,12 @@ def study_config(path: Path, cell: str, model_dir: Path, out: Path, problems: in
         raise SystemExit(f"{path}: no cell '{cell}' (cells: {', '.join(config['cells'])})")
     benchmark = config["benchmarks"][spec.benchmark_key]
     return config | {
-        "cells": [cell], "confirmatory": [c for c in config.get("confirmatory", []) if c == cell],
+        "cells": [cell],
+        "confirmatory": [c for c in config.get("confirmatory", []) if c == cell],
         "cache": str(out / "cache"),
         "models": {spec.model_key: {**config["models"][spec.model_key], "id": str(model_dir)}},
-        "benchmarks": {spec.benchmark_key: benchmark | ({"limit": problems} if problems else {})}}
+        "benchmarks": {spec.benchmark_key: benchmark | ({"limit": problems} if problems else {})},
+    }
 
 
 def with_defaults(config: dict) -> tuple[dict, bool]:
@@ -189,48 +204,96 @@ def run_study(config: dict, study: Path, backend) -> dict:
     model = model_entry(spec, protocol)
     at = lambda rel: study / rel  # noqa: E731
     problems, check = at(L.problems(spec.benchmark_key)), at(L.PLAN_CHECK)
-    chains, samples = at(L.reference_file(cell, ref, "chains.parquet")), at(L.variant_file(cell, VARIANT, "samples.parquet"))
-    records, summary = at(L.variant_file(cell, VARIANT, "records.parquet")), at(L.variant_file(cell, VARIANT, "summary.json"))
-    logs = {f"reference/{ref}": at(L.reference_file(cell, ref, "generation.json")),
-            VARIANT: at(L.variant_file(cell, VARIANT, "generation.json"))}
+    chains, samples = (
+        at(L.reference_file(cell, ref, "chains.parquet")),
+        at(L.variant_file(cell, VARIANT, "samples.parquet")),
+    )
+    records, summary = (
+        at(L.variant_file(cell, VARIANT, "records.parquet")),
+        at(L.variant_file(cell, VARIANT, "summary.json")),
+    )
+    logs = {
+        f"reference/{ref}": at(L.reference_file(cell, ref, "generation.json")),
+        VARIANT: at(L.variant_file(cell, VARIANT, "generation.json")),
+    }
 
     write_parquet(problems_table(load_benchmark(spec.benchmark)), problems)
     write_plan_check(plan_path, config, check)
-    run_reference(problems, model, protocol, cell, kind, config["cache"], chains, logs[f"reference/{ref}"],
-                  backend=backend)
-    run_continuations(problems, chains, model, protocol, cell, kind, config["cache"], samples, logs[VARIANT],
-                      backend=backend)
+    run_reference(
+        problems, model, protocol, cell, kind, config["cache"], chains, logs[f"reference/{ref}"], backend=backend
+    )
+    run_continuations(
+        problems, chains, model, protocol, cell, kind, config["cache"], samples, logs[VARIANT], backend=backend
+    )
     derive_records(chains, samples, protocol, plan["exclusion"], kind, cell, records, summary)
     derive_analysis([records], plan_path, check, at(L.analysis_file(VARIANT, "")))
     write_cell_analyses(study, cell, kind, protocol, plan, chains, samples, records, summary)
-    write_cell_manifest(spec, {VARIANT: protocol}, {k: str(v) for k, v in logs.items()}, problems, plan_path,
-                        config, check, at(L.cell_manifest(cell)), root=ROOT)
+    write_cell_manifest(
+        spec,
+        {VARIANT: protocol},
+        {k: str(v) for k, v in logs.items()},
+        problems,
+        plan_path,
+        config,
+        check,
+        at(L.cell_manifest(cell)),
+        root=ROOT,
+    )
     write_study_manifest(study, config["study"], config, plan_path, root=ROOT)
     report = audit(study, plan_path)
-    return {"cell": cell, "protocol": protocol, "chains": chains, "samples": samples,
-            "generation": {phase: json.loads(path.read_text()) for phase, path in logs.items()},
-            "records": len(pd.read_parquet(records)),
-            "outputs": sorted(p.relative_to(study).as_posix() for p in study.rglob("*") if p.is_file()),
-            "audit": {"ok": report.ok, "problems": report.problems,
-                      "failures": [f"{f.status} {f.path}" for f in report.failures]}}
+    return {
+        "cell": cell,
+        "protocol": protocol,
+        "chains": chains,
+        "samples": samples,
+        "generation": {phase: json.loads(path.read_text()) for phase, path in logs.items()},
+        "records": len(pd.read_parquet(records)),
+        "outputs": sorted(p.relative_to(study).as_posix() for p in study.rglob("*") if p.is_file()),
+        "audit": {
+            "ok": report.ok,
+            "problems": report.problems,
+            "failures": [f"{f.status} {f.path}" for f in report.failures],
+        },
+    }
 
 
-def write_cell_analyses(study: Path, cell: str, kind: str, protocol: dict, plan: dict, chains: Path,
-                        samples: Path, records: Path, summary: Path) -> None:
+def write_cell_analyses(
+    study: Path,
+    cell: str,
+    kind: str,
+    protocol: dict,
+    plan: dict,
+    chains: Path,
+    samples: Path,
+    records: Path,
+    summary: Path,
+) -> None:
     """The rules dynamics, exploratory, report_header, math_shepherd and sweeps, for one cell."""
     out = lambda name: study / L.analysis_file(VARIANT, name)  # noqa: E731
     sample_rows, record_rows = pd.read_parquet(samples), pd.read_parquet(records)
-    write_dynamics(P.with_chain_endpoint(sample_rows, pd.read_parquet(chains)).assign(cell=cell), record_rows,
-                   out("dynamics"))
+    write_dynamics(
+        P.with_chain_endpoint(sample_rows, pd.read_parquet(chains)).assign(cell=cell), record_rows, out("dynamics")
+    )
     bootstrap = plan["analysis"]["bootstrap"]
-    write_exploratory(record_rows, out("exploratory"), m=protocol["m"], epsilon=protocol["epsilon"],
-                      seed=bootstrap["seed"], resamples=bootstrap["resamples"], level=bootstrap["level"])
+    write_exploratory(
+        record_rows,
+        out("exploratory"),
+        m=protocol["m"],
+        epsilon=protocol["epsilon"],
+        seed=bootstrap["seed"],
+        resamples=bootstrap["resamples"],
+        level=bootstrap["level"],
+    )
     write_header(VARIANT, out("hypotheses.json"), study / L.PLAN_CHECK, out("report_header.html"))
     shepherd = math_shepherd_from_samples(sample_rows, record_rows, kind).assign(cell=cell)
     shepherd[["cell"] + [c for c in shepherd.columns if c != "cell"]].to_csv(
-        out("math_shepherd.csv"), index=False, float_format="%.10g")
-    frame = sweep_frame({VARIANT: {cell: json.loads(summary.read_text())}},
-                        {VARIANT: {cell: record_rows[["reference_tokens"]]}}, VARIANT)
+        out("math_shepherd.csv"), index=False, float_format="%.10g"
+    )
+    frame = sweep_frame(
+        {VARIANT: {cell: json.loads(summary.read_text())}},
+        {VARIANT: {cell: record_rows[["reference_tokens"]]}},
+        VARIANT,
+    )
     csv, html = (study / p for p in L.SWEEPS)
     write_csv(frame, csv)
     html.write_text(tables_html({"sweeps": frame}, "Sensitivity sweeps against the registered cell"))
@@ -243,7 +306,10 @@ def phase_figures(log: dict, flops_per_token: float, peak_tflops: float) -> dict
     rate = log["generated_tokens"] / log["seconds"] if log["seconds"] else None
     tflops = rate * flops_per_token / 1e12 if rate else None
     return {k: log[k] for k in ("requests", "samples", "prompt_tokens", "generated_tokens", "seconds", "calls")} | {
-        "tokens_per_s": rate, "model_tflops": tflops, "utilisation": tflops / peak_tflops if tflops else None}
+        "tokens_per_s": rate,
+        "model_tflops": tflops,
+        "utilisation": tflops / peak_tflops if tflops else None,
+    }
 
 
 def continuation_requests(chains_path: Path, protocol: dict, cell: str, decode) -> tuple[list, list[str]]:
@@ -268,8 +334,9 @@ def ids_of(completions) -> list[list[tuple[int, ...]]]:
     return [[tuple(c.token_ids) for c in samples] for samples in completions]
 
 
-def reproducibility(backend, requests: list, problem_ids: list[str], stored: list, n_problems: int,
-                    batched_rate: float) -> dict:
+def reproducibility(
+    backend, requests: list, problem_ids: list[str], stored: list, n_problems: int, batched_rate: float
+) -> dict:
     """The phase again in one call; then the first problems' requests one call each (the baseline)."""
     rerun = ids_of(backend.generate(requests, desc="rerun"))
     first = list(dict.fromkeys(problem_ids))[:n_problems]  # in the benchmark's order
@@ -279,11 +346,19 @@ def reproducibility(backend, requests: list, problem_ids: list[str], stored: lis
     seconds = time.time() - started
     tokens = sum(len(ids) for samples in alone for ids in samples)
     rate = tokens / seconds if seconds else None
-    return {"rerun_equal_share": equal_share(stored, rerun),
-            "alone_equal_share": equal_share([stored[i] for i in chosen], alone),
-            "per_prefix_baseline": {"problems": first, "requests": len(chosen), "calls": len(chosen),
-                                    "generated_tokens": tokens, "seconds": seconds, "tokens_per_s": rate,
-                                    "batched_over_per_prefix": batched_rate / rate if rate else None}}
+    return {
+        "rerun_equal_share": equal_share(stored, rerun),
+        "alone_equal_share": equal_share([stored[i] for i in chosen], alone),
+        "per_prefix_baseline": {
+            "problems": first,
+            "requests": len(chosen),
+            "calls": len(chosen),
+            "generated_tokens": tokens,
+            "seconds": seconds,
+            "tokens_per_s": rate,
+            "batched_over_per_prefix": batched_rate / rate if rate else None,
+        },
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -295,10 +370,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model-dir", type=Path, help="where to write the model (default: the config's model id)")
     parser.add_argument("--tokenizer", default=ROOT / "results" / "models" / "smollm2", type=Path)
     parser.add_argument("--baseline-problems", type=int, default=3)
-    parser.add_argument("--peak-tflops", type=float, default=H200_DENSE_BF16_TFLOPS,
-                        help="the device's dense bfloat16 peak (default: an H200's, 989)")
-    parser.add_argument("--dry-run", action="store_true",
-                        help="on CPU against cotdyn.backends.vllm_standin (no tokenizer written; 4 problems)")
+    parser.add_argument(
+        "--peak-tflops",
+        type=float,
+        default=H200_DENSE_BF16_TFLOPS,
+        help="the device's dense bfloat16 peak (default: an H200's, 989)",
+    )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="on CPU against cotdyn.backends.vllm_standin (no tokenizer written; 4 problems)",
+    )
     args = parser.parse_args(argv)
     out, config_path, tokenizer_dir = args.out.resolve(), args.config.resolve(), args.tokenizer.resolve()
     model_dir = args.model_dir.resolve() if args.model_dir else None
@@ -315,19 +397,31 @@ def main(argv: list[str] | None = None) -> int:
     tokenizer = None if args.dry_run else smollm2_tokenizer(tokenizer_dir, out / "tokenizer")
     model_config = write_model_dir(model_dir, tokenizer)
     config, defaults_filled = with_defaults(
-        study_config(config_path, cell, model_dir, out, args.problems or (4 if args.dry_run else None)))
+        study_config(config_path, cell, model_dir, out, args.problems or (4 if args.dry_run else None))
+    )
 
     started = time.time()
     backend = make_backend(model_entry(*the_cell(config)))
     engine_start = time.time() - started
     study = run_study(config, out / "study", backend)
-    report = {"dry_run": args.dry_run, "vllm_version": getattr(vllm, "__version__", None),
-              "device": device_name(), "cell": cell, "config": str(config_path),
-              "problems": len(pd.read_parquet(study["chains"])), "engine_start_s": engine_start,
-              **measurements(backend, study, model_config, args.peak_tflops, args.baseline_problems),
-              "pipeline": {"study_dir": str(out / "study"), "records": study["records"], "outputs": study["outputs"],
-                           "omitted_fields": study["generation"][VARIANT]["effective_sampling"].get("omitted_fields"),
-                           "config_defaults_filled": defaults_filled, "audit": study["audit"]}}
+    report = {
+        "dry_run": args.dry_run,
+        "vllm_version": getattr(vllm, "__version__", None),
+        "device": device_name(),
+        "cell": cell,
+        "config": str(config_path),
+        "problems": len(pd.read_parquet(study["chains"])),
+        "engine_start_s": engine_start,
+        **measurements(backend, study, model_config, args.peak_tflops, args.baseline_problems),
+        "pipeline": {
+            "study_dir": str(out / "study"),
+            "records": study["records"],
+            "outputs": study["outputs"],
+            "omitted_fields": study["generation"][VARIANT]["effective_sampling"].get("omitted_fields"),
+            "config_defaults_filled": defaults_filled,
+            "audit": study["audit"],
+        },
+    }
     report["model"] |= {"dir": str(model_dir), "load_format": backend.extra.get("load_format")}
     write_json(report, out / "gpu_check_vllm.json")
     print(json.dumps(report, indent=2, default=str))
@@ -339,15 +433,31 @@ def measurements(backend, study: dict, model_config: dict, peak_tflops: float, b
     counts = parameters(model_config)
     flops = 2.0 * counts["matmul"]
     protocol = study["protocol"]
-    phases = {"reference": study["generation"][f"reference/{reference_id(protocol)}"],
-              "continuations": study["generation"][VARIANT]}
+    phases = {
+        "reference": study["generation"][f"reference/{reference_id(protocol)}"],
+        "continuations": study["generation"][VARIANT],
+    }
     figures = {name: phase_figures(log, flops, peak_tflops) for name, log in phases.items()}
     requests, problem_ids = continuation_requests(study["chains"], protocol, study["cell"], backend.tokenizer.decode)
-    checks = reproducibility(backend, requests, problem_ids, stored_samples(study["samples"], protocol["m"]),
-                             baseline_problems, figures["continuations"]["tokens_per_s"])
-    return {"model": {"shape": "Qwen2-7B", "parameters": counts["total"], "matmul_parameters": counts["matmul"],
-                      "flops_per_generated_token": flops},
-            "peak_tflops": peak_tflops, "phases": figures, **checks}
+    checks = reproducibility(
+        backend,
+        requests,
+        problem_ids,
+        stored_samples(study["samples"], protocol["m"]),
+        baseline_problems,
+        figures["continuations"]["tokens_per_s"],
+    )
+    return {
+        "model": {
+            "shape": "Qwen2-7B",
+            "parameters": counts["total"],
+            "matmul_parameters": counts["matmul"],
+            "flops_per_generated_token": flops,
+        },
+        "peak_tflops": peak_tflops,
+        "phases": figures,
+        **checks,
+    }
 
 
 def device_name() -> str:

@@ -20,8 +20,15 @@ from cotdyn.benchmarks import load_benchmark, problems_table
 from cotdyn.config import protocol_for, reference_id, resolve_cells
 from cotdyn.plan import load_plan, plan_sha256
 from cotdyn.preregistration import PreregistrationError, register
-from cotdyn.provenance import (STUDY_MANIFEST, canonical_json, config_sha256, fill_config_defaults, output_hashes,
-                               write_cell_manifest, write_study_manifest)
+from cotdyn.provenance import (
+    STUDY_MANIFEST,
+    canonical_json,
+    config_sha256,
+    fill_config_defaults,
+    output_hashes,
+    write_cell_manifest,
+    write_study_manifest,
+)
 from cotdyn.study import derive_records, run_continuations, run_reference
 from cotdyn.writers import write_parquet
 
@@ -29,8 +36,13 @@ ROOT = Path(__file__).resolve().parents[1]
 CELL = "qwen7b-gsm8k"
 RECORDS = f"cells/{CELL}/registered/records.parquet"
 SAMPLES = f"cells/{CELL}/registered/samples.parquet"
-DEVIATION = {"cell": CELL, "parameter": "reference_temperature", "registered": 0.7, "used": 0.6,
-             "reason": "test: a declared deviation"}
+DEVIATION = {
+    "cell": CELL,
+    "parameter": "reference_temperature",
+    "registered": 0.7,
+    "used": 0.6,
+    "reason": "test: a declared deviation",
+}
 
 
 def build_study(root: Path, data: Path, protocol: dict, deviations: list[dict]) -> Path:
@@ -46,12 +58,19 @@ def build_study(root: Path, data: Path, protocol: dict, deviations: list[dict]) 
     register(prereg / "plan.yaml", prereg / "REGISTERED", "2026-11-30")
     (prereg / "deviations.yaml").write_text(yaml.safe_dump(deviations))
     plan_path = prereg / "plan.yaml"
-    config = fill_config_defaults({
-        "study": "t", "plan": str(plan_path), "cache": str(root / "cache"), "cells": [CELL],
-        "confirmatory": [CELL], "protocol": protocol,
-        "models": {"qwen7b": {"backend": "simulated"}},
-        "benchmarks": {"gsm8k": {"kind": "gsm8k", "path": str(data / "gsm8k_test.jsonl"), "limit": 100}},
-    }, ROOT / "workflow" / "schemas" / "config.schema.yaml")
+    config = fill_config_defaults(
+        {
+            "study": "t",
+            "plan": str(plan_path),
+            "cache": str(root / "cache"),
+            "cells": [CELL],
+            "confirmatory": [CELL],
+            "protocol": protocol,
+            "models": {"qwen7b": {"backend": "simulated"}},
+            "benchmarks": {"gsm8k": {"kind": "gsm8k", "path": str(data / "gsm8k_test.jsonl"), "limit": 100}},
+        },
+        ROOT / "workflow" / "schemas" / "config.schema.yaml",
+    )
     plan = load_plan(plan_path)
     study = root / "results" / "t"
     write_plan_check(plan_path, config, study / PLAN_CHECK)  # head of the DAG: may refuse
@@ -62,17 +81,44 @@ def build_study(root: Path, data: Path, protocol: dict, deviations: list[dict]) 
     ref = study / "cells" / CELL / "reference" / reference_id(protocol_used)
     cell_dir = study / "cells" / CELL / "registered"
     model = dict(spec.model)
-    run_reference(problems, model, protocol_used, CELL, "gsm8k", config["cache"], ref / "chains.parquet",
-                  ref / "generation.json")
-    run_continuations(problems, ref / "chains.parquet", model, protocol_used, CELL, "gsm8k", config["cache"],
-                      cell_dir / "samples.parquet", cell_dir / "generation.json")
-    derive_records(ref / "chains.parquet", cell_dir / "samples.parquet", protocol_used, plan["exclusion"], "gsm8k",
-                   CELL, cell_dir / "records.parquet", cell_dir / "summary.json")
+    run_reference(
+        problems, model, protocol_used, CELL, "gsm8k", config["cache"], ref / "chains.parquet", ref / "generation.json"
+    )
+    run_continuations(
+        problems,
+        ref / "chains.parquet",
+        model,
+        protocol_used,
+        CELL,
+        "gsm8k",
+        config["cache"],
+        cell_dir / "samples.parquet",
+        cell_dir / "generation.json",
+    )
+    derive_records(
+        ref / "chains.parquet",
+        cell_dir / "samples.parquet",
+        protocol_used,
+        plan["exclusion"],
+        "gsm8k",
+        CELL,
+        cell_dir / "records.parquet",
+        cell_dir / "summary.json",
+    )
     derive_analysis([cell_dir / "records.parquet"], plan_path, study / PLAN_CHECK, study / "analysis" / "registered")
     write_hash_checked_outputs(study, ref / "chains.parquet", cell_dir, plan)
     generation = {"registered": cell_dir / "generation.json", f"reference/{ref.name}": ref / "generation.json"}
-    write_cell_manifest(spec, {"registered": protocol_used}, generation, problems, plan_path, config,
-                        study / PLAN_CHECK, study / "manifest" / "cells" / f"{CELL}.json", root=ROOT)
+    write_cell_manifest(
+        spec,
+        {"registered": protocol_used},
+        generation,
+        problems,
+        plan_path,
+        config,
+        study / PLAN_CHECK,
+        study / "manifest" / "cells" / f"{CELL}.json",
+        root=ROOT,
+    )
     (study / "logs").mkdir()
     (study / "logs" / "run.log").write_text("logs are not outputs\n")
     write_study_manifest(study, "t", config, plan_path, root=ROOT)
@@ -82,16 +128,17 @@ def build_study(root: Path, data: Path, protocol: dict, deviations: list[dict]) 
 def write_hash_checked_outputs(study: Path, chains: Path, cell_dir: Path, plan: dict) -> None:
     """The outputs the audit checks by hash only, written by the functions their rules call."""
     from cotdyn.dynamics_plots import write_dynamics
-    from cotdyn.math_shepherd import math_shepherd_from_samples
     from cotdyn.exploratory_report import sweep_frame, tables_html, write_exploratory
+    from cotdyn.math_shepherd import math_shepherd_from_samples
     from cotdyn.protocol import with_chain_endpoint
     from cotdyn.report_header import write_header
     from cotdyn.writers import write_csv
 
     analysis = study / "analysis" / "registered"
     samples, records = pd.read_parquet(cell_dir / "samples.parquet"), pd.read_parquet(cell_dir / "records.parquet")
-    write_dynamics(with_chain_endpoint(samples, pd.read_parquet(chains)).assign(cell=CELL), records,
-                   analysis / "dynamics")
+    write_dynamics(
+        with_chain_endpoint(samples, pd.read_parquet(chains)).assign(cell=CELL), records, analysis / "dynamics"
+    )
     write_exploratory(records, analysis / "exploratory", m=5, epsilon=0.01, seed=1, resamples=50)
     write_header("registered", analysis / "hypotheses.json", study / PLAN_CHECK, analysis / "report_header.html")
     math_shepherd_from_samples(samples, records, "gsm8k").to_csv(analysis / "math_shepherd.csv", index=False)
@@ -129,8 +176,13 @@ def test_untouched_study_passes_twice(registered_study):
     assert first.ok and second.ok, first.text()
     assert first.as_dict() == second.as_dict()
     derived = {f.path for f in first.files if f.detail == "re-derived"}
-    assert {RECORDS, f"cells/{CELL}/registered/summary.json", PLAN_CHECK,
-            "analysis/registered/hypotheses.json", "analysis/registered/forest_gaps.png"} <= derived
+    assert {
+        RECORDS,
+        f"cells/{CELL}/registered/summary.json",
+        PLAN_CHECK,
+        "analysis/registered/hypotheses.json",
+        "analysis/registered/forest_gaps.png",
+    } <= derived
     assert all(f.status == MATCH for f in first.files)
 
 
@@ -150,7 +202,9 @@ def test_manifests_record_provenance(registered_study):
     assert cell["dataset"]["id"] == "openai/gsm8k" and len(cell["dataset"]["content_sha256"]) == 64
     generations = sorted((study / "cells" / CELL).rglob("generation.json"))
     logs = [json.loads(p.read_text()) for p in generations]
-    assert sorted(cell["effective_sampling"].values(), key=str) == sorted((g["effective_sampling"] for g in logs), key=str)
+    assert sorted(cell["effective_sampling"].values(), key=str) == sorted(
+        (g["effective_sampling"] for g in logs), key=str
+    )
     assert cell["totals"]["generated_tokens"] == sum(g["generated_tokens"] for g in logs) > 0
     assert cell["seeds"] == {"registered": 20260829}
     assert cell["model"]["revision"] == logs[0]["backend"]["revision"]

@@ -87,11 +87,14 @@ def test_seeded_sampler_draws_from_the_tempered_distribution():
     assert alone.item() == SeededSampler(range(10), Sampling(1.0, 1), "cpu").draw(logits[:10])[7].item()
 
 
-@pytest.mark.parametrize("prompts, roots", [
-    ([(1, 2, 3), (1, 2), (1, 2, 3, 4), (5, 6), (1, 9)], [2, 2, 2, 3, 4]),
-    ([(7, 8), (7, 8), (7,)], [1, 1, 1]),  # identical prompts share one root
-    ([(3,), (4,)], [0, 1]),
-])
+@pytest.mark.parametrize(
+    "prompts, roots",
+    [
+        ([(1, 2, 3), (1, 2), (1, 2, 3, 4), (5, 6), (1, 9)], [2, 2, 2, 3, 4]),
+        ([(7, 8), (7, 8), (7,)], [1, 1, 1]),  # identical prompts share one root
+        ([(3,), (4,)], [0, 1]),
+    ],
+)
 def test_prefix_roots_map_each_prompt_to_one_that_extends_it(prompts, roots):
     from cotdyn.backends.transformers import prefix_roots
 
@@ -112,8 +115,15 @@ def _counting_forward(backend):
 
 
 def test_shared_prefill_gives_the_samples_of_a_full_prefill_and_reads_each_chain_once(tiny, tiny_model_dir):
-    full = make_backend({"backend": "transformers", "id": str(tiny_model_dir), "dtype": "float32",
-                         "batch_size": 8, "share_prefill": False})
+    full = make_backend(
+        {
+            "backend": "transformers",
+            "id": str(tiny_model_dir),
+            "dtype": "float32",
+            "batch_size": 8,
+            "share_prefill": False,
+        }
+    )
     other = tuple(tiny.tokenizer.chat_prompt_ids("Solve.", "What is 7*6?"))
     requests = _requests(tiny, [256, 512, 768], max_tokens=6) + [Request(other, 2, Sampling(0.7, 6), 1024)]
     seen, restore = _counting_forward(tiny)
@@ -138,12 +148,13 @@ def test_inverse_cdf_in_blocks_matches_one_cumulative_sum_over_the_vocabulary():
     weights = torch.softmax(torch.randn(64, vocab) * 3, dim=-1)
     weights[:, ::7] = 0.0  # tokens that must never be drawn
     uniforms = torch.rand(64, dtype=torch.float64)
-    reference = torch.searchsorted(weights.double().cumsum(-1), (uniforms * weights.double().sum(-1))[:, None],
-                                   right=True).squeeze(-1)
+    reference = torch.searchsorted(
+        weights.double().cumsum(-1), (uniforms * weights.double().sum(-1))[:, None], right=True
+    ).squeeze(-1)
     drawn = inverse_cdf(weights, uniforms)
     assert torch.equal(drawn, reference)
     assert not (drawn % 7 == 0).any()
     # a target at a row's very end (the last block all zero, padding beyond) lands on a token with weight
-    weights[:, vocab - 400:] = 0.0
+    weights[:, vocab - 400 :] = 0.0
     end = inverse_cdf(weights, torch.full((64,), 1.0, dtype=torch.float64))
     assert (end < vocab - 400).all() and (weights.gather(1, end[:, None]) > 0).all()

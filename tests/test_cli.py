@@ -8,8 +8,9 @@ import pytest
 
 
 def cotdyn(*args, stdin=""):
-    return subprocess.run([sys.executable, "-m", "cotdyn.cli", *args], input=stdin, capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "cotdyn.cli", *args], input=stdin, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_extract_writes_one_line_per_input():
@@ -17,11 +18,14 @@ def test_extract_writes_one_line_per_input():
     result = cotdyn("extract", "--benchmark", "gsm8k", stdin=lines)
     assert result.returncode == 0, result.stderr
     assert [json.loads(x) for x in result.stdout.splitlines()] == [
-        {"answer": "1200", "status": "ok"}, {"answer": None, "status": "no_answer"}]
+        {"answer": "1200", "status": "ok"},
+        {"answer": None, "status": "no_answer"},
+    ]
 
 
-@pytest.mark.parametrize("method, expected", [("normalized", [True, False, False]),
-                                              ("math_verify", [True, False, True])])
+@pytest.mark.parametrize(
+    "method, expected", [("normalized", [True, False, False]), ("math_verify", [True, False, True])]
+)
 def test_equivalent_under_the_registered_rule_and_the_sensitivity_variant(method, expected):
     pairs = [{"a": "\\frac{1}{2}", "b": "0.5"}, {"a": "3", "b": "4"}, {"a": "\\frac{2}{4}", "b": "\\frac{1}{2}"}]
     stdin = "\n".join(json.dumps(p) for p in pairs)

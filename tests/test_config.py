@@ -4,8 +4,14 @@ from cotdyn.config import ConfigError, protocol_for, reference_id, resolve_cells
 
 
 def study(**variants):
-    return {"study": "s", "plan": "p", "cells": ["qwen7b-gsm8k"], "models": {"qwen7b": {"backend": "vllm"}},
-            "benchmarks": {"gsm8k": {"kind": "gsm8k"}}, "variants": {"registered": {}, **variants}}
+    return {
+        "study": "s",
+        "plan": "p",
+        "cells": ["qwen7b-gsm8k"],
+        "models": {"qwen7b": {"backend": "vllm"}},
+        "benchmarks": {"gsm8k": {"kind": "gsm8k"}},
+        "variants": {"registered": {}, **variants},
+    }
 
 
 def test_panel_models_and_benchmarks_take_their_pins_from_the_plan(plan):
@@ -32,8 +38,13 @@ def test_variants_override_the_plan_and_name_unknown_parameters(plan):
 
 
 def test_records_only_variants_reuse_samples_and_may_not_change_generation(plan):
-    config = study(**{"m-20": {"m": 20}, "m-3": {"m": 3, "subsample_of": "m-20"},
-                      "eps": {"epsilon": 0.1, "subsample_of": "registered"}})
+    config = study(
+        **{
+            "m-20": {"m": 20},
+            "m-3": {"m": 3, "subsample_of": "m-20"},
+            "eps": {"epsilon": 0.1, "subsample_of": "registered"},
+        }
+    )
     assert samples_variant(config, "m-3") == "m-20" and samples_variant(config, "m-20") == "m-20"
     assert protocol_for(config, plan, "m-3")["m"] == 3
     assert protocol_for(config, plan, "eps")["epsilon"] == 0.1

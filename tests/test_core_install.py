@@ -24,8 +24,11 @@ from cotdyn.audit import PLAN_CHECK
 ROOT = Path(__file__).resolve().parents[1]
 # The modules of the analysis and audit path: the CLI and every module the rules that run in
 # envs/analysis.yaml reach (tests/test_envs.py), so a module added to that path is checked too.
-CORE_MODULES = sorted({"cotdyn.cli", "cotdyn.cli_prereg"}.union(*(
-    closure(script, NEVER_RUN["analysis.yaml"])[0] for _, script, env in RULE_ENVS if env == "analysis.yaml")))
+CORE_MODULES = sorted(
+    {"cotdyn.cli", "cotdyn.cli_prereg"}.union(
+        *(closure(script, NEVER_RUN["analysis.yaml"])[0] for _, script, env in RULE_ENVS if env == "analysis.yaml")
+    )
+)
 # argv: blocked names, modules to import, code to run with sys.argv = [code, args...]. A finder
 # first on sys.meta_path refuses the blocked names as if they were not installed.
 RUNNER = textwrap.dedent("""
@@ -70,8 +73,13 @@ def _name(requirement: str) -> str:
 
 
 def run_without_extras(code: str, *args: str, modules: list[str] = CORE_MODULES, cwd: Path = ROOT):
-    return subprocess.run([sys.executable, "-c", RUNNER, ",".join(extras_imports()), ",".join(modules), code, *args],
-                          cwd=cwd, capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-c", RUNNER, ",".join(extras_imports()), ",".join(modules), code, *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def test_the_blocker_blocks():
@@ -84,8 +92,9 @@ def test_analyze_audit_and_report_run_without_the_extras(tmp_path, data_dir):
     plan = tmp_path / "preregistration" / "plan.yaml"
     records = study / "cells" / "qwen7b-gsm8k" / "registered" / "records.parquet"
 
-    analyzed = run_without_extras(CLI, "analyze", str(records), "--plan", str(plan), "--out", str(tmp_path / "out"),
-                                  cwd=tmp_path)
+    analyzed = run_without_extras(
+        CLI, "analyze", str(records), "--plan", str(plan), "--out", str(tmp_path / "out"), cwd=tmp_path
+    )
     assert analyzed.returncode == 0, analyzed.stderr
     cli = json.loads((tmp_path / "out" / "hypotheses.json").read_text())
     rule = json.loads((study / "analysis" / "registered" / "hypotheses.json").read_text())
@@ -96,7 +105,12 @@ def test_analyze_audit_and_report_run_without_the_extras(tmp_path, data_dir):
     assert audited.returncode == 0, audited.stdout + audited.stderr
     assert (tmp_path / "audit.json").exists()
 
-    header = run_without_extras(HEADER, "registered", str(study / "analysis" / "registered" / "hypotheses.json"),
-                                str(study / PLAN_CHECK), str(tmp_path / "header.html"))
+    header = run_without_extras(
+        HEADER,
+        "registered",
+        str(study / "analysis" / "registered" / "hypotheses.json"),
+        str(study / PLAN_CHECK),
+        str(tmp_path / "header.html"),
+    )
     assert header.returncode == 0, header.stderr
     assert b"<html" in (tmp_path / "header.html").read_bytes()

@@ -5,7 +5,6 @@ import importlib.util
 import json
 
 import pytest
-
 from conftest import DATA, ROOT
 
 

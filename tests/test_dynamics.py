@@ -27,8 +27,9 @@ def is_nan(x) -> bool:
     return isinstance(x, float) and math.isnan(x)
 
 
-def samples_from_states(states_by_problem: dict[str, list[dict]], n: int = 16, cell: str | None = None,
-                        stride: int = 16) -> pd.DataFrame:
+def samples_from_states(
+    states_by_problem: dict[str, list[dict]], n: int = 16, cell: str | None = None, stride: int = 16
+) -> pd.DataFrame:
     """Samples whose empirical distributions are exactly the given states (multiples of 1/n).
 
     The key None stands for an unparseable sample (status 'no_answer')."""
@@ -38,9 +39,17 @@ def samples_from_states(states_by_problem: dict[str, list[dict]], n: int = 16, c
             j = 0
             for answer, p in state.items():
                 for _ in range(round(p * n)):
-                    rows.append({"problem_id": pid, "prefix": k, "sample": j, "prefix_tokens": stride * k,
-                                 "text": "...", "answer": answer,
-                                 "status": "no_answer" if answer is None else "ok"})
+                    rows.append(
+                        {
+                            "problem_id": pid,
+                            "prefix": k,
+                            "sample": j,
+                            "prefix_tokens": stride * k,
+                            "text": "...",
+                            "answer": answer,
+                            "status": "no_answer" if answer is None else "ok",
+                        }
+                    )
                     j += 1
             assert j == n, (pid, k, state)
     frame = pd.DataFrame(rows)
@@ -52,11 +61,15 @@ def samples_from_states(states_by_problem: dict[str, list[dict]], n: int = 16, c
 # ---------------------------------------------------------------------------------------------
 # distributions
 
+
 def test_distributions_counts_nulls_as_a_class_and_orders_checkpoints():
-    samples = samples_from_states({
-        "p1": [{"12": 0.5, None: 0.5}, {"12": 0.25, "18": 0.75}],
-        "p2": [{None: 1.0}, {"7": 1.0}],
-    }, n=4)
+    samples = samples_from_states(
+        {
+            "p1": [{"12": 0.5, None: 0.5}, {"12": 0.25, "18": 0.75}],
+            "p2": [{None: 1.0}, {"7": 1.0}],
+        },
+        n=4,
+    )
     samples = samples.sample(frac=1.0, random_state=0)  # row order must not matter
     got = dyn.distributions(samples)
     assert got == {
@@ -104,8 +117,7 @@ def test_checkpoint_positions_aligned_and_checked():
 # Section 4.1 metrics on hand-made trajectories
 
 # D_k: {a}, {b}, {a,b}, {b}, {a}
-REVISING = [{"a": 0.6, "b": 0.4}, {"a": 0.3, "b": 0.7}, {"a": 0.5, "b": 0.5},
-            {"a": 0.25, "b": 0.75}, {"a": 1.0}]
+REVISING = [{"a": 0.6, "b": 0.4}, {"a": 0.3, "b": 0.7}, {"a": 0.5, "b": 0.5}, {"a": 0.25, "b": 0.75}, {"a": 1.0}]
 
 
 def test_effective_support_is_mean_perplexity():
@@ -230,8 +242,10 @@ def test_witness_same_entropy_profile_different_distributions():
     assert dyn.mechanism(t1, "a", False) == "stochastic_miss"
     assert dyn.mechanism(t2, "a", False) == "never_discovered"
     # as two models' traces of one question: an exact entropy match that disagrees everywhere
-    traces = [dyn.Trace("m1-task", "m1", "task", "q", (0, 16, 32), tuple(t1), 3, "a", False, 32.0),
-              dyn.Trace("m2-task", "m2", "task", "q", (0, 16, 32), tuple(t2), 3, "a", False, 32.0)]
+    traces = [
+        dyn.Trace("m1-task", "m1", "task", "q", (0, 16, 32), tuple(t1), 3, "a", False, 32.0),
+        dyn.Trace("m2-task", "m2", "task", "q", (0, 16, 32), tuple(t2), 3, "a", False, 32.0),
+    ]
     pairs = dyn.disagreement_pairs(traces)
     assert pairs.loc[0, ["rmse", "dominant_set", "gold_dominance", "mechanism"]].tolist() == [0.0, 1.0, 1.0, 1.0]
     curve = dyn.disagreement_curve(pairs)
@@ -246,18 +260,21 @@ def test_witness_same_entropy_profile_different_distributions():
 G, W = "g", "w"
 
 
-@pytest.mark.parametrize("states, correct, expected", [
-    ([{G: 1.0}, {G: 0.5, W: 0.5}, {G: 0.75, W: 0.25}], True, "stable_success"),  # tie counts as dominant
-    ([{W: 1.0}, {G: 0.5, W: 0.5}], True, "rescue"),
-    ([{G: 1.0}, {W: 0.75, G: 0.25}, {G: 1.0}], True, "detour_success"),
-    ([{G: 1.0}, {W: 0.75, G: 0.25}], True, "fragile_success"),
-    ([{dyn.NULL: 0.75, G: 0.25}], True, "fragile_success"),  # a dominant null class hides gold
-    ([{W: 1.0}, {"v": 0.5, W: 0.5}, {W: 1.0}], False, "never_discovered"),
-    ([{G: 0.5, W: 0.5}, {G: 1.0}, {W: 1.0}], False, "escape"),
-    ([{W: 1.0}, {G: 1.0}, {W: 1.0}], False, "failed_rescue"),
-    ([{W: 1.0}, {G: 0.5, W: 0.5}], False, "stochastic_miss"),
-    ([{G: 1.0}], False, "stochastic_miss"),
-])
+@pytest.mark.parametrize(
+    "states, correct, expected",
+    [
+        ([{G: 1.0}, {G: 0.5, W: 0.5}, {G: 0.75, W: 0.25}], True, "stable_success"),  # tie counts as dominant
+        ([{W: 1.0}, {G: 0.5, W: 0.5}], True, "rescue"),
+        ([{G: 1.0}, {W: 0.75, G: 0.25}, {G: 1.0}], True, "detour_success"),
+        ([{G: 1.0}, {W: 0.75, G: 0.25}], True, "fragile_success"),
+        ([{dyn.NULL: 0.75, G: 0.25}], True, "fragile_success"),  # a dominant null class hides gold
+        ([{W: 1.0}, {"v": 0.5, W: 0.5}, {W: 1.0}], False, "never_discovered"),
+        ([{G: 0.5, W: 0.5}, {G: 1.0}, {W: 1.0}], False, "escape"),
+        ([{W: 1.0}, {G: 1.0}, {W: 1.0}], False, "failed_rescue"),
+        ([{W: 1.0}, {G: 0.5, W: 0.5}], False, "stochastic_miss"),
+        ([{G: 1.0}], False, "stochastic_miss"),
+    ],
+)
 def test_mechanisms(states, correct, expected):
     assert dyn.mechanism(states, G, correct) == expected
 
@@ -273,13 +290,20 @@ def test_mechanisms_partition_each_outcome():
 # ---------------------------------------------------------------------------------------------
 # profile_table: samples + records -> one row per problem
 
+
 def small_cell():
     states = {"p1": T2_ENDPOINT_16, "p2": [{"5": 1.0}, {None: 0.75, "5": 0.25}], "p3": [{None: 1.0}]}
     samples = samples_from_states(states, n=16)
-    records = pd.DataFrame({"cell": "qwen7b-gsm8k", "problem_id": ["p1", "p2", "p3", "p4"],
-                            "gold": ["a", "5", "9", "1"], "correct": [True, True, False, True],
-                            "chain_correct": [True, False, False, True],
-                            "reference_tokens": [32, 16, 0, 10]})
+    records = pd.DataFrame(
+        {
+            "cell": "qwen7b-gsm8k",
+            "problem_id": ["p1", "p2", "p3", "p4"],
+            "gold": ["a", "5", "9", "1"],
+            "correct": [True, True, False, True],
+            "chain_correct": [True, False, False, True],
+            "reference_tokens": [32, 16, 0, 10],
+        }
+    )
     return samples, records
 
 
@@ -326,6 +350,7 @@ def test_profile_table_input_errors():
 
 # ---------------------------------------------------------------------------------------------
 # Table 1: variance decomposition
+
 
 def random_profiles(rng, n_models=4, n_tasks=3, balanced=False):
     rows = []
@@ -375,6 +400,7 @@ def test_variance_decomposition_needs_full_grid():
 # ---------------------------------------------------------------------------------------------
 # Table 2: objective-conditioned profiles
 
+
 def test_objective_profiles_standardize_within_task_and_pick_quartiles():
     rng = np.random.default_rng(4)
     rows = []
@@ -382,14 +408,26 @@ def test_objective_profiles_standardize_within_task_and_pick_quartiles():
         for m in range(4):
             n = 5 + m
             for i in range(n):
-                rows.append({"model": f"m{m}", "task": task, "correct": bool((i + m + t) % 3),
-                             "reference_tokens": 50.0 + 30 * m + 100 * t + i,
-                             **{k: rng.normal(m, 1) for k in dyn.PROFILE_METRICS}})
+                rows.append(
+                    {
+                        "model": f"m{m}",
+                        "task": task,
+                        "correct": bool((i + m + t) % 3),
+                        "reference_tokens": 50.0 + 30 * m + 100 * t + i,
+                        **{k: rng.normal(m, 1) for k in dyn.PROFILE_METRICS},
+                    }
+                )
     profiles = pd.DataFrame(rows)
     table = dyn.objective_profiles(profiles).set_index("objective")
-    cond = profiles.groupby(["model", "task"]).agg(
-        accuracy=("correct", "mean"), cot=("reference_tokens", "mean"),
-        **{k: (k, "mean") for k in dyn.PROFILE_METRICS}).reset_index()
+    cond = (
+        profiles.groupby(["model", "task"])
+        .agg(
+            accuracy=("correct", "mean"),
+            cot=("reference_tokens", "mean"),
+            **{k: (k, "mean") for k in dyn.PROFILE_METRICS},
+        )
+        .reset_index()
+    )
     # independent: scipy's population z-score within each task
     z = cond.copy()
     for col in ("accuracy", *dyn.PROFILE_METRICS):
@@ -421,28 +459,30 @@ def planted_path(mech: str, rng) -> tuple[list[bool], bool]:
     if mech == "stable_success":
         g[:] = True
     elif mech == "rescue":
-        g[rng.integers(2, 7):] = True
+        g[rng.integers(2, 7) :] = True
     elif mech == "detour_success":
         s = rng.integers(2, 6)
         g[:] = True
-        g[s:s + 2] = False
+        g[s : s + 2] = False
     elif mech == "fragile_success":
-        g[:rng.integers(0, 8)] = True  # gold lost before the end
+        g[: rng.integers(0, 8)] = True  # gold lost before the end
     elif mech == "escape":
-        g[:rng.integers(5, 9)] = True  # late switch away from gold
+        g[: rng.integers(5, 9)] = True  # late switch away from gold
     elif mech == "failed_rescue":
         s = rng.integers(1, 6)
-        g[s:s + 2] = True
+        g[s : s + 2] = True
     elif mech == "stochastic_miss":
-        g[rng.integers(0, 8):] = True
+        g[rng.integers(0, 8) :] = True
     return g.tolist(), mech in dyn.SUCCESS_MECHANISMS
 
 
 PLANTED = {  # mechanism probabilities per model (sum to 1)
-    "m1": dict(zip((*dyn.SUCCESS_MECHANISMS, *dyn.FAILURE_MECHANISMS),
-                   (0.40, 0.10, 0.05, 0.05, 0.15, 0.15, 0.05, 0.05))),
-    "m2": dict(zip((*dyn.SUCCESS_MECHANISMS, *dyn.FAILURE_MECHANISMS),
-                   (0.15, 0.15, 0.10, 0.05, 0.10, 0.30, 0.10, 0.05))),
+    "m1": dict(
+        zip((*dyn.SUCCESS_MECHANISMS, *dyn.FAILURE_MECHANISMS), (0.40, 0.10, 0.05, 0.05, 0.15, 0.15, 0.05, 0.05))
+    ),
+    "m2": dict(
+        zip((*dyn.SUCCESS_MECHANISMS, *dyn.FAILURE_MECHANISMS), (0.15, 0.15, 0.10, 0.05, 0.10, 0.30, 0.10, 0.05))
+    ),
 }
 
 
@@ -463,13 +503,30 @@ def simulate(rng, per_cell=300, n=16):
             other = np.where(gold_dominant, wrong[:, None], gold[:, None])
             answers = np.where(draws == 0, top[..., None], np.where(draws == 1, other[..., None], None))
             pid, k, j = np.meshgrid(i, np.arange(K_SIM + 1), np.arange(n), indexing="ij")
-            sample_frames.append(pd.DataFrame({
-                "cell": cell, "problem_id": np.char.mod("q%04d", pid.ravel()), "prefix": k.ravel(),
-                "sample": j.ravel(), "prefix_tokens": 16 * k.ravel(), "answer": answers.ravel()}))
+            sample_frames.append(
+                pd.DataFrame(
+                    {
+                        "cell": cell,
+                        "problem_id": np.char.mod("q%04d", pid.ravel()),
+                        "prefix": k.ravel(),
+                        "sample": j.ravel(),
+                        "prefix_tokens": 16 * k.ravel(),
+                        "answer": answers.ravel(),
+                    }
+                )
+            )
             for idx, (mech, (_, correct)) in enumerate(zip(mechs, paths)):
                 pid_s = f"q{idx:04d}"
-                records.append({"cell": cell, "problem_id": pid_s, "gold": gold[idx], "correct": correct,
-                                "chain_correct": correct, "reference_tokens": 16 * K_SIM + idx % 7})
+                records.append(
+                    {
+                        "cell": cell,
+                        "problem_id": pid_s,
+                        "gold": gold[idx],
+                        "correct": correct,
+                        "chain_correct": correct,
+                        "reference_tokens": 16 * K_SIM + idx % 7,
+                    }
+                )
                 planted.append({"cell": cell, "problem_id": pid_s, "planted": mech})
     samples = pd.concat(sample_frames, ignore_index=True)
     samples["text"] = ""
@@ -502,6 +559,7 @@ def test_planted_mechanism_shares_are_recovered(simulated):
 # ---------------------------------------------------------------------------------------------
 # Figure 3: normalized time, RMSE, binning
 
+
 def test_normalized_profile_reads_the_most_recent_checkpoint():
     states = ({"a": 1.0}, {"a": 0.5, "b": 0.5}, {"b": 1.0})
     trace = dyn.Trace("m-t", "m", "t", "q", (16, 56, 116), states, 3, "a", True, 116.0)
@@ -519,7 +577,8 @@ def test_disagreement_pairs_hand_computed():
     h = [{"a": 1.0}, {"a": 1.0}]
     half = [{"a": 1.0}, {"b": 1.0}]
     mk = lambda model, states, correct: dyn.Trace(  # noqa: E731
-        f"{model}-t", model, "t", "q", (0, 32), tuple(states), 2, "a", correct, 32.0)
+        f"{model}-t", model, "t", "q", (0, 32), tuple(states), 2, "a", correct, 32.0
+    )
     pairs = dyn.disagreement_pairs([mk("m1", h, True), mk("m2", half, True), mk("m3", h, False)])
     assert pairs[["model_a", "model_b"]].values.tolist() == [["m1", "m2"], ["m1", "m3"], ["m2", "m3"]]
     # m1 vs m2: same entropy (0 everywhere), dominant set differs only at t = 1 (1 of 101 points)
@@ -530,8 +589,14 @@ def test_disagreement_pairs_hand_computed():
 
 def test_disagreement_curve_bins_are_right_closed():
     rmse = [0.0, 1e-13, 0.005, 0.01, 0.07, 0.0700001, 0.2, 0.25]
-    pairs = pd.DataFrame({"rmse": rmse, "dominant_set": [1, 0, 0.5, 0.25, 1, 0, 1, 1],
-                          "gold_dominance": 0.0, "mechanism": [1, NAN, 0, NAN, 1, 0, 1, 1]})
+    pairs = pd.DataFrame(
+        {
+            "rmse": rmse,
+            "dominant_set": [1, 0, 0.5, 0.25, 1, 0, 1, 1],
+            "gold_dominance": 0.0,
+            "mechanism": [1, NAN, 0, NAN, 1, 0, 1, 1],
+        }
+    )
     curve = dyn.disagreement_curve(pairs).set_index("bin")
     assert len(curve) == 21
     assert curve.loc["exact", "n_pairs"] == 2 and curve.loc["exact", "dominant_set_pct"] == 50.0
@@ -547,6 +612,7 @@ def test_disagreement_curve_bins_are_right_closed():
 # ---------------------------------------------------------------------------------------------
 # Writing: files and byte-determinism
 
+
 def test_write_dynamics_is_deterministic(simulated, tmp_path):
     samples, records, _ = simulated
     keep = samples["problem_id"] < "q0040"
@@ -554,9 +620,19 @@ def test_write_dynamics_is_deterministic(simulated, tmp_path):
     first = plots.write_dynamics(sub_samples, sub_records, tmp_path / "a")
     second = plots.write_dynamics(sub_samples.sample(frac=1.0, random_state=1), sub_records, tmp_path / "b")
     names = sorted(p.name for p in first)
-    assert names == sorted(["profiles.csv", "variance_decomposition.csv", "objective_profiles.csv",
-                            "mechanism_shares.csv", "disagreement_pairs.csv", "disagreement_curve.csv",
-                            "trajectories.png", "mechanism_shares.png", "disagreement.png"])
+    assert names == sorted(
+        [
+            "profiles.csv",
+            "variance_decomposition.csv",
+            "objective_profiles.csv",
+            "mechanism_shares.csv",
+            "disagreement_pairs.csv",
+            "disagreement_curve.csv",
+            "trajectories.png",
+            "mechanism_shares.png",
+            "disagreement.png",
+        ]
+    )
     for a, b in zip(sorted(first), sorted(second)):
         assert a.read_bytes() == b.read_bytes(), a.name
     for p in first:
@@ -581,8 +657,15 @@ def test_trajectory_figure_for_chosen_problems(simulated):
 
 def test_objective_profiles_zero_spread_sits_at_task_mean():
     # one model per task: no spread within a task, so every standardized value is 0 (not NaN)
-    profiles = pd.DataFrame({"model": ["m0", "m0"], "task": ["gsm8k", "math500"], "correct": [True, False],
-                             "reference_tokens": [100.0, 300.0], **{k: [1.0, 2.0] for k in dyn.PROFILE_METRICS}})
+    profiles = pd.DataFrame(
+        {
+            "model": ["m0", "m0"],
+            "task": ["gsm8k", "math500"],
+            "correct": [True, False],
+            "reference_tokens": [100.0, 300.0],
+            **{k: [1.0, 2.0] for k in dyn.PROFILE_METRICS},
+        }
+    )
     table = dyn.objective_profiles(profiles).set_index("objective")
     assert table.loc["high_accuracy", "n_conditions"] == 1  # ceil(25% of 2)
     assert table.loc["high_accuracy", list(dyn.PROFILE_METRICS)].tolist() == [0.0] * 7

@@ -34,10 +34,14 @@ _HUB = "cotdyn.benchmarks.read_hub runs only in rule problems (analysis.yaml)"
 # env file -> {module, or "module:distribution" for one lazy import of a module: why it never runs there}
 NEVER_RUN = {
     "analysis.yaml": {"cotdyn.backends.transformers": _BACKENDS, "cotdyn.backends.vllm": _BACKENDS},
-    "generate-cpu.yaml": {"cotdyn.backends.vllm": "generation_env picks generate-vllm.yaml for a vllm model",
-                          "cotdyn.benchmarks:datasets": _HUB},
-    "generate-vllm.yaml": {"cotdyn.benchmarks:datasets": _HUB,
-                           "cotdyn.writers:matplotlib": "generation rules write parquet and JSON, no figures"},
+    "generate-cpu.yaml": {
+        "cotdyn.backends.vllm": "generation_env picks generate-vllm.yaml for a vllm model",
+        "cotdyn.benchmarks:datasets": _HUB,
+    },
+    "generate-vllm.yaml": {
+        "cotdyn.benchmarks:datasets": _HUB,
+        "cotdyn.writers:matplotlib": "generation rules write parquet and JSON, no figures",
+    },
 }
 # Pins of an environment that are not the lock's (the lock is the CPU test environment).
 NOT_IN_LOCK = {"generate-vllm.yaml": {"vllm", "torchvision", "torchaudio"}}
@@ -214,8 +218,15 @@ RULE_ENVS = rules()
 
 def test_every_rule_with_a_script_is_checked():
     names = {rule for rule, _, _ in RULE_ENVS}
-    assert {"hypotheses", "audit", "math_shepherd", "infogain_toy", "reference", "continuations",
-            "prepare_model"} <= names, names
+    assert {
+        "hypotheses",
+        "audit",
+        "math_shepherd",
+        "infogain_toy",
+        "reference",
+        "continuations",
+        "prepare_model",
+    } <= names, names
     assert {env for _, _, env in RULE_ENVS} == {p.name for p in ENVS.glob("*.yaml")}
 
 
@@ -234,8 +245,11 @@ def test_the_closure_follows_transitive_and_function_level_imports():
 def test_a_rules_environment_lists_what_its_script_imports(rule, script, env):
     listed = set(env_pins(env))
     imports = third_party(script, NEVER_RUN.get(env, {}))
-    missing = sorted(f"{distribution(top)} (import {top}, in {where})" for top, where in imports.items()
-                     if distribution(top) not in listed)
+    missing = sorted(
+        f"{distribution(top)} (import {top}, in {where})"
+        for top, where in imports.items()
+        if distribution(top) not in listed
+    )
     assert not missing, f"rule {rule} ({script}) runs in envs/{env}, which lacks: {'; '.join(missing)}"
 
 
@@ -271,8 +285,9 @@ def test_the_lock_pins_every_dependency_of_pyproject():
     import tomllib
 
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    requirements = project["dependencies"] + [r for extra, reqs in project["optional-dependencies"].items()
-                                              if extra != "vllm" for r in reqs]
+    requirements = project["dependencies"] + [
+        r for extra, reqs in project["optional-dependencies"].items() if extra != "vllm" for r in reqs
+    ]
     lock = lock_pins()
     missing = []
     for line in requirements:

@@ -65,8 +65,12 @@ def test_roc_area_undefined_for_one_class():
 def test_signals_are_oriented_so_higher_means_correct():
     r = planted_records(400, 2)
     y = r["correct"].to_numpy()
-    expect = {"monotone": r["monotone"].astype(float), "violations": -r["violations"].astype(float),
-              "final_entropy": -r["final_entropy"], "coherence": r["coherence"]}
+    expect = {
+        "monotone": r["monotone"].astype(float),
+        "violations": -r["violations"].astype(float),
+        "final_entropy": -r["final_entropy"],
+        "coherence": r["coherence"],
+    }
     rows = {row["signal"]: row for row in ex.ranking_table(r, draws=5, seed=0)}
     for name, score in expect.items():
         assert rows[name]["roc_auc"] == pytest.approx(roc_auc_score(y, score), abs=1e-12)
@@ -145,8 +149,9 @@ def test_aurc_ignores_draws_when_there_are_no_ties():
 def test_standardized_logit_matches_sklearn_and_recovers_planted_coefficients():
     rng = np.random.default_rng(4)
     n = 6000
-    frame = pd.DataFrame({"monotone": rng.random(n) < 0.6, "n_points": rng.integers(2, 9, n),
-                          "final_entropy": rng.gamma(2.0, 0.3, n)})
+    frame = pd.DataFrame(
+        {"monotone": rng.random(n) < 0.6, "n_points": rng.integers(2, 9, n), "final_entropy": rng.gamma(2.0, 0.3, n)}
+    )
     z = (frame - frame.mean()) / frame.std(ddof=0)
     truth = {"const": 0.5, "monotone": 0.4, "n_points": -0.2, "final_entropy": -1.0}
     eta = truth["const"] + sum(truth[t] * z[t] for t in ex.LOGIT_TERMS)
@@ -162,9 +167,15 @@ def test_standardized_logit_matches_sklearn_and_recovers_planted_coefficients():
 
 
 def test_standardized_logit_names_a_constant_term():
-    frame = pd.DataFrame({"monotone": [True] * 6, "n_points": [2, 3, 4, 5, 6, 7],
-                          "final_entropy": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6],
-                          "correct": [True, False] * 3, "excluded": False})
+    frame = pd.DataFrame(
+        {
+            "monotone": [True] * 6,
+            "n_points": [2, 3, 4, 5, 6, 7],
+            "final_entropy": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6],
+            "correct": [True, False] * 3,
+            "excluded": False,
+        }
+    )
     fit = ex.standardized_logit(frame)
     assert fit.coef is None and "monotone" in fit.reason
 
@@ -210,24 +221,37 @@ def test_violation_magnitude_is_scipy_spearman_over_non_monotone_chains():
 
 
 def test_label_coupling_by_hand():
-    frame = pd.DataFrame({"monotone": [True, True, False, False], "violations": [0, 0, 1, 2],
-                          "final_entropy": [0.0, 0.5, 0.7, 1.0], "coherence": [1.0, 0.5, 0.2, -0.1],
-                          "pred": ["1", "2", "3", None], "chain_answer": ["1", "5", "3", "4"],
-                          "correct": [True, False, True, False], "chain_correct": [True, True, True, False],
-                          "excluded": False})
+    frame = pd.DataFrame(
+        {
+            "monotone": [True, True, False, False],
+            "violations": [0, 0, 1, 2],
+            "final_entropy": [0.0, 0.5, 0.7, 1.0],
+            "coherence": [1.0, 0.5, 0.2, -0.1],
+            "pred": ["1", "2", "3", None],
+            "chain_answer": ["1", "5", "3", "4"],
+            "correct": [True, False, True, False],
+            "chain_correct": [True, True, True, False],
+            "excluded": False,
+        }
+    )
     out = ex.label_coupling(frame)
     assert out["answer_agreement"] == 0.5  # rows 0 and 2
     assert out["label_agreement"] == 0.75
     assert out["roc_final_entropy_majority"] == pytest.approx(roc_auc_score(frame["correct"], -frame["final_entropy"]))
     assert out["roc_final_entropy_chain"] == pytest.approx(
-        roc_auc_score(frame["chain_correct"], -frame["final_entropy"]))
+        roc_auc_score(frame["chain_correct"], -frame["final_entropy"])
+    )
 
 
 def test_early_exit_uses_only_the_first_k_transitions():
-    frame = pd.DataFrame({
-        "trajectory": [[1.0, 0.5, 0.8], [1.0, 1.2, 0.0], [1.0, 0.5, 0.2, 0.6], [0.5, 0.0]],
-        "n_points": [3, 3, 4, 2], "correct": [True, False, True, False], "excluded": False,
-    })
+    frame = pd.DataFrame(
+        {
+            "trajectory": [[1.0, 0.5, 0.8], [1.0, 1.2, 0.0], [1.0, 0.5, 0.2, 0.6], [0.5, 0.0]],
+            "n_points": [3, 3, 4, 2],
+            "correct": [True, False, True, False],
+            "excluded": False,
+        }
+    )
     rows = {r["transitions"]: r for r in ex.early_exit(frame, epsilon=0.01, resamples=0, seed=0)}
     assert sorted(rows) == [1, 2, 3]
     # k=1: monotone = [T, F, T, T] -> acc 2/3 vs 0/1
@@ -239,8 +263,14 @@ def test_early_exit_uses_only_the_first_k_transitions():
 
 
 def test_epsilon_sweep_recomputes_shape_and_reports_grid_spacing():
-    frame = pd.DataFrame({"trajectory": [[1.0, 1.03, 0.0], [1.0, 1.2, 0.0], [1.0, 0.5, 0.0], [0.7, 0.7, 0.0]],
-                          "n_points": 3, "correct": [True, False, True, False], "excluded": False})
+    frame = pd.DataFrame(
+        {
+            "trajectory": [[1.0, 1.03, 0.0], [1.0, 1.2, 0.0], [1.0, 0.5, 0.0], [0.7, 0.7, 0.0]],
+            "n_points": 3,
+            "correct": [True, False, True, False],
+            "excluded": False,
+        }
+    )
     rows = {r["epsilon"]: r for r in ex.epsilon_sweep(frame, m=5, resamples=0, seed=0)}
     assert [rows[e]["coverage"] for e in ex.EPSILONS] == [0.5, 0.5, 0.75, 0.75]
     assert rows[0.05]["n_changed_vs_min_epsilon"] == 1
@@ -294,11 +324,20 @@ def test_coverage_figure_does_not_draw_censored_chains_as_observations():
 
 
 def test_sweep_table_deltas_against_registered():
-    base = {"n": 100, "n_excluded": 2, "accuracy": 0.5, "monotone_coverage": 0.6, "gap_pp": 20.0,
-            "truncation_rate": 0.36, "cap_hit_rate": 0.4}
+    base = {
+        "n": 100,
+        "n_excluded": 2,
+        "accuracy": 0.5,
+        "monotone_coverage": 0.6,
+        "gap_pp": 20.0,
+        "truncation_rate": 0.36,
+        "cap_hit_rate": 0.4,
+    }
     other = base | {"accuracy": 0.55, "truncation_rate": 0.032, "gap_pp": 25.0}
-    lengths = {"registered": {"c-math500": {"median_reference_tokens": 470.0, "p90_reference_tokens": 600.0}},
-               "b1280": {"c-math500": {"median_reference_tokens": 471.0, "p90_reference_tokens": 1019.0}}}
+    lengths = {
+        "registered": {"c-math500": {"median_reference_tokens": 470.0, "p90_reference_tokens": 600.0}},
+        "b1280": {"c-math500": {"median_reference_tokens": 471.0, "p90_reference_tokens": 1019.0}},
+    }
     rows = ex.sweep_table({"b1280": {"c-math500": other}, "registered": {"c-math500": base}}, chain_lengths=lengths)
     assert [r["variant"] for r in rows] == ["registered", "b1280"]
     b = rows[1]
@@ -311,8 +350,10 @@ def test_sweep_table_deltas_against_registered():
 
 def test_chain_length_stats():
     frame = pd.DataFrame({"reference_tokens": list(range(1, 11))})
-    assert ex.chain_length_stats(frame) == {"median_reference_tokens": 5.5,
-                                            "p90_reference_tokens": float(np.quantile(range(1, 11), 0.9))}
+    assert ex.chain_length_stats(frame) == {
+        "median_reference_tokens": 5.5,
+        "p90_reference_tokens": float(np.quantile(range(1, 11), 0.9)),
+    }
 
 
 def test_missing_column_is_named():
@@ -321,12 +362,21 @@ def test_missing_column_is_named():
 
 
 def test_report_header_lists_plan_hash_and_deviations():
-    text = report_header("b1280", {"plan_sha256": "abc123"},
-                                {"plan_sha256": "abc123", "registered": {"date": "2026-11-30"},
-                                 "cells": {"q-math500": {"confirmatory": True,
-                                                         "deviations": ["reference_budget: 600 -> 1280"]},
-                                           "q-gsm8k": {"confirmatory": False, "differences": {"b1280": [
-                                               {"parameter": "m", "registered": 5, "used": 10}]}}}})
+    text = report_header(
+        "b1280",
+        {"plan_sha256": "abc123"},
+        {
+            "plan_sha256": "abc123",
+            "registered": {"date": "2026-11-30"},
+            "cells": {
+                "q-math500": {"confirmatory": True, "deviations": ["reference_budget: 600 -> 1280"]},
+                "q-gsm8k": {
+                    "confirmatory": False,
+                    "differences": {"b1280": [{"parameter": "m", "registered": 5, "used": 10}]},
+                },
+            },
+        },
+    )
     assert "``abc123``" in text and "reference_budget: 600 -> 1280" in text and "m: 5 -> 10" in text
 
 

@@ -92,7 +92,11 @@ def test_h5_matches_an_independent_sklearn_fit_and_matched_coverage(result, pane
     x = rows[h5_plan["features"]].to_numpy(float)
     y = rows["correct"].to_numpy(bool)
     x_tr, x_te, y_tr, y_te, _, m_te = train_test_split(
-        x, y, rows["monotone"].to_numpy(bool), train_size=h5_plan["train_fraction"], stratify=y,
+        x,
+        y,
+        rows["monotone"].to_numpy(bool),
+        train_size=h5_plan["train_fraction"],
+        stratify=y,
         random_state=h5_plan["split_seed"],
     )
     model = LogisticRegression(max_iter=1000).fit(x_tr, y_tr)

@@ -57,8 +57,9 @@ def tiny_lm():
 
 def _toy_chain(vocab, x, steps, y):
     answer = [t for j, v in enumerate(y, 1) for t in (vocab.field(j), v)]
-    return supervisor.chain_instances([vocab.bos, *x], [[s] for s in steps], answer, [vocab.step_sep],
-                                      [vocab.answer_sep], [False, True] * len(y))
+    return supervisor.chain_instances(
+        [vocab.bos, *x], [[s] for s in steps], answer, [vocab.step_sep], [vocab.answer_sep], [False, True] * len(y)
+    )
 
 
 def test_answer_ce_matches_torch_cross_entropy_on_answer_tokens(tiny_lm):
@@ -87,7 +88,11 @@ def test_loss_ignores_everything_but_the_answer(tiny_lm):
 def test_supervisor_training_is_reproducible_and_restores_torch_settings(tiny_lm):
     vocab, _ = tiny_lm
     rng = np.random.default_rng(0)
-    insts = [i for _ in range(20) for i in _toy_chain(vocab, rng.integers(0, 30, 3), rng.integers(0, 30, 2), rng.integers(0, 30, 2))]
+    insts = [
+        i
+        for _ in range(20)
+        for i in _toy_chain(vocab, rng.integers(0, 30, 3), rng.integers(0, 30, 2), rng.integers(0, 30, 2))
+    ]
     params = supervisor.TrainParams(max_epochs=2, batch_size=8, seed=5, num_threads=1)
     threads = torch.get_num_threads()
     outs = []
@@ -195,6 +200,7 @@ def test_detection_metrics_match_sklearn_confusion_matrix():
 
 def _fake_run(val_ig, test_ig, error_step_val, error_step_test):
     """A run dict whose only informative method is IG; the others are constant."""
+
     def traces(error_step):
         n = len(error_step)
         states = np.zeros((n, 5, 5), dtype=int)
@@ -342,8 +348,10 @@ def test_orm_instances_carry_the_chain_correctness_and_end_with_the_query_token(
 def test_orm_loss_is_binary_cross_entropy_and_probabilities_are_sigmoids():
     vocab = supervisor.toy_vocab(20)
     orm = baselines.build_orm(vocab, supervisor.ModelSize(n_layer=1, n_head=2, n_embd=16), seed=0)
-    insts = [baselines.orm_instance([vocab.bos, 1, 2, vocab.answer_sep], True),
-             baselines.orm_instance([vocab.bos, 3, vocab.answer_sep], False)]
+    insts = [
+        baselines.orm_instance([vocab.bos, 1, 2, vocab.answer_sep], True),
+        baselines.orm_instance([vocab.bos, 3, vocab.answer_sep], False),
+    ]
     batch = baselines.collate_orm(insts, vocab.pad)
     probs = baselines.orm_probabilities(orm, insts, vocab.pad)
     ref = -np.log(np.array([probs[0], 1 - probs[1]]))
@@ -366,8 +374,13 @@ def test_resolve_size_names_bad_keys():
         experiment.resolve_size("medium")
 
 
-TINY = {"n_problems": 60, "ms_completions": 3, "model": {"n_layer": 1, "n_embd": 16},
-        "supervisor_train": {"max_epochs": 1, "eval_every": 0}, "orm_train": {"max_epochs": 1, "eval_every": 0}}
+TINY = {
+    "n_problems": 60,
+    "ms_completions": 3,
+    "model": {"n_layer": 1, "n_embd": 16},
+    "supervisor_train": {"max_epochs": 1, "eval_every": 0},
+    "orm_train": {"max_epochs": 1, "eval_every": 0},
+}
 
 
 def test_tiny_toy_experiment_writes_byte_identical_outputs(tmp_path):
@@ -377,7 +390,9 @@ def test_tiny_toy_experiment_writes_byte_identical_outputs(tmp_path):
     second = run_toy_experiment(TINY, 3, tmp_path / "b")
     names = sorted(p.name for p in first["files"])
     assert names == sorted(p.name for p in second["files"])
-    assert {"ig_summary.csv", "table1_llm3.csv", "detection.csv", "acceptance.json", "figure3_heatmaps.png"} <= set(names)
+    assert {"ig_summary.csv", "table1_llm3.csv", "detection.csv", "acceptance.json", "figure3_heatmaps.png"} <= set(
+        names
+    )
     for name in names:
         a, b = (tmp_path / d / name for d in "ab")
         assert hashlib.sha256(a.read_bytes()).hexdigest() == hashlib.sha256(b.read_bytes()).hexdigest(), name
@@ -400,8 +415,10 @@ def test_lora_supervisor_trains_adapters_only_and_scores_every_prefix(tiny_model
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     base = {k: v.clone() for k, v in model.state_dict().items()}
-    chains = [lora.TextChain("What is 3*4+5?", ("3*4 = 12", "12+5 = 17"), "17"),
-              lora.TextChain("What is 2+2?", ("2+2 = 4",), "4")]
+    chains = [
+        lora.TextChain("What is 3*4+5?", ("3*4 = 12", "12+5 = 17"), "17"),
+        lora.TextChain("What is 2+2?", ("2+2 = 4",), "4"),
+    ]
     inst = lora.text_chain_instances(tokenizer, chains[0])[2]
     gold_ids = tokenizer("17", add_special_tokens=False)["input_ids"]
     assert [lab for lab in inst.labels if lab != IGNORE_INDEX] == gold_ids
@@ -411,8 +428,11 @@ def test_lora_supervisor_trains_adapters_only_and_scores_every_prefix(tiny_model
     trainable = {n for n, p in wrapped.named_parameters() if p.requires_grad}
     assert trainable and all("lora_" in n for n in trainable)
     assert np.isfinite(result.best_val_loss) and result.history[-1]["step"] == 2
-    merged = {k.replace("base_model.model.", "").replace(".base_layer", ""): v
-              for k, v in wrapped.state_dict().items() if "lora_" not in k}
+    merged = {
+        k.replace("base_model.model.", "").replace(".base_layer", ""): v
+        for k, v in wrapped.state_dict().items()
+        if "lora_" not in k
+    }
     assert set(base) <= set(merged)
     assert all(torch.equal(merged[k], v) for k, v in base.items())
     ce = lora.score_text_chains(wrapped, tokenizer, chains, settings)
@@ -448,9 +468,14 @@ def test_math_shepherd_labels_from_pipeline_samples():
 
     from cotdyn.math_shepherd import math_shepherd_from_samples
 
-    samples = pd.DataFrame({"problem_id": ["a"] * 6 + ["b"] * 3, "prefix": [0, 0, 0, 1, 1, 1, 0, 0, 0],
-                            "prefix_tokens": [0, 0, 0, 9, 9, 9, 0, 0, 0],
-                            "answer": ["5", "6", None, "5", "5", "5.0", "1", "2", "3"]})
+    samples = pd.DataFrame(
+        {
+            "problem_id": ["a"] * 6 + ["b"] * 3,
+            "prefix": [0, 0, 0, 1, 1, 1, 0, 0, 0],
+            "prefix_tokens": [0, 0, 0, 9, 9, 9, 0, 0, 0],
+            "answer": ["5", "6", None, "5", "5", "5.0", "1", "2", "3"],
+        }
+    )
     records = pd.DataFrame({"problem_id": ["a", "b"], "gold": ["5", "4"]})
     labels = math_shepherd_from_samples(samples, records, "gsm8k")
     assert labels[["soft", "hard"]].values.tolist() == [[1 / 3, 1.0], [1.0, 1.0], [0.0, 0.0]]

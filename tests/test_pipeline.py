@@ -11,10 +11,28 @@ from cotdyn.benchmarks import BenchmarkError, load_benchmark
 from cotdyn.cache import generate
 from cotdyn.plan import effective_protocol
 
-RECORD_COLUMNS = ["cell", "problem_id", "trajectory", "n_points", "monotone", "violations", "coherence",
-                  "final_entropy", "final_confidence", "pred", "gold", "correct", "chain_answer",
-                  "chain_correct", "excluded", "exclusion_reason", "reference_tokens",
-                  "reference_truncated", "raw_units", "cap_hit"]
+RECORD_COLUMNS = [
+    "cell",
+    "problem_id",
+    "trajectory",
+    "n_points",
+    "monotone",
+    "violations",
+    "coherence",
+    "final_entropy",
+    "final_confidence",
+    "pred",
+    "gold",
+    "correct",
+    "chain_answer",
+    "chain_correct",
+    "excluded",
+    "exclusion_reason",
+    "reference_tokens",
+    "reference_truncated",
+    "raw_units",
+    "cap_hit",
+]
 
 
 def run_cell(problems, protocol, plan, benchmark, planted=None):
@@ -103,11 +121,18 @@ def test_pinned_content_hashes_match_the_offline_copies(data_dir, plan):
 
 
 def test_chain_endpoint_variant_scores_the_chains_own_answer_at_the_last_prefix():
-    chains = pd.DataFrame({"problem_id": ["a", "b", "c"], "reference_truncated": [False, True, False],
-                           "chain_answer": ["7", "8", None]})
-    samples = pd.DataFrame({"problem_id": ["a"] * 4 + ["b"] * 2 + ["c"] * 2, "prefix": [0, 0, 1, 1, 0, 1, 0, 1],
-                            "sample": [0, 1] * 4, "answer": ["1", "2", None, None, "3", "4", "5", None],
-                            "status": ["ok", "ok", "no_answer", "no_answer", "ok", "ok", "ok", "no_answer"]})
+    chains = pd.DataFrame(
+        {"problem_id": ["a", "b", "c"], "reference_truncated": [False, True, False], "chain_answer": ["7", "8", None]}
+    )
+    samples = pd.DataFrame(
+        {
+            "problem_id": ["a"] * 4 + ["b"] * 2 + ["c"] * 2,
+            "prefix": [0, 0, 1, 1, 0, 1, 0, 1],
+            "sample": [0, 1] * 4,
+            "answer": ["1", "2", None, None, "3", "4", "5", None],
+            "status": ["ok", "ok", "no_answer", "no_answer", "ok", "ok", "ok", "no_answer"],
+        }
+    )
     out = P.with_chain_endpoint(samples, chains)
     assert [a if isinstance(a, str) else None for a in out.answer] == ["1", "2", "7", "7", "3", "4", "5", None]
     assert out.status.tolist()[2:4] == ["ok", "ok"]

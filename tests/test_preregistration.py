@@ -11,8 +11,17 @@ import yaml
 
 from cotdyn.audit import write_plan_check
 from cotdyn.plan import load_plan, plan_sha256
-from cotdyn.preregistration import (Deviation, PreregistrationError, check_cell, check_registered, load_deviations,
-                                    protocol_differences, read_registered, register, render_plan_md)
+from cotdyn.preregistration import (
+    Deviation,
+    PreregistrationError,
+    check_cell,
+    check_registered,
+    load_deviations,
+    protocol_differences,
+    read_registered,
+    register,
+    render_plan_md,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 PREREG = ROOT / "preregistration"
@@ -49,8 +58,10 @@ def test_plan_md_carries_every_registered_value(plan):
 
 
 def test_register_writes_hash_and_date_and_never_overwrites(prereg):
-    assert read_registered(prereg / "REGISTERED") == {"plan_sha256": plan_sha256(prereg / "plan.yaml"),
-                                                      "date": "2026-11-30"}
+    assert read_registered(prereg / "REGISTERED") == {
+        "plan_sha256": plan_sha256(prereg / "plan.yaml"),
+        "date": "2026-11-30",
+    }
     before = (prereg / "REGISTERED").read_text()
     with pytest.raises(PreregistrationError, match="never overwritten"):
         register(prereg / "plan.yaml", prereg / "REGISTERED", "2027-01-01")
@@ -96,14 +107,25 @@ def test_declared_difference_is_returned_and_must_match_exactly(plan):
         check_cell("qwen7b-gsm8k", used, plan, [Deviation("qwen7b-gsm8k", "continuation_temperature", 0.7, 0.9, "r")])
 
 
-@pytest.mark.parametrize("entries, message", [
-    ({"cell": "x"}, "expected a list"),
-    (["text"], "deviation 1: expected a mapping"),
-    ([{"cell": "a", "parameter": "m", "registered": 5, "used": 10}], "deviation 1: missing field.*reason"),
-    ([{"cell": "a", "parameter": "m", "registered": 5, "used": 10, "reason": "r", "by": "me"}], "deviation 1: unknown field.*by"),
-    ([{"cell": "a", "parameter": "m", "registered": 5, "used": 10, "reason": "ok"},
-      {"cell": "", "parameter": "m", "registered": 5, "used": 10, "reason": "r"}], "deviation 2: field 'cell'"),
-])
+@pytest.mark.parametrize(
+    "entries, message",
+    [
+        ({"cell": "x"}, "expected a list"),
+        (["text"], "deviation 1: expected a mapping"),
+        ([{"cell": "a", "parameter": "m", "registered": 5, "used": 10}], "deviation 1: missing field.*reason"),
+        (
+            [{"cell": "a", "parameter": "m", "registered": 5, "used": 10, "reason": "r", "by": "me"}],
+            "deviation 1: unknown field.*by",
+        ),
+        (
+            [
+                {"cell": "a", "parameter": "m", "registered": 5, "used": 10, "reason": "ok"},
+                {"cell": "", "parameter": "m", "registered": 5, "used": 10, "reason": "r"},
+            ],
+            "deviation 2: field 'cell'",
+        ),
+    ],
+)
 def test_bad_deviations_file_names_file_and_entry(tmp_path, entries, message):
     path = tmp_path / "deviations.yaml"
     path.write_text(yaml.safe_dump(entries))
@@ -113,10 +135,16 @@ def test_bad_deviations_file_names_file_and_entry(tmp_path, entries, message):
 
 
 def _config(prereg: Path, confirmatory: list[str], protocol: dict) -> dict:
-    return {"study": "t", "plan": str(prereg / "plan.yaml"), "cells": ["qwen7b-gsm8k", "qwen7b-math500"],
-            "confirmatory": confirmatory, "protocol": protocol, "variants": {"registered": {}},
-            "models": {"qwen7b": {"backend": "simulated"}},
-            "benchmarks": {"gsm8k": {"kind": "gsm8k"}, "math500": {"kind": "math500"}}}
+    return {
+        "study": "t",
+        "plan": str(prereg / "plan.yaml"),
+        "cells": ["qwen7b-gsm8k", "qwen7b-math500"],
+        "confirmatory": confirmatory,
+        "protocol": protocol,
+        "variants": {"registered": {}},
+        "models": {"qwen7b": {"backend": "simulated"}},
+        "benchmarks": {"gsm8k": {"kind": "gsm8k"}, "math500": {"kind": "math500"}},
+    }
 
 
 def test_plan_check_refuses_undeclared_and_lists_declared_deviations(prereg, tmp_path):
@@ -125,15 +153,21 @@ def test_plan_check_refuses_undeclared_and_lists_declared_deviations(prereg, tmp
     with pytest.raises(PreregistrationError, match=r"qwen7b-gsm8k.*reference_temperature.*0\.6.*0\.7"):
         write_plan_check(prereg / "plan.yaml", config, out)
     assert not out.exists()
-    entry = {"cell": "qwen7b-gsm8k", "parameter": "reference_temperature", "registered": 0.7, "used": 0.6,
-             "reason": "test"}
+    entry = {
+        "cell": "qwen7b-gsm8k",
+        "parameter": "reference_temperature",
+        "registered": 0.7,
+        "used": 0.6,
+        "reason": "test",
+    }
     (prereg / "deviations.yaml").write_text(yaml.safe_dump([entry]))
     write_plan_check(prereg / "plan.yaml", config, out)
     check = json.loads(out.read_text())
     assert check["cells"]["qwen7b-gsm8k"] == {"confirmatory": True, "deviations": [entry]}
     # The exploratory cell is not held to the plan, but its difference is on record.
     assert check["cells"]["qwen7b-math500"]["differences"]["registered"] == [
-        {"parameter": "reference_temperature", "registered": 0.7, "used": 0.6}]
+        {"parameter": "reference_temperature", "registered": 0.7, "used": 0.6}
+    ]
     assert check["plan_sha256"] == plan_sha256(prereg / "plan.yaml")
 
 

@@ -23,8 +23,12 @@ from cotdyn.benchmarks import Problem
 from cotdyn.plan import effective_protocol
 from cotdyn.segment import RULES, segment, units
 
-PROPERTY = settings(max_examples=60, derandomize=True, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+PROPERTY = settings(
+    max_examples=60,
+    derandomize=True,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 
 # Pieces of what models write, joined at random: steps, blank lines, answers in every form.
 PIECES = ["Step 1: 12 x 3 = 36.", "\n\n", "\n", " ", "So the answer is 40.", "\\boxed{\\frac{3}{4}}", "$1,200.00",
@@ -102,8 +106,11 @@ def _round_trip(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 @PROPERTY
-@given(cell=cells(), kind=st.sampled_from(["gsm8k", "math500"]),
-       variant=st.sampled_from([{}, {"null_answers": "class"}, {"label": "chain"}, {"endpoint": "chain_answer"}]))
+@given(
+    cell=cells(),
+    kind=st.sampled_from(["gsm8k", "math500"]),
+    variant=st.sampled_from([{}, {"null_answers": "class"}, {"label": "chain"}, {"endpoint": "chain_answer"}]),
+)
 def test_records_keep_one_row_per_problem_and_never_raise(plan, cell, kind, variant):
     chain_texts_, rows, m = cell
     problems = [Problem(f"p{i}", "q", "6", "6") for i in range(len(chain_texts_))]
@@ -112,8 +119,19 @@ def test_records_keep_one_row_per_problem_and_never_raise(plan, cell, kind, vari
     samples = []
     for pid, k, text in rows:
         found = answers.extract(text, kind)
-        samples.append({"problem_id": pid, "prefix": k, "prefix_tokens": k, "raw_units": 3, "text": text,
-                        "token_ids": [5], "finish_reason": "stop", "answer": found.answer, "status": found.status})
+        samples.append(
+            {
+                "problem_id": pid,
+                "prefix": k,
+                "prefix_tokens": k,
+                "raw_units": 3,
+                "text": text,
+                "token_ids": [5],
+                "finish_reason": "stop",
+                "answer": found.answer,
+                "status": found.status,
+            }
+        )
     samples = pd.DataFrame(samples)
     samples["sample"] = samples.groupby(["problem_id", "prefix"]).cumcount()
     protocol = effective_protocol(plan) | variant | {"m": m}

@@ -23,13 +23,17 @@ PROBLEMS = 8
 def study_config(tmp_path, model_dir, data) -> dict:
     """Two descriptive cells (not confirmatory, so the shorter budgets need no declared deviation)."""
     return {
-        "study": "weak", "plan": str(ROOT / "preregistration" / "plan.yaml"), "cache": str(tmp_path / "cache"),
+        "study": "weak",
+        "plan": str(ROOT / "preregistration" / "plan.yaml"),
+        "cache": str(tmp_path / "cache"),
         "cells": CELLS,
         # budgets cut from 600/150 tokens to keep the test to minutes; the model's chains are short
         "protocol": {"dtype": "float32", "reference_max_tokens": 120, "continuation_max_tokens": 40},
         "models": {"weak": {"backend": "transformers", "id": str(model_dir), "device": "cpu", "batch_size": 64}},
-        "benchmarks": {"gsm8k": {"kind": "gsm8k", "path": str(data / "gsm8k_test.jsonl"), "limit": PROBLEMS},
-                       "math500": {"kind": "math500", "path": str(data / "math500_test.jsonl"), "limit": PROBLEMS}},
+        "benchmarks": {
+            "gsm8k": {"kind": "gsm8k", "path": str(data / "gsm8k_test.jsonl"), "limit": PROBLEMS},
+            "math500": {"kind": "math500", "path": str(data / "math500_test.jsonl"), "limit": PROBLEMS},
+        },
         "variants": {"registered": {}},
     }
 
@@ -50,8 +54,9 @@ def _cell_tables(study, name: str) -> pd.DataFrame:
     """One table (chains, samples, records) of both cells, with a column naming the cell."""
     paths = sorted(study.glob(f"cells/*/**/{name}"))
     assert len(paths) == len(CELLS), paths
-    return pd.concat([pd.read_parquet(p).assign(cell_dir=p.relative_to(study / "cells").parts[0]) for p in paths],
-                     ignore_index=True)
+    return pd.concat(
+        [pd.read_parquet(p).assign(cell_dir=p.relative_to(study / "cells").parts[0]) for p in paths], ignore_index=True
+    )
 
 
 def test_every_problem_keeps_its_record(weak_study):

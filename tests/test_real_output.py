@@ -62,9 +62,21 @@ def _samples(answer_of, n_problems: int, n_prefixes: int = 3, m: int = 5) -> pd.
         for k in range(n_prefixes):
             for j in range(m):
                 a = answer_of(i, k, j)
-                rows.append({"problem_id": f"p{i}", "prefix": k, "prefix_tokens": 2 * k, "raw_units": n_prefixes - 1,
-                             "sample": j, "seed": j, "text": a or "", "token_ids": [5], "finish_reason": "stop",
-                             "answer": a, "status": answers.OK if a else answers.NO_ANSWER})
+                rows.append(
+                    {
+                        "problem_id": f"p{i}",
+                        "prefix": k,
+                        "prefix_tokens": 2 * k,
+                        "raw_units": n_prefixes - 1,
+                        "sample": j,
+                        "seed": j,
+                        "text": a or "",
+                        "token_ids": [5],
+                        "finish_reason": "stop",
+                        "answer": a,
+                        "status": answers.OK if a else answers.NO_ANSWER,
+                    }
+                )
     return parquet_round_trip(pd.DataFrame(rows))
 
 
@@ -73,8 +85,9 @@ def test_records_of_a_chain_without_an_answer_beside_one_with_an_answer(plan, ki
     """The issue's reproduction: this crashed a full MATH-500 cell and a 128-problem GSM8K cell."""
     chains = _chains(["so it is 6", "I am not sure"], kind)
     assert chains["chain_answer"].isna().tolist() == [False, True]
-    records = P.records_table(chains, _samples(lambda i, k, j: "6", 2), effective_protocol(plan),
-                              plan["exclusion"], kind, "weak-" + kind)
+    records = P.records_table(
+        chains, _samples(lambda i, k, j: "6", 2), effective_protocol(plan), plan["exclusion"], kind, "weak-" + kind
+    )
     records = parquet_round_trip(records)
     assert records["chain_answer"].isna().tolist() == [False, True]
     assert records["chain_correct"].tolist() == [True, False]
@@ -111,8 +124,9 @@ def test_summaries_dynamics_and_math_shepherd_read_missing_answers(plan):
 
     chains = _chains(["so it is 6", "no idea", "7"], "gsm8k")
     samples = _samples(lambda i, k, j: None if (i + j) % 3 == 0 else str(6 + (j % 2)), 3)
-    records = parquet_round_trip(P.records_table(chains, samples, effective_protocol(plan), plan["exclusion"],
-                                                 "gsm8k", "weak-gsm8k"))
+    records = parquet_round_trip(
+        P.records_table(chains, samples, effective_protocol(plan), plan["exclusion"], "gsm8k", "weak-gsm8k")
+    )
     summary = P.cell_summary(records, samples)
     assert summary["n"] == 3 and 0 < summary["parse_rate"] < 1
     states = distributions(samples)
@@ -127,12 +141,22 @@ def test_the_command_line_takes_null_and_numeric_answers():
     import sys
 
     pairs = [{"a": None, "b": "6"}, {"a": 6, "b": "6.0"}, {"a": "", "b": ""}]
-    run = subprocess.run([sys.executable, "-m", "cotdyn.cli", "equivalent", "--benchmark", "gsm8k"],
-                         input="\n".join(json.dumps(p) for p in pairs), capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [sys.executable, "-m", "cotdyn.cli", "equivalent", "--benchmark", "gsm8k"],
+        input="\n".join(json.dumps(p) for p in pairs),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 0, run.stderr
     assert [json.loads(x)["equivalent"] for x in run.stdout.splitlines()] == [False, True, False]
-    run = subprocess.run([sys.executable, "-m", "cotdyn.cli", "extract", "--benchmark", "gsm8k"],
-                         input='{"text": true}\n', capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [sys.executable, "-m", "cotdyn.cli", "extract", "--benchmark", "gsm8k"],
+        input='{"text": true}\n',
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode != 0 and "stdin line 1: field 'text'" in run.stderr
 
 
@@ -143,8 +167,9 @@ def test_the_command_line_takes_null_and_numeric_answers():
 def _degenerate(plan, texts, answer_of):
     chains = _chains(texts, "gsm8k")
     samples = _samples(answer_of, len(texts))
-    records = parquet_round_trip(P.records_table(chains, samples, effective_protocol(plan), plan["exclusion"],
-                                                 "gsm8k", "weak-gsm8k"))
+    records = parquet_round_trip(
+        P.records_table(chains, samples, effective_protocol(plan), plan["exclusion"], "gsm8k", "weak-gsm8k")
+    )
     return chains, samples, records
 
 
@@ -159,8 +184,8 @@ DEGENERATE = {
 @pytest.mark.parametrize("case", sorted(DEGENERATE))
 def test_a_degenerate_cell_runs_through_every_writer(plan, case, tmp_path):
     from cotdyn.dynamics_plots import write_dynamics
-    from cotdyn.hypotheses import analyze, write_analysis
     from cotdyn.exploratory_report import TABLES, write_exploratory
+    from cotdyn.hypotheses import analyze, write_analysis
     from cotdyn.math_shepherd import math_shepherd_from_samples
 
     chains, samples, records = _degenerate(plan, *DEGENERATE[case])
@@ -189,8 +214,8 @@ def test_a_degenerate_cell_runs_through_every_writer(plan, case, tmp_path):
 
 
 def test_every_chain_excluded_is_reported_as_such(plan):
-    from cotdyn.hypotheses import analyze
     from cotdyn.exploratory_report import exploratory_tables
+    from cotdyn.hypotheses import analyze
 
     _, _, records = _degenerate(plan, *DEGENERATE["every chain excluded"])
     assert records["excluded"].all() and len(records) == 4

@@ -11,10 +11,10 @@ delay, so kills land before, between and during shard writes, in both phases.
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import random
 import signal
-import multiprocessing
 import time
 from pathlib import Path
 
@@ -45,12 +45,37 @@ def study(args: dict) -> None:
     log = os.open(out / "run.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
     os.dup2(log, 1)
     os.dup2(log, 2)
-    run_reference(args["problems"], args["model"], args["protocol"], args["cell"], args["benchmark"],
-                  args["cache"], out / "chains.parquet", out / "reference.json")
-    run_continuations(args["problems"], out / "chains.parquet", args["model"], args["protocol"], args["cell"],
-                      args["benchmark"], args["cache"], out / "samples.parquet", out / "continuations.json")
-    derive_records(out / "chains.parquet", out / "samples.parquet", args["protocol"], args["exclusion"],
-                   args["benchmark"], args["cell"], out / "records.parquet", out / "summary.json")
+    run_reference(
+        args["problems"],
+        args["model"],
+        args["protocol"],
+        args["cell"],
+        args["benchmark"],
+        args["cache"],
+        out / "chains.parquet",
+        out / "reference.json",
+    )
+    run_continuations(
+        args["problems"],
+        out / "chains.parquet",
+        args["model"],
+        args["protocol"],
+        args["cell"],
+        args["benchmark"],
+        args["cache"],
+        out / "samples.parquet",
+        out / "continuations.json",
+    )
+    derive_records(
+        out / "chains.parquet",
+        out / "samples.parquet",
+        args["protocol"],
+        args["exclusion"],
+        args["benchmark"],
+        args["cell"],
+        out / "records.parquet",
+        out / "summary.json",
+    )
 
 
 def _args(base: dict, directory: Path) -> dict:
@@ -118,8 +143,14 @@ def simulated(data_dir, plan, protocol, tmp_path_factory) -> dict:
     root = tmp_path_factory.mktemp("resume_simulated")
     problems = load_benchmark({"kind": "gsm8k", "path": str(data_dir / "gsm8k_test.jsonl"), "limit": 150})
     problems_table(problems).to_parquet(root / "problems.parquet", index=False)
-    base = {"problems": str(root / "problems.parquet"), "model": {"backend": "simulated", "chunk_size": 25},
-            "protocol": protocol, "exclusion": plan["exclusion"], "cell": "qwen7b-gsm8k", "benchmark": "gsm8k"}
+    base = {
+        "problems": str(root / "problems.parquet"),
+        "model": {"backend": "simulated", "chunk_size": 25},
+        "protocol": protocol,
+        "exclusion": plan["exclusion"],
+        "cell": "qwen7b-gsm8k",
+        "benchmark": "gsm8k",
+    }
     baseline = _args(base, root / "baseline")
     _run(baseline)
     return {"root": root, "base": base, "baseline": baseline, "shards": _shards(baseline)}
@@ -175,12 +206,23 @@ def test_transformers_backend_resumes_byte_identically(tiny_model_dir, data_dir,
     problems = load_benchmark({"kind": "gsm8k", "path": str(data_dir / "gsm8k_test.jsonl"), "limit": 2})
     problems_table(problems).to_parquet(tmp_path / "problems.parquet", index=False)
     # Short budgets keep the random tiny model quick; resumption does not depend on them.
-    protocol = effective_protocol(plan, {"reference_max_tokens": 24, "continuation_max_tokens": 8,
-                                         "dtype": "float32"})
-    model = {"backend": "transformers", "id": str(tiny_model_dir), "dtype": "float32", "device": "cpu",
-             "batch_size": 4, "chunk_size": 1}
-    base = {"problems": str(tmp_path / "problems.parquet"), "model": model, "protocol": protocol,
-            "exclusion": plan["exclusion"], "cell": "tiny-gsm8k", "benchmark": "gsm8k"}
+    protocol = effective_protocol(plan, {"reference_max_tokens": 24, "continuation_max_tokens": 8, "dtype": "float32"})
+    model = {
+        "backend": "transformers",
+        "id": str(tiny_model_dir),
+        "dtype": "float32",
+        "device": "cpu",
+        "batch_size": 4,
+        "chunk_size": 1,
+    }
+    base = {
+        "problems": str(tmp_path / "problems.parquet"),
+        "model": model,
+        "protocol": protocol,
+        "exclusion": plan["exclusion"],
+        "cell": "tiny-gsm8k",
+        "benchmark": "gsm8k",
+    }
     baseline = _args(base, tmp_path / "baseline")
     _run(baseline)
     total = _shards(baseline)

@@ -9,18 +9,31 @@ CHAIN = "Step 1: add 2 and 3.\n\nStep 2: that gives 5.\n\n\n  Step 3: double it.
 def test_blank_line_units_are_the_registered_rule():
     spans = units(CHAIN, "blank_line")
     assert [CHAIN[a:b] for a, b in spans] == [
-        "Step 1: add 2 and 3.", "Step 2: that gives 5.", "Step 3: double it.\nStep 4: 10.", "The answer is 10."]
+        "Step 1: add 2 and 3.",
+        "Step 2: that gives 5.",
+        "Step 3: double it.\nStep 4: 10.",
+        "The answer is 10.",
+    ]
 
 
 def test_cap_merges_the_tail_as_the_original_text():
     spans = cap_units(units(CHAIN, "newline"), 3)
     assert len(spans) == 3
-    assert CHAIN[spans[2][0]:spans[2][1]] == "Step 3: double it.\nStep 4: 10.\n\nThe answer is 10."
+    assert CHAIN[spans[2][0] : spans[2][1]] == "Step 3: double it.\nStep 4: 10.\n\nThe answer is 10."
 
 
-@pytest.mark.parametrize("rule, cap, raw", [("blank_line", 8, 4), ("blank_line", 2, 4), ("newline", 8, 5),
-                                            ("newline", None, 5), ("sentence", 3, 5), ("step_marker", 8, 4),
-                                            ("token_window", 8, 3)])
+@pytest.mark.parametrize(
+    "rule, cap, raw",
+    [
+        ("blank_line", 8, 4),
+        ("blank_line", 2, 4),
+        ("newline", 8, 5),
+        ("newline", None, 5),
+        ("sentence", 3, 5),
+        ("step_marker", 8, 4),
+        ("token_window", 8, 3),
+    ],
+)
 def test_prefix_count_and_token_exact_prefixes(rule, cap, raw):
     tok = ByteTokenizer()
     ids = tok.encode(CHAIN)
@@ -38,7 +51,10 @@ def test_prefixes_are_token_exact_with_a_real_tokenizer(smol_tokenizer_dir):
     hf = AutoTokenizer.from_pretrained(smol_tokenizer_dir)
     text = "First, 12 × 3 = 36 — done.\n\nThen 36 + 4 = 40.\n\nSo the answer is 40."
     ids = hf.encode(text, add_special_tokens=False)
-    decode = lambda x: hf.decode(list(x), skip_special_tokens=True)
+
+    def decode(x):
+        return hf.decode(list(x), skip_special_tokens=True)
+
     counts, raw_units = segment(text, ids, decode, "blank_line", 8)
     assert raw_units == 3 and len(counts) == 4
     prefixes = [decode(ids[:n]) for n in counts]

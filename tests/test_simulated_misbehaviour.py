@@ -15,8 +15,10 @@ from cotdyn.backends.simulated import MISBEHAVIOUR, Planted, SimulatedBackend, r
 from cotdyn.benchmarks import load_benchmark
 
 ROOT = Path(__file__).resolve().parents[1]
-GOLDS = {"gsm8k": ["18", "1250", "-3", "2.5", "7"],
-         "math500": ["\\frac{3}{4}", "12", "-2.5", "\\frac{\\sqrt{3}}{2}", "(3,4)"]}
+GOLDS = {
+    "gsm8k": ["18", "1250", "-3", "2.5", "7"],
+    "math500": ["\\frac{3}{4}", "12", "-2.5", "\\frac{\\sqrt{3}}{2}", "(3,4)"],
+}
 BUDGET = 4096  # roomy: with misbehaviour off no chain reaches it, so no chain is cut by chance
 
 
@@ -27,8 +29,11 @@ def backend(bench, n_questions=40, **rates):
 
 def references(b, seeds=(0, 1), budget=BUDGET):
     """One reference chain per (question, seed)."""
-    requests = [Request(tuple(b.tokenizer.chat_prompt_ids("Solve.", q)), 1, Sampling(0.7, budget), s, "reference")
-                for q in b.golds for s in seeds]
+    requests = [
+        Request(tuple(b.tokenizer.chat_prompt_ids("Solve.", q)), 1, Sampling(0.7, budget), s, "reference")
+        for q in b.golds
+        for s in seeds
+    ]
     return [c for (c,) in b.generate(requests)]
 
 
@@ -38,7 +43,7 @@ def continuation_requests(b, n=5):
     requests = []
     for seed, q in enumerate(b.golds):
         prompt = tuple(b.tokenizer.chat_prompt_ids("Solve.", q))
-        (chain,), = b.generate([Request(prompt, 1, Sampling(0.7, BUDGET), seed, "reference")])
+        ((chain,),) = b.generate([Request(prompt, 1, Sampling(0.7, BUDGET), seed, "reference")])
         lines = [line for line in chain.text.split("\n")[:3] if not line.startswith(("The final", "I am not"))]
         cut = len("\n".join(lines).encode())
         requests.append(Request(prompt + chain.token_ids[:cut], n, Sampling(0.7, 150), 1000 * seed))
@@ -63,18 +68,32 @@ def _has_latex_form(c):
 
 # name -> (the planted rate, the texts it acts on, what a misbehaving text looks like, the texts it can act on)
 MISBEHAVIOURS = {
-    "unanswered": ("unanswered_rate", references,
-                   lambda c, bench: answers.extract(c.text, bench).status == answers.NO_ANSWER, None),
-    "cut mid-number": ("cut_rate", references,
-                       lambda c, bench: c.finish_reason == "length" and c.text[-2:].isdigit(), None),
+    "unanswered": (
+        "unanswered_rate",
+        references,
+        lambda c, bench: answers.extract(c.text, bench).status == answers.NO_ANSWER,
+        None,
+    ),
+    "cut mid-number": (
+        "cut_rate",
+        references,
+        lambda c, bench: c.finish_reason == "length" and c.text[-2:].isdigit(),
+        None,
+    ),
     "empty": ("empty_rate", continuations, lambda c, bench: c.text == "" and c.token_ids == (), None),
-    "conflicting": ("conflicting_rate", continuations,
-                    lambda c, bench: "not right" in c.text and len(_numbers(c.text)) >= 2, _states_an_answer),
-    "several boxed": ("boxed_rate", continuations, lambda c, bench: c.text.count("\\boxed{") >= 2,
-                      _states_an_answer),
-    "latex": ("latex_rate", continuations,
-              lambda c, bench: any(form in c.text for form in ("\\dfrac", "\\text{ cm}", "\\$")),
-              lambda c: _states_an_answer(c) and _has_latex_form(c)),
+    "conflicting": (
+        "conflicting_rate",
+        continuations,
+        lambda c, bench: "not right" in c.text and len(_numbers(c.text)) >= 2,
+        _states_an_answer,
+    ),
+    "several boxed": ("boxed_rate", continuations, lambda c, bench: c.text.count("\\boxed{") >= 2, _states_an_answer),
+    "latex": (
+        "latex_rate",
+        continuations,
+        lambda c, bench: any(form in c.text for form in ("\\dfrac", "\\text{ cm}", "\\$")),
+        lambda c: _states_an_answer(c) and _has_latex_form(c),
+    ),
     "non-ascii": ("non_ascii_rate", continuations, lambda c, bench: any(ord(ch) > 127 for ch in c.text), None),
 }
 CASES = [(name, bench) for name in MISBEHAVIOURS for bench in GOLDS]
@@ -98,19 +117,22 @@ def test_rewriting_misbehaviour_keeps_every_planted_answer(rate, bench):
     assert [answers.extract(c.text, bench) for c in on] == [answers.extract(c.text, bench) for c in off]
 
 
-@pytest.mark.parametrize("bench,gold,written", [
-    ("math500", "\\frac{3}{4}", "\\boxed{\\dfrac{3}{4}}"),
-    ("math500", "\\frac{\\sqrt{3}}{2}", "\\boxed{\\dfrac{\\sqrt{3}}{2}}"),
-    ("math500", "12", "\\boxed{12\\text{ cm}}"),
-    ("math500", "-2.5", "\\boxed{-2.5\\text{ cm}}"),
-    ("gsm8k", "1250", "\\$1250"),
-    ("gsm8k", "2.5", "\\$2.5"),
-])
+@pytest.mark.parametrize(
+    "bench,gold,written",
+    [
+        ("math500", "\\frac{3}{4}", "\\boxed{\\dfrac{3}{4}}"),
+        ("math500", "\\frac{\\sqrt{3}}{2}", "\\boxed{\\dfrac{\\sqrt{3}}{2}}"),
+        ("math500", "12", "\\boxed{12\\text{ cm}}"),
+        ("math500", "-2.5", "\\boxed{-2.5\\text{ cm}}"),
+        ("gsm8k", "1250", "\\$1250"),
+        ("gsm8k", "2.5", "\\$2.5"),
+    ],
+)
 def test_latex_forms_extract_to_the_gold(bench, gold, written):
-    b = SimulatedBackend({"Q": gold}, bench, Planted(latex_rate=1.0, accuracy_monotone=1.0,
-                                                         accuracy_nonmonotone=1.0))
-    (chain,), = b.generate([Request(tuple(b.tokenizer.chat_prompt_ids("Solve.", "Q")), 1, Sampling(0.7, BUDGET),
-                                    0, "reference")])
+    b = SimulatedBackend({"Q": gold}, bench, Planted(latex_rate=1.0, accuracy_monotone=1.0, accuracy_nonmonotone=1.0))
+    ((chain,),) = b.generate(
+        [Request(tuple(b.tokenizer.chat_prompt_ids("Solve.", "Q")), 1, Sampling(0.7, BUDGET), 0, "reference")]
+    )
     assert chain.text.endswith(f"The final answer is {written}.")
     assert answers.extract(chain.text, bench).answer == answers.normalize(gold, bench)
 
@@ -131,8 +153,9 @@ def test_an_unanswered_chain_keeps_the_planted_truth_of_its_prefixes():
     """The chain in words parses to the same plan as the chain in digits, so its prefixes are
     continued with the same planted answers."""
     stated, unstated = backend("gsm8k"), backend("gsm8k", unanswered_rate=1.0)
-    assert [answers.extract(c.text, "gsm8k") for c in continuations(unstated)] == \
-        [answers.extract(c.text, "gsm8k") for c in continuations(stated)]
+    assert [answers.extract(c.text, "gsm8k") for c in continuations(unstated)] == [
+        answers.extract(c.text, "gsm8k") for c in continuations(stated)
+    ]
     assert all("one" in c.text.split("\n")[0] for c in references(unstated))  # "Step one: ..."
 
 
@@ -144,11 +167,14 @@ def test_a_cut_chain_fills_its_budget_and_stops_inside_a_number():
             assert re.search(r"running value is \d{2}$", chain.text)
 
 
-@pytest.mark.parametrize("rate,texts,shows,planted", [
-    ("unanswered_rate", references, MISBEHAVIOURS["unanswered"][2], 0.10),
-    ("cut_rate", references, MISBEHAVIOURS["cut mid-number"][2], 0.05),
-    ("empty_rate", continuations, MISBEHAVIOURS["empty"][2], 0.05),
-])
+@pytest.mark.parametrize(
+    "rate,texts,shows,planted",
+    [
+        ("unanswered_rate", references, MISBEHAVIOURS["unanswered"][2], 0.10),
+        ("cut_rate", references, MISBEHAVIOURS["cut mid-number"][2], 0.05),
+        ("empty_rate", continuations, MISBEHAVIOURS["empty"][2], 0.05),
+    ],
+)
 def test_planted_rates_are_recovered(rate, texts, shows, planted):
     out = texts(backend("gsm8k", n_questions=600, **{rate: planted}))
     share = sum(shows(c, "gsm8k") for c in out) / len(out)
@@ -157,8 +183,11 @@ def test_planted_rates_are_recovered(rate, texts, shows, planted):
 
 def test_answers_do_not_depend_on_the_batch_or_its_order():
     b = backend("math500", n_questions=10, **{name: 0.3 for name in MISBEHAVIOUR})
-    chains = [Request(tuple(b.tokenizer.chat_prompt_ids("Solve.", q)), 1, Sampling(0.7, 600), s, "reference")
-              for q in b.golds for s in (0, 1)]
+    chains = [
+        Request(tuple(b.tokenizer.chat_prompt_ids("Solve.", q)), 1, Sampling(0.7, 600), s, "reference")
+        for q in b.golds
+        for s in (0, 1)
+    ]
     requests = chains + continuation_requests(b)
     together = b.generate(requests)
     assert b.generate(requests[::-1])[::-1] == together
@@ -170,7 +199,9 @@ def test_misbehaviour_off_keeps_the_model_revision_and_on_changes_it():
     assert revision(Planted(unanswered_rate=0.1)) != revision(Planted())
 
 
-@pytest.mark.parametrize("rates", [{"empty_rate": 1.5}, {"latex_rate": -0.1}, {"unanswered_rate": 0.6, "cut_rate": 0.5}])
+@pytest.mark.parametrize(
+    "rates", [{"empty_rate": 1.5}, {"latex_rate": -0.1}, {"unanswered_rate": 0.6, "cut_rate": 0.5}]
+)
 def test_impossible_rates_are_refused(rates):
     with pytest.raises(ValueError, match="planted"):
         Planted(**rates)

@@ -3,8 +3,7 @@ import math
 import pytest
 from scipy.stats import entropy as scipy_entropy
 
-from cotdyn.trajectory import (coherence, entropy, entropy_grid, is_monotone, majority, summarize,
-                               violations)
+from cotdyn.trajectory import coherence, entropy, entropy_grid, is_monotone, majority, summarize, violations
 
 
 def test_entropy_is_in_nats_over_the_empirical_distribution():
@@ -14,16 +13,33 @@ def test_entropy_is_in_nats_over_the_empirical_distribution():
 
 
 def test_the_13_value_entropy_grid_of_up_to_5_answers():
-    h = lambda *p: -sum(x * math.log(x) for x in p)
-    expected = sorted({0.0, math.log(2), h(2 / 3, 1 / 3), math.log(3), h(3 / 4, 1 / 4), h(1 / 2, 1 / 4, 1 / 4),
-                       math.log(4), h(4 / 5, 1 / 5), h(3 / 5, 2 / 5), h(3 / 5, 1 / 5, 1 / 5),
-                       h(2 / 5, 2 / 5, 1 / 5), h(2 / 5, 1 / 5, 1 / 5, 1 / 5), math.log(5)})
+    def h(*p):
+        return -sum(x * math.log(x) for x in p)
+
+    expected = sorted(
+        {
+            0.0,
+            math.log(2),
+            h(2 / 3, 1 / 3),
+            math.log(3),
+            h(3 / 4, 1 / 4),
+            h(1 / 2, 1 / 4, 1 / 4),
+            math.log(4),
+            h(4 / 5, 1 / 5),
+            h(3 / 5, 2 / 5),
+            h(3 / 5, 1 / 5, 1 / 5),
+            h(2 / 5, 2 / 5, 1 / 5),
+            h(2 / 5, 1 / 5, 1 / 5, 1 / 5),
+            math.log(5),
+        }
+    )
     grid = entropy_grid(5)
     assert len(grid) == 13
     assert grid == pytest.approx(expected)
     # the smallest gap: ln 2 - H(2/3, 1/3) is the finest step a rise can take at m <= 5
-    assert min(b - a for a, b in zip(grid, grid[1:])) == pytest.approx(min(
-        b - a for a, b in zip(expected, expected[1:])))
+    assert min(b - a for a, b in zip(grid, grid[1:])) == pytest.approx(
+        min(b - a for a, b in zip(expected, expected[1:]))
+    )
 
 
 def test_shape_and_magnitude_on_hand_made_trajectories():

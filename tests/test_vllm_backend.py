@@ -21,11 +21,31 @@ from cotdyn.benchmarks import Problem, problems_table
 from cotdyn.cache import GenerationCache, generate
 from cotdyn.seeds import sample_seed
 
-EXPLICIT = {"n", "seed", "temperature", "top_p", "top_k", "min_p", "repetition_penalty",
-            "presence_penalty", "frequency_penalty", "max_tokens", "min_tokens", "stop",
-            "stop_token_ids", "ignore_eos", "include_stop_str_in_output", "detokenize",
-            "skip_special_tokens", "logprobs", "prompt_logprobs", "bad_words", "logit_bias",
-            "allowed_token_ids", "watermarking"}
+EXPLICIT = {
+    "n",
+    "seed",
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "repetition_penalty",
+    "presence_penalty",
+    "frequency_penalty",
+    "max_tokens",
+    "min_tokens",
+    "stop",
+    "stop_token_ids",
+    "ignore_eos",
+    "include_stop_str_in_output",
+    "detokenize",
+    "skip_special_tokens",
+    "logprobs",
+    "prompt_logprobs",
+    "bad_words",
+    "logit_bias",
+    "allowed_token_ids",
+    "watermarking",
+}
 
 
 def _install(monkeypatch, **standin) -> dict:
@@ -50,8 +70,14 @@ def protocol(plan) -> dict:
 
 
 PROBLEMS = [Problem(f"p{i:02d}", f"What is {i} plus {i + 1}?", str(2 * i + 1), str(2 * i + 1)) for i in range(12)]
-MODEL = {"backend": "vllm", "id": "org/model", "revision": "0123abcd" * 5, "dtype": "bfloat16", "seed": 7,
-         "vllm": {"gpu_memory_utilization": 0.9}}
+MODEL = {
+    "backend": "vllm",
+    "id": "org/model",
+    "revision": "0123abcd" * 5,
+    "dtype": "bfloat16",
+    "seed": 7,
+    "vllm": {"gpu_memory_utilization": 0.9},
+}
 
 
 def _run_study(backend, protocol, cache, cell="qwen7b-gsm8k"):
@@ -67,10 +93,18 @@ def _run_study(backend, protocol, cache, cell="qwen7b-gsm8k"):
 
 def test_engine_is_built_with_pinned_revision_dtype_prefix_caching_and_vllm_defaults(fake):
     backend = make_backend(MODEL)
-    assert fake["llm"] == [{"model": "org/model", "revision": MODEL["revision"],
-                            "tokenizer_revision": MODEL["revision"], "dtype": "bfloat16", "seed": 7,
-                            "enable_prefix_caching": True, "generation_config": "vllm",
-                            "gpu_memory_utilization": 0.9}]
+    assert fake["llm"] == [
+        {
+            "model": "org/model",
+            "revision": MODEL["revision"],
+            "tokenizer_revision": MODEL["revision"],
+            "dtype": "bfloat16",
+            "seed": 7,
+            "enable_prefix_caching": True,
+            "generation_config": "vllm",
+            "gpu_memory_utilization": 0.9,
+        }
+    ]
     assert backend.model_revision == MODEL["revision"]
     described = backend.describe()
     assert described["vllm_version"] == "0.32.0-standin"
@@ -151,13 +185,15 @@ def test_effective_sampling_reports_the_fields_built(fake, protocol):
     effective = backend.effective_sampling(sampling)
     built = backend.sampling_params(sampling, n=5, seed=11)
     assert set(built) == EXPLICIT
-    assert {k: v for k, v in effective.items() if k not in ("n", "seed", "sampler", "generation_config", "omitted_fields")} == \
-        {k: v for k, v in built.items() if k not in ("n", "seed")}
+    assert {
+        k: v for k, v in effective.items() if k not in ("n", "seed", "sampler", "generation_config", "omitted_fields")
+    } == {k: v for k, v in built.items() if k not in ("n", "seed")}
     assert effective["generation_config"] == "vllm" and effective["omitted_fields"] == []
 
 
 def test_a_vllm_without_watermarking_runs_and_the_omission_reaches_generation_json_and_the_manifest(
-        monkeypatch, protocol, plan, tmp_path):
+    monkeypatch, protocol, plan, tmp_path
+):
     from cotdyn.config import resolve_cells
     from cotdyn.provenance import cell_manifest
     from cotdyn.study import run_reference
@@ -165,10 +201,18 @@ def test_a_vllm_without_watermarking_runs_and_the_omission_reaches_generation_js
 
     calls = _install(monkeypatch, fields=vllm_standin.FIELDS_0_26, version="0.26.0")
     write_parquet(problems_table(PROBLEMS), tmp_path / "problems.parquet")
-    run_reference(tmp_path / "problems.parquet", MODEL, protocol, "qwen7b-gsm8k", "gsm8k", tmp_path / "cache",
-                  tmp_path / "chains.parquet", tmp_path / "generation.json")
+    run_reference(
+        tmp_path / "problems.parquet",
+        MODEL,
+        protocol,
+        "qwen7b-gsm8k",
+        "gsm8k",
+        tmp_path / "cache",
+        tmp_path / "chains.parquet",
+        tmp_path / "generation.json",
+    )
 
-    (_, params), = calls["generate"]  # the stand-in refuses a field 0.26.0 lacks, as vLLM does
+    ((_, params),) = calls["generate"]  # the stand-in refuses a field 0.26.0 lacks, as vLLM does
     assert all(set(p.kwargs) == EXPLICIT - {"watermarking"} for p in params)
     generation = json.loads((tmp_path / "generation.json").read_text())
     assert generation["effective_sampling"]["omitted_fields"] == ["watermarking"]
@@ -179,12 +223,15 @@ def test_a_vllm_without_watermarking_runs_and_the_omission_reaches_generation_js
     assert manifest["effective_sampling"]["reference/r"]["omitted_fields"] == ["watermarking"]
 
 
-@pytest.mark.parametrize("missing, sampling, value", [
-    ("top_k", Sampling(0.7, 150, top_k=40), "40"),
-    ("top_p", Sampling(0.7, 150, top_p=0.9), "0.9"),
-    ("seed", Sampling(0.7, 150), "11"),
-    ("stop_token_ids", Sampling(0.7, 150), r"\[2, 3\]"),
-])
+@pytest.mark.parametrize(
+    "missing, sampling, value",
+    [
+        ("top_k", Sampling(0.7, 150, top_k=40), "40"),
+        ("top_p", Sampling(0.7, 150, top_p=0.9), "0.9"),
+        ("seed", Sampling(0.7, 150), "11"),
+        ("stop_token_ids", Sampling(0.7, 150), r"\[2, 3\]"),
+    ],
+)
 def test_a_missing_field_the_protocol_needs_is_an_error_naming_field_and_version(monkeypatch, missing, sampling, value):
     fields = tuple(f for f in vllm_standin.FIELDS_0_26 if f != missing)
     _install(monkeypatch, fields=fields, version="0.26.0")
@@ -233,9 +280,24 @@ def test_the_gpu_check_dry_run_takes_a_cell_through_every_rule_and_reports(tmp_p
 
     from cotdyn import layout
 
-    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_check_vllm.py"), "--dry-run", "--out",
-                           str(tmp_path), "--model-dir", str(tmp_path / "model"), "--problems", "3",
-                           "--baseline-problems", "2"], capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "gpu_check_vllm.py"),
+            "--dry-run",
+            "--out",
+            str(tmp_path),
+            "--model-dir",
+            str(tmp_path / "model"),
+            "--problems",
+            "3",
+            "--baseline-problems",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     report = json.loads((tmp_path / "gpu_check_vllm.json").read_text())
 
@@ -246,7 +308,8 @@ def test_the_gpu_check_dry_run_takes_a_cell_through_every_rule_and_reports(tmp_p
         figures = report["phases"][phase]
         assert figures["generated_tokens"] > 0 and figures["calls"] == 1
         assert figures["utilisation"] == pytest.approx(
-            figures["tokens_per_s"] * report["model"]["flops_per_generated_token"] / 1e12 / 989.0)
+            figures["tokens_per_s"] * report["model"]["flops_per_generated_token"] / 1e12 / 989.0
+        )
     baseline = report["per_prefix_baseline"]
     assert len(baseline["problems"]) == 2 and baseline["calls"] == baseline["requests"] > 2
     assert baseline["batched_over_per_prefix"] > 0

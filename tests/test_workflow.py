@@ -3,20 +3,31 @@
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
-
-from conftest import ROOT, DATA
+from conftest import DATA, ROOT
 
 
 def snakemake(*args, cwd=ROOT):
     """Run snakemake; its messages (errors included) go to stdout, merged here with stderr."""
-    result = subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"),
-                             "--workflow-profile", "none", *args],
-                            cwd=cwd, capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "--snakefile",
+            str(ROOT / "Snakefile"),
+            "--workflow-profile",
+            "none",
+            *args,
+        ],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     result.output = result.stdout + result.stderr
     return result
 
@@ -35,10 +46,15 @@ def _write(tmp_path, config):
 
 
 def _simulated_config(tmp_path, **extra):
-    return {"study": "t", "plan": str(ROOT / "preregistration" / "plan.yaml"), "cache": str(tmp_path / "cache"),
-            "cells": ["sim-gsm8k"], "models": {"sim": {"backend": "simulated"}},
-            "benchmarks": {"gsm8k": {"kind": "gsm8k", "path": str(DATA / "gsm8k_test.jsonl"), "limit": 60}},
-            **extra}
+    return {
+        "study": "t",
+        "plan": str(ROOT / "preregistration" / "plan.yaml"),
+        "cache": str(tmp_path / "cache"),
+        "cells": ["sim-gsm8k"],
+        "models": {"sim": {"backend": "simulated"}},
+        "benchmarks": {"gsm8k": {"kind": "gsm8k", "path": str(DATA / "gsm8k_test.jsonl"), "limit": 60}},
+        **extra,
+    }
 
 
 def test_the_workflow_passes_snakemakes_linter():
@@ -66,9 +82,15 @@ def test_an_unknown_key_and_an_unknown_rule_are_named(tmp_path):
 def test_a_small_simulated_study_runs_through_the_dag(tmp_path):
     config = _simulated_config(tmp_path, variants={"registered": {}, "newline": {"segmentation": "newline"}})
     # a model that misbehaves as real ones do (cotdyn.backends.simulated), more often than they do
-    config["models"]["sim"]["planted"] = {"unanswered_rate": 0.2, "cut_rate": 0.1, "empty_rate": 0.05,
-                                          "conflicting_rate": 0.1, "boxed_rate": 0.1, "latex_rate": 0.2,
-                                          "non_ascii_rate": 0.1}
+    config["models"]["sim"]["planted"] = {
+        "unanswered_rate": 0.2,
+        "cut_rate": 0.1,
+        "empty_rate": 0.05,
+        "conflicting_rate": 0.1,
+        "boxed_rate": 0.1,
+        "latex_rate": 0.2,
+        "non_ascii_rate": 0.1,
+    }
     result = snakemake("--cores", "2", "--configfile", str(_write(tmp_path, config)), cwd=tmp_path)
     assert result.returncode == 0, result.output[-3000:]
     study = tmp_path / "results" / "t"

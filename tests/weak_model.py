@@ -84,7 +84,9 @@ def training_texts(questions: list[str], n: int, seed: int) -> list[tuple[str, s
     pairs = []
     for _ in range(n):
         text = rng.choice(questions)
-        chain = talking_chain(rng) if rng.random() < NO_ANSWER_SHARE else answered_chain(rng, question_numbers(text, rng))
+        chain = (
+            talking_chain(rng) if rng.random() < NO_ANSWER_SHARE else answered_chain(rng, question_numbers(text, rng))
+        )
         pairs.append((text, chain))
     return pairs
 
@@ -94,8 +96,13 @@ def encode(tokenizer, system_prompt: str, pairs: list[tuple[str, str]]) -> list[
     from cotdyn.prompts import ChatTokenizer
 
     chat = ChatTokenizer(tokenizer)
-    return [(chat.chat_prompt_ids(system_prompt, q), tokenizer.encode(c, add_special_tokens=False) + [tokenizer.eos_token_id])
-            for q, c in pairs]
+    return [
+        (
+            chat.chat_prompt_ids(system_prompt, q),
+            tokenizer.encode(c, add_special_tokens=False) + [tokenizer.eos_token_id],
+        )
+        for q, c in pairs
+    ]
 
 
 def batch(examples: list[tuple[list[int], list[int]]], pad_id: int):
@@ -119,11 +126,19 @@ def tiny_llama(tokenizer, width: int = 64, layers: int = 2, heads: int = 4, seed
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(seed)
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=width, intermediate_size=4 * width,
-                         num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=heads,
-                         max_position_embeddings=1024, tie_word_embeddings=True,
-                         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-                         pad_token_id=tokenizer.pad_token_id)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=width,
+        intermediate_size=4 * width,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=heads,
+        max_position_embeddings=1024,
+        tie_word_embeddings=True,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
     return LlamaForCausalLM(config)
 
 
@@ -155,8 +170,9 @@ def output_candidates(chain_tokens: torch.Tensor, vocab: int, k: int, generator:
     return torch.cat([chain_tokens, drawn]), weights
 
 
-def train(model, examples, pad_id: int, steps: int, batch_size: int, lr: float, seed: int,
-          negatives: int = 4096) -> list[float]:
+def train(
+    model, examples, pad_id: int, steps: int, batch_size: int, lr: float, seed: int, negatives: int = 4096
+) -> list[float]:
     """AdamW with linear warmup and cosine decay; the loss on chain tokens only. Returns the losses."""
     rng, generator = random.Random(seed), torch.Generator().manual_seed(seed)
     chain_tokens = torch.tensor(sorted({t for _, chain in examples for t in chain}))
@@ -165,7 +181,8 @@ def train(model, examples, pad_id: int, steps: int, batch_size: int, lr: float, 
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     warmup = max(1, steps // 10)
     schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: min((s + 1) / warmup, 0.5 * (1 + math.cos(math.pi * s / steps))))
+        optimizer, lambda s: min((s + 1) / warmup, 0.5 * (1 + math.cos(math.pi * s / steps)))
+    )
     losses = []
     model.train()
     for _ in range(steps):
@@ -184,8 +201,16 @@ def train(model, examples, pad_id: int, steps: int, batch_size: int, lr: float, 
     return losses
 
 
-def build_weak_model(tokenizer_dir: str | Path, out_dir: str | Path, system_prompt: str, questions: list[str],
-                     seed: int = 0, steps: int = 300, batch_size: int = 16, lr: float = 3e-3) -> dict:
+def build_weak_model(
+    tokenizer_dir: str | Path,
+    out_dir: str | Path,
+    system_prompt: str,
+    questions: list[str],
+    seed: int = 0,
+    steps: int = 300,
+    batch_size: int = 16,
+    lr: float = 3e-3,
+) -> dict:
     """Train the weak model and save it with its tokenizer; returns the losses and the time taken."""
     from transformers import AutoTokenizer
 

@@ -19,11 +19,18 @@ import pandas as pd
 from . import answers
 from .config import ConfigError, protocol_for, reference_id, resolve_cells, samples_variant
 from .hypotheses import analyze, read_records, write_analysis
-from .plan import load_plan, plan_sha256
-from .preregistration import (PreregistrationError, check_registered, load_deviations, plan_check,
-                              sibling_paths, undeclared_differences, undeclared_message)
 from .layout import PLAN_CHECK, STUDY_MANIFEST, analysis_file, reference_file, study_targets, variant_file
-from .provenance import config_sha256, file_sha256, output_hashes
+from .plan import load_plan, plan_sha256
+from .preregistration import (
+    PreregistrationError,
+    check_registered,
+    load_deviations,
+    plan_check,
+    sibling_paths,
+    undeclared_differences,
+    undeclared_message,
+)
+from .provenance import config_sha256, output_hashes
 from .study import derive_records
 from .writers import write_json, write_parquet
 
@@ -41,8 +48,9 @@ def write_plan_check(plan_path, config: dict, out) -> dict:
     """checks/plan_check.json: the registered hash and every confirmatory cell's declared deviations;
     raises on an edited plan or an undeclared deviation."""
     plan = load_plan(plan_path)
-    check = plan_check(plan_path, list(config["cells"]), list(config.get("confirmatory", [])),
-                       study_protocols(config, plan), plan)
+    check = plan_check(
+        plan_path, list(config["cells"]), list(config.get("confirmatory", [])), study_protocols(config, plan), plan
+    )
     write_json(check, out)
     return check
 
@@ -54,8 +62,7 @@ def derive_analysis(records_paths: list, plan_path, plan_check_path, out_dir) ->
     check = json.loads(Path(plan_check_path).read_text())
     result = analyze(records, load_plan(plan_path), plan_sha256(plan_path))
     cells = sorted(records["cell"].astype(str).unique())
-    result["preregistration"] = {"registered": check["registered"],
-                                 "cells": {c: check["cells"].get(c) for c in cells}}
+    result["preregistration"] = {"registered": check["registered"], "cells": {c: check["cells"].get(c) for c in cells}}
     return write_analysis(result, records, Path(out_dir))
 
 
@@ -96,8 +103,7 @@ class AuditReport:
         return not self.failures and not self.problems
 
     def as_dict(self) -> dict:
-        return {"study": self.study, "ok": self.ok, "problems": self.problems,
-                "files": [asdict(f) for f in self.files]}
+        return {"study": self.study, "ok": self.ok, "problems": self.problems, "files": [asdict(f) for f in self.files]}
 
     def text(self) -> str:
         lines = [f"audit of {self.study}: {'PASS' if self.ok else 'FAIL'}"]
@@ -108,8 +114,7 @@ class AuditReport:
 
 # Analysis outputs the audit does not yet re-derive (seed 002 dynamics, exploratory tables, sweep
 # table, Math-Shepherd labels, report headers): the audit checks their stored hashes only.
-HASH_CHECKED_ONLY = ("/dynamics/", "/exploratory/", "math_shepherd.csv", "report_header.html",
-                     "analysis/sweeps.")
+HASH_CHECKED_ONLY = ("/dynamics/", "/exploratory/", "math_shepherd.csv", "report_header.html", "analysis/sweeps.")
 
 
 def is_derived(path: str) -> bool:
@@ -118,8 +123,11 @@ def is_derived(path: str) -> bool:
     hash alone is checked."""
     if any(part in path for part in HASH_CHECKED_ONLY):
         return False
-    return (path == PLAN_CHECK or path.startswith("analysis/")
-            or (path.startswith("cells/") and path.endswith(("/records.parquet", "/summary.json"))))
+    return (
+        path == PLAN_CHECK
+        or path.startswith("analysis/")
+        or (path.startswith("cells/") and path.endswith(("/records.parquet", "/summary.json")))
+    )
 
 
 def compare_files(listed: dict[str, str], stored: dict[str, str], derived: dict[str, str]) -> list[FileCheck]:
@@ -141,7 +149,11 @@ def compare_files(listed: dict[str, str], stored: dict[str, str], derived: dict[
         elif stored[path] != want:
             checks.append(FileCheck(path, MISMATCH, f"stored sha256 {stored[path]} != manifest {want}"))
         elif path in derived and derived[path] != want:
-            checks.append(FileCheck(path, MISMATCH, f"re-derived from samples and chains: sha256 {derived[path]} != manifest {want}"))
+            checks.append(
+                FileCheck(
+                    path, MISMATCH, f"re-derived from samples and chains: sha256 {derived[path]} != manifest {want}"
+                )
+            )
         else:
             checks.append(FileCheck(path, MATCH, "re-derived" if path in derived else "stored"))
     return checks
@@ -159,8 +171,10 @@ def _rederive(study_dir: Path, scratch: Path, config: dict, plan_path: Path, pro
     deviations = load_deviations(sibling_paths(plan_path)[1])
     for cell in config.get("confirmatory", []):
         if "registered" in protocols:
-            problems += [f"undeclared deviation: {undeclared_message(cell, d)}"
-                         for d in undeclared_differences(cell, protocols["registered"], plan, deviations)]
+            problems += [
+                f"undeclared deviation: {undeclared_message(cell, d)}"
+                for d in undeclared_differences(cell, protocols["registered"], plan, deviations)
+            ]
     for variant, protocol in protocols.items():
         records_paths = []
         for name, spec in cells.items():
@@ -171,13 +185,23 @@ def _rederive(study_dir: Path, scratch: Path, config: dict, plan_path: Path, pro
                 continue
             samples, changed = reextract_answers(pd.read_parquet(samples_path), spec.benchmark["kind"])
             if changed:
-                problems.append(f"{variant_file(name, variant, 'samples.parquet')}: {changed} stored answers "
-                                "differ from the answers extracted from their text")
+                problems.append(
+                    f"{variant_file(name, variant, 'samples.parquet')}: {changed} stored answers "
+                    "differ from the answers extracted from their text"
+                )
             scratch_samples = scratch / "generations" / variant_file(name, variant, "samples.parquet")
             write_parquet(samples, scratch_samples)
             records = scratch / variant_file(name, variant, "records.parquet")
-            derive_records(chains, scratch_samples, protocol, plan["exclusion"], spec.benchmark["kind"], name,
-                           records, scratch / variant_file(name, variant, "summary.json"))
+            derive_records(
+                chains,
+                scratch_samples,
+                protocol,
+                plan["exclusion"],
+                spec.benchmark["kind"],
+                name,
+                records,
+                scratch / variant_file(name, variant, "summary.json"),
+            )
             records_paths.append(records)
         if records_paths and (scratch / PLAN_CHECK).exists():
             derive_analysis(records_paths, plan_path, scratch / PLAN_CHECK, scratch / analysis_file(variant, ""))
@@ -194,7 +218,9 @@ def audit(study_dir, plan_path=None, scratch=None) -> AuditReport:
     manifest = json.loads(manifest_path.read_text())
     config = manifest["config"]
     if config_sha256(config) != manifest["config_sha256"]:
-        report.problems.append(f"manifest config hashes to {config_sha256(config)}, manifest says {manifest['config_sha256']}")
+        report.problems.append(
+            f"manifest config hashes to {config_sha256(config)}, manifest says {manifest['config_sha256']}"
+        )
     plan_path = Path(plan_path or config["plan"])
     registered_path = sibling_paths(plan_path)[0]
     try:
@@ -202,7 +228,9 @@ def audit(study_dir, plan_path=None, scratch=None) -> AuditReport:
     except PreregistrationError as e:
         report.problems.append(str(e))
     if plan_sha256(plan_path) != manifest["plan_sha256"]:
-        report.problems.append(f"{plan_path} has sha256 {plan_sha256(plan_path)}, the study ran under {manifest['plan_sha256']}")
+        report.problems.append(
+            f"{plan_path} has sha256 {plan_sha256(plan_path)}, the study ran under {manifest['plan_sha256']}"
+        )
     with tempfile.TemporaryDirectory(prefix="cotdyn-audit-") as tmp:
         work = Path(scratch) if scratch else Path(tmp)
         derived_dir = work / "derived"

@@ -124,14 +124,22 @@ def arithmetic(n: int, seed: int) -> list[Problem]:
         a, b = int(rng.integers(2, 10)), int(rng.integers(1, 6))
         form = int(rng.integers(3))
         if form == 0:
-            question, answer = f"{name} has {a} {thing}. {name} gets {b} more {thing}. How many {thing} does {name} have now?", a + b
+            question, answer = (
+                f"{name} has {a} {thing}. {name} gets {b} more {thing}. How many {thing} does {name} have now?",
+                a + b,
+            )
         elif form == 1:
             a = a + b
-            question, answer = f"{name} has {a} {thing}. {name} gives away {b} {thing}. How many {thing} does {name} have left?", a - b
+            question, answer = (
+                f"{name} has {a} {thing}. {name} gives away {b} {thing}. How many {thing} does {name} have left?",
+                a - b,
+            )
         else:
             c = int(rng.integers(1, 4))
-            question = (f"{name} has {a} {thing}. {name} buys {b} more and then gives away {c}. "
-                        f"How many {thing} does {name} have now?")
+            question = (
+                f"{name} has {a} {thing}. {name} buys {b} more and then gives away {c}. "
+                f"How many {thing} does {name} have now?"
+            )
             answer = a + b - c
         problems.append(Problem(f"arithmetic-{index:04d}", question, str(answer), str(answer)))
     return problems

@@ -51,8 +51,10 @@ class GenerationCache:
         return self.entries[key]
 
     def put(self, results: dict[str, list[Completion]]) -> None:
-        body = json.dumps({k: [[list(c.token_ids), c.text, c.finish_reason] for c in v]
-                           for k, v in sorted(results.items())}, separators=(",", ":"))
+        body = json.dumps(
+            {k: [[list(c.token_ids), c.text, c.finish_reason] for c in v] for k, v in sorted(results.items())},
+            separators=(",", ":"),
+        )
         digest = hashlib.sha256(body.encode()).hexdigest()
         payload = json.dumps({"sha256": digest, "body": body})
         fd, tmp = tempfile.mkstemp(dir=self.directory, suffix=".tmp")
@@ -64,8 +66,9 @@ class GenerationCache:
         self.entries.update(results)
 
 
-def generate(backend: Backend, requests: Sequence[Request], cache: GenerationCache | None,
-             chunk_size: int = 0, desc: str = "") -> tuple[list[list[Completion]], GenerationStats]:
+def generate(
+    backend: Backend, requests: Sequence[Request], cache: GenerationCache | None, chunk_size: int = 0, desc: str = ""
+) -> tuple[list[list[Completion]], GenerationStats]:
     """Completions for ``requests``, from the cache where present, else from the backend.
 
     Pending requests go to the backend in chunks of ``chunk_size`` (0 = one call for all), each

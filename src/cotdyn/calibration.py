@@ -20,8 +20,9 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-from .trajectory import entropy_grid
 from cotdyn.stats import derive_seed
+
+from .trajectory import entropy_grid
 
 MAX_POINTS = 9  # cap 8 units -> prefixes k = 0..8
 EXCLUSION_REASON = "fewer than 2 answer-bearing prefixes"

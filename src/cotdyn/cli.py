@@ -65,14 +65,18 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     benchmarks = ["gsm8k", "math500"]
 
-    e = sub.add_parser("extract", help="final answers of JSON lines {\"text\": ...} on stdin")
+    e = sub.add_parser("extract", help='final answers of JSON lines {"text": ...} on stdin')
     e.add_argument("--benchmark", required=True, choices=benchmarks)
     e.set_defaults(run=cmd_extract)
 
-    q = sub.add_parser("equivalent", help="equivalence of JSON lines {\"a\": ..., \"b\": ...} on stdin")
+    q = sub.add_parser("equivalent", help='equivalence of JSON lines {"a": ..., "b": ...} on stdin')
     q.add_argument("--benchmark", required=True, choices=benchmarks)
-    q.add_argument("--method", default="normalized", choices=["normalized", "math_verify"],
-                   help="normalized (registered) or math_verify (sensitivity variant)")
+    q.add_argument(
+        "--method",
+        default="normalized",
+        choices=["normalized", "math_verify"],
+        help="normalized (registered) or math_verify (sensitivity variant)",
+    )
     q.set_defaults(run=cmd_equivalent)
 
     a = sub.add_parser("analyze", help="the registered analysis of records files")

@@ -46,11 +46,15 @@ def resolve_cells(config: dict, plan: dict, source: str = "config") -> dict[str,
         if model_key not in config["models"]:
             raise ConfigError(f"{source}: cell '{name}' names model '{model_key}', which is not under 'models'")
         if benchmark_key not in config["benchmarks"]:
-            raise ConfigError(f"{source}: cell '{name}' names benchmark '{benchmark_key}', which is not under 'benchmarks'")
+            raise ConfigError(
+                f"{source}: cell '{name}' names benchmark '{benchmark_key}', which is not under 'benchmarks'"
+            )
         model = {**panel_models.get(model_key, {}), **config["models"][model_key]}
         benchmark = {**panel_benchmarks.get(benchmark_key, {}), **config["benchmarks"][benchmark_key]}
         if model["backend"] in ("transformers", "vllm") and "id" not in model and "gguf" not in model:
-            raise ConfigError(f"{source}: model '{model_key}' needs an 'id' (or 'gguf'), or must be a panel model of the plan")
+            raise ConfigError(
+                f"{source}: model '{model_key}' needs an 'id' (or 'gguf'), or must be a panel model of the plan"
+            )
         cells[name] = Cell(name, model_key, benchmark_key, model, benchmark)
     for name in config.get("confirmatory", []):
         if name not in cells:
@@ -96,20 +100,27 @@ def protocol_for(config: dict, plan: dict, variant: str, source: str = "config")
         raise ConfigError(f"{source}: variant '{variant}': {e.args[0]}") from None
     for key, allowed in CHOICES.items():
         if protocol[key] not in allowed:
-            raise ConfigError(f"{source}: variant '{variant}': unknown {key} '{protocol[key]}' "
-                              f"(known: {', '.join(allowed)})")
+            raise ConfigError(
+                f"{source}: variant '{variant}': unknown {key} '{protocol[key]}' (known: {', '.join(allowed)})"
+            )
     parent = samples_variant(config, variant)
     if parent != variant:
         if parent not in variants or samples_variant(config, parent) != parent:
-            raise ConfigError(f"{source}: variant '{variant}': subsample_of '{parent}' must name a variant that generates")
+            raise ConfigError(
+                f"{source}: variant '{variant}': subsample_of '{parent}' must name a variant that generates"
+            )
         generating = protocol_for(config, plan, parent, source)
         changed = sorted(k for k in protocol if protocol[k] != generating[k] and k not in RECORDS_ONLY)
         if changed:
-            raise ConfigError(f"{source}: variant '{variant}' reuses the samples of '{parent}' but changes "
-                              f"{', '.join(changed)} (only {', '.join(RECORDS_ONLY)} may differ)")
+            raise ConfigError(
+                f"{source}: variant '{variant}' reuses the samples of '{parent}' but changes "
+                f"{', '.join(changed)} (only {', '.join(RECORDS_ONLY)} may differ)"
+            )
         if protocol["m"] > generating["m"]:
-            raise ConfigError(f"{source}: variant '{variant}': m = {protocol['m']} exceeds the {generating['m']} "
-                              f"samples of '{parent}'")
+            raise ConfigError(
+                f"{source}: variant '{variant}': m = {protocol['m']} exceeds the {generating['m']} "
+                f"samples of '{parent}'"
+            )
     return protocol
 
 

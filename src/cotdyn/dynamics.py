@@ -54,7 +54,13 @@ FAILURE_MECHANISMS = ("never_discovered", "escape", "failed_rescue", "stochastic
 
 # The seven trajectory-level metrics of Tables 1-2 (Appendix B), in the seed's column order.
 PROFILE_METRICS = (
-    "S_eff", "N_switch_per_step", "N_return_per_step", "V_per_step", "PR", "R_direct", "t_commit",
+    "S_eff",
+    "N_switch_per_step",
+    "N_return_per_step",
+    "V_per_step",
+    "PR",
+    "R_direct",
+    "t_commit",
 )
 
 SAMPLE_COLUMNS = ("problem_id", "prefix", "sample", "prefix_tokens", "answer", "status")
@@ -65,6 +71,7 @@ State = dict[str, float]
 
 # ---------------------------------------------------------------------------------------------
 # Input checks
+
 
 def _check_samples(samples: pd.DataFrame) -> None:
     require_columns(samples, SAMPLE_COLUMNS, "samples")
@@ -87,8 +94,10 @@ def _check_samples(samples: pd.DataFrame) -> None:
     dup = samples.duplicated(["problem_id", "prefix", "sample"])
     if dup.any():
         row = samples.loc[dup].iloc[0]
-        raise ValueError(f"samples: duplicate (problem_id, prefix, sample) = "
-                         f"({row['problem_id']!r}, {row['prefix']}, {row['sample']})")
+        raise ValueError(
+            f"samples: duplicate (problem_id, prefix, sample) = "
+            f"({row['problem_id']!r}, {row['prefix']}, {row['sample']})"
+        )
 
 
 def _check_state(state: State, k: int) -> None:
@@ -108,6 +117,7 @@ def _check_trajectory(states: Sequence[State]) -> None:
 
 # ---------------------------------------------------------------------------------------------
 # Samples -> answer-distribution trajectories (Appendix A.4-A.5)
+
 
 def distributions(samples: pd.DataFrame, null_class: bool = True) -> dict[str, list[State]]:
     """Empirical answer distribution p_k(a) = #{j: Y_j = a} / N at each checkpoint (App. A.4).
@@ -162,6 +172,7 @@ def observed_states(states: Sequence[State]) -> list[int]:
 
 # ---------------------------------------------------------------------------------------------
 # Per-trajectory metrics (section 4.1). ``states`` is a list of nonempty states p_0..p_K.
+
 
 def entropy(state: State) -> float:
     """Shannon entropy H(p) in nats (section 3.2)."""
@@ -259,6 +270,7 @@ def trajectory_metrics(states: Sequence[State], tau: float = 0.8) -> dict[str, f
 
 # Kernels over validated input: trajectory_metrics validates once, then shares dominant sets and steps.
 
+
 def _check_tau(tau: float) -> None:
     if not 0.5 < tau <= 1.0:
         raise ValueError(f"tau must lie in (0.5, 1], got {tau}")
@@ -288,7 +300,7 @@ def _step_lengths(states: Sequence[State]) -> np.ndarray:
 def _participation_ratio(steps: np.ndarray) -> float:
     if len(steps) == 0 or steps.sum() <= 0:
         return math.nan
-    return float(steps.sum() ** 2 / (len(steps) * (steps ** 2).sum()))
+    return float(steps.sum() ** 2 / (len(steps) * (steps**2).sum()))
 
 
 def _directness(states: Sequence[State], steps: np.ndarray) -> float:
@@ -312,6 +324,7 @@ def _commitment_time(states: Sequence[State], tau: float) -> float:
 
 # ---------------------------------------------------------------------------------------------
 # Mechanisms of success and failure (section 4.2, Appendix B Figure 2)
+
 
 def gold_dominance(states: Sequence[State], gold: str) -> list[bool]:
     """g_k = gold in D_k, ties included (section 4.2)."""
@@ -345,6 +358,7 @@ def mechanism(states: Sequence[State], gold: str, correct: bool) -> str:
 # ---------------------------------------------------------------------------------------------
 # Traces: one observed trajectory per (cell, problem), joined with its record
 
+
 @dataclass(frozen=True)
 class Trace:
     """One observed answer-distribution trajectory with what the analyses need from its record."""
@@ -365,13 +379,16 @@ def _split_samples(samples: pd.DataFrame, cells: Sequence[str]) -> list[tuple[st
     if "cell" in samples.columns:
         return [(str(c), g) for c, g in samples.groupby("cell", sort=True)]
     if len(cells) != 1:
-        raise ValueError(f"samples: no 'cell' column, but records hold {len(cells)} cells {sorted(cells)}; "
-                         "add a 'cell' column to samples")
+        raise ValueError(
+            f"samples: no 'cell' column, but records hold {len(cells)} cells {sorted(cells)}; "
+            "add a 'cell' column to samples"
+        )
     return [(cells[0], samples)]
 
 
-def traces(samples: pd.DataFrame, records: pd.DataFrame, null_class: bool = True,
-           outcome: str = "chain_correct") -> list[Trace]:
+def traces(
+    samples: pd.DataFrame, records: pd.DataFrame, null_class: bool = True, outcome: str = "chain_correct"
+) -> list[Trace]:
     """Join each (cell, problem) trajectory of ``samples`` with its record, sorted by (cell, problem).
 
     ``samples`` may hold several cells when it has a ``cell`` column. Every sampled problem needs a
@@ -397,20 +414,36 @@ def traces(samples: pd.DataFrame, records: pd.DataFrame, null_class: bool = True
             if gold is None or pd.isna(rec[outcome]):
                 raise ValueError(f"records: 'gold' or {outcome!r} is null for cell {cell!r} problem_id {pid!r}")
             keep = observed_states(dists[pid])
-            out.append(Trace(
-                cell=cell, model=model, task=task, problem_id=str(pid),
-                positions=tuple(positions[pid][k] for k in keep),
-                states=tuple(dists[pid][k] for k in keep),
-                n_checkpoints=len(dists[pid]),
-                gold=gold, correct=bool(rec[outcome]),
-                reference_tokens=float(rec["reference_tokens"]),
-            ))
+            out.append(
+                Trace(
+                    cell=cell,
+                    model=model,
+                    task=task,
+                    problem_id=str(pid),
+                    positions=tuple(positions[pid][k] for k in keep),
+                    states=tuple(dists[pid][k] for k in keep),
+                    n_checkpoints=len(dists[pid]),
+                    gold=gold,
+                    correct=bool(rec[outcome]),
+                    reference_tokens=float(rec["reference_tokens"]),
+                )
+            )
     return out
 
 
-_UNDEFINED_METRICS = {"K": math.nan, "S_eff": math.nan, "N_switch": math.nan, "N_return": math.nan,
-                      "V": math.nan, "PR": math.nan, "R_direct": math.nan, "t_commit": math.nan,
-                      "N_switch_per_step": math.nan, "N_return_per_step": math.nan, "V_per_step": math.nan}
+_UNDEFINED_METRICS = {
+    "K": math.nan,
+    "S_eff": math.nan,
+    "N_switch": math.nan,
+    "N_return": math.nan,
+    "V": math.nan,
+    "PR": math.nan,
+    "R_direct": math.nan,
+    "t_commit": math.nan,
+    "N_switch_per_step": math.nan,
+    "N_return_per_step": math.nan,
+    "V_per_step": math.nan,
+}
 
 
 def trace_mechanism(trace: Trace) -> str | None:
@@ -419,8 +452,19 @@ def trace_mechanism(trace: Trace) -> str | None:
 
 
 PROFILE_COLUMNS = (
-    "cell", "model", "task", "problem_id", "gold", "correct", "reference_tokens", "n_checkpoints",
-    "n_observed", *_UNDEFINED_METRICS, "gold_dominant_final", "mechanism", "outcome",
+    "cell",
+    "model",
+    "task",
+    "problem_id",
+    "gold",
+    "correct",
+    "reference_tokens",
+    "n_checkpoints",
+    "n_observed",
+    *_UNDEFINED_METRICS,
+    "gold_dominant_final",
+    "mechanism",
+    "outcome",
 )
 
 
@@ -430,20 +474,33 @@ def profiles_from_traces(trace_list: Sequence[Trace], tau: float = 0.8) -> pd.Da
     for t in trace_list:
         metrics = trajectory_metrics(t.states, tau) if t.states else dict(_UNDEFINED_METRICS)
         mech = trace_mechanism(t)
-        rows.append({
-            "cell": t.cell, "model": t.model, "task": t.task, "problem_id": t.problem_id,
-            "gold": t.gold, "correct": t.correct, "reference_tokens": t.reference_tokens,
-            "n_checkpoints": t.n_checkpoints, "n_observed": len(t.states),
-            **metrics,
-            "gold_dominant_final": (t.gold in dominant_set(t.states[-1])) if t.states else None,
-            "mechanism": mech,
-            "outcome": None if mech is None else ("success" if t.correct else "failure"),
-        })
+        rows.append(
+            {
+                "cell": t.cell,
+                "model": t.model,
+                "task": t.task,
+                "problem_id": t.problem_id,
+                "gold": t.gold,
+                "correct": t.correct,
+                "reference_tokens": t.reference_tokens,
+                "n_checkpoints": t.n_checkpoints,
+                "n_observed": len(t.states),
+                **metrics,
+                "gold_dominant_final": (t.gold in dominant_set(t.states[-1])) if t.states else None,
+                "mechanism": mech,
+                "outcome": None if mech is None else ("success" if t.correct else "failure"),
+            }
+        )
     return pd.DataFrame(rows, columns=list(PROFILE_COLUMNS))
 
 
-def profile_table(samples: pd.DataFrame, records: pd.DataFrame, null_class: bool = True,
-                  tau: float = 0.8, outcome: str = "chain_correct") -> pd.DataFrame:
+def profile_table(
+    samples: pd.DataFrame,
+    records: pd.DataFrame,
+    null_class: bool = True,
+    tau: float = 0.8,
+    outcome: str = "chain_correct",
+) -> pd.DataFrame:
     """One row per problem with its dynamical profile and mechanism (sections 4.1-4.2).
 
     Columns: cell, model, task, problem_id, gold, correct (from ``outcome``), reference_tokens,
@@ -456,6 +513,7 @@ def profile_table(samples: pd.DataFrame, records: pd.DataFrame, null_class: bool
 
 # ---------------------------------------------------------------------------------------------
 # Table 1: variance decomposition (Appendix B)
+
 
 def variance_decomposition(profiles: pd.DataFrame, metrics: Sequence[str] = PROFILE_METRICS) -> pd.DataFrame:
     """Root variance components of each metric: model, task, model x task, within, total.
@@ -477,8 +535,13 @@ def variance_decomposition(profiles: pd.DataFrame, metrics: Sequence[str] = PROF
         mean = grouped.mean().unstack("task").reindex(index=models, columns=tasks)
         within = grouped.var(ddof=0).unstack("task").reindex(index=models, columns=tasks)
         complete = bool(mean.notna().all().all()) and len(models) > 0 and len(tasks) > 0
-        row = {"metric": metric, "n_traces": len(x), "n_models": len(models), "n_tasks": len(tasks),
-               "complete_grid": complete}
+        row = {
+            "metric": metric,
+            "n_traces": len(x),
+            "n_models": len(models),
+            "n_tasks": len(tasks),
+            "complete_grid": complete,
+        }
         if complete:
             mu = mean.to_numpy()
             grand = mu.mean()
@@ -499,6 +562,7 @@ def variance_decomposition(profiles: pd.DataFrame, metrics: Sequence[str] = PROF
 
 # ---------------------------------------------------------------------------------------------
 # Table 2: objective-conditioned profiles (Appendix B)
+
 
 def condition_means(profiles: pd.DataFrame, metrics: Sequence[str] = PROFILE_METRICS) -> pd.DataFrame:
     """One row per model-task condition: accuracy, mean CoT length, and each metric's mean.
@@ -522,8 +586,9 @@ def _zscore_within_task(values: pd.Series, task: pd.Series) -> pd.Series:
     return z.where(sd > 0, 0.0).where(values.notna())
 
 
-def objective_profiles(profiles: pd.DataFrame, metrics: Sequence[str] = PROFILE_METRICS,
-                       share: float = 0.25) -> pd.DataFrame:
+def objective_profiles(
+    profiles: pd.DataFrame, metrics: Sequence[str] = PROFILE_METRICS, share: float = 0.25
+) -> pd.DataFrame:
     """Table 2: mean within-task-standardized profile of the high-accuracy and short-CoT conditions.
 
     Conditions (model-task means) are standardized within each task across models with population
@@ -540,24 +605,29 @@ def objective_profiles(profiles: pd.DataFrame, metrics: Sequence[str] = PROFILE_
         z[m] = _zscore_within_task(cond[m], cond["task"])
     n_pick = max(1, math.ceil(share * len(cond)))
     picks = {
-        "high_accuracy": z.sort_values(["accuracy", "model", "task"], ascending=[False, True, True],
-                                       kind="mergesort").index[:n_pick],
+        "high_accuracy": z.sort_values(
+            ["accuracy", "model", "task"], ascending=[False, True, True], kind="mergesort"
+        ).index[:n_pick],
         "short_cot": z.sort_values(["log_cot_length", "model", "task"], kind="mergesort").index[:n_pick],
     }
     rows = []
     for objective, idx in picks.items():
-        rows.append({
-            "objective": objective, "n_conditions": len(idx),
-            "conditions": ";".join(f"{cond.at[i, 'model']}-{cond.at[i, 'task']}" for i in sorted(idx)),
-            **{m: float(z.loc[idx, m].mean()) for m in metrics},
-            "accuracy": float(cond.loc[idx, "accuracy"].mean()),
-            "cot_length": float(cond.loc[idx, "cot_length"].mean()),
-        })
+        rows.append(
+            {
+                "objective": objective,
+                "n_conditions": len(idx),
+                "conditions": ";".join(f"{cond.at[i, 'model']}-{cond.at[i, 'task']}" for i in sorted(idx)),
+                **{m: float(z.loc[idx, m].mean()) for m in metrics},
+                "accuracy": float(cond.loc[idx, "accuracy"].mean()),
+                "cot_length": float(cond.loc[idx, "cot_length"].mean()),
+            }
+        )
     return pd.DataFrame(rows)
 
 
 # ---------------------------------------------------------------------------------------------
 # Figure 2: mechanism shares by model
+
 
 def mechanism_shares(profiles: pd.DataFrame) -> pd.DataFrame:
     """Share of each success mechanism among correct traces and each failure mechanism among
@@ -575,16 +645,25 @@ def mechanism_shares(profiles: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for model in order:
         frame = labelled[labelled["model"] == model]
-        for outcome, mechs, is_correct in (("success", SUCCESS_MECHANISMS, True),
-                                           ("failure", FAILURE_MECHANISMS, False)):
+        for outcome, mechs, is_correct in (
+            ("success", SUCCESS_MECHANISMS, True),
+            ("failure", FAILURE_MECHANISMS, False),
+        ):
             sub = frame[frame["correct"] == is_correct]
             for mech in mechs:
                 count = int((sub["mechanism"] == mech).sum())
-                rows.append({"model": model, "accuracy": float(acc[model]), "outcome": outcome,
-                             "mechanism": mech, "count": count, "n_outcome": len(sub),
-                             "share": count / len(sub) if len(sub) else math.nan})
-    return pd.DataFrame(rows, columns=["model", "accuracy", "outcome", "mechanism", "count",
-                                       "n_outcome", "share"])
+                rows.append(
+                    {
+                        "model": model,
+                        "accuracy": float(acc[model]),
+                        "outcome": outcome,
+                        "mechanism": mech,
+                        "count": count,
+                        "n_outcome": len(sub),
+                        "share": count / len(sub) if len(sub) else math.nan,
+                    }
+                )
+    return pd.DataFrame(rows, columns=["model", "accuracy", "outcome", "mechanism", "count", "n_outcome", "share"])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -637,7 +716,7 @@ def disagreement_pairs(trace_list: Sequence[Trace], grid: np.ndarray = GRID) -> 
         if t.states:
             by_item.setdefault((t.task, t.problem_id), []).append(t)
     rows = []
-    for (task, pid) in sorted(by_item):
+    for task, pid in sorted(by_item):
         group = sorted(by_item[(task, pid)], key=lambda t: t.model)
         prof = {t.model: normalized_profile(t, grid) for t in group}
         mech = {t.model: trace_mechanism(t) for t in group}
@@ -646,19 +725,27 @@ def disagreement_pairs(trace_list: Sequence[Trace], grid: np.ndarray = GRID) -> 
                 raise ValueError(f"two traces of model {a.model!r} for task {task!r} problem {pid!r}")
             pa, pb = prof[a.model], prof[b.model]
             same_outcome = a.correct == b.correct  # both have a mechanism: their states are nonempty
-            rows.append({
-                "task": task, "problem_id": pid, "model_a": a.model, "model_b": b.model,
-                "rmse": float(np.sqrt(np.mean((pa.entropy - pb.entropy) ** 2))),
-                "dominant_set": float(np.mean([x != y for x, y in zip(pa.dominant, pb.dominant)])),
-                "gold_dominance": float(np.mean(pa.gold_dominant != pb.gold_dominant)),
-                "mechanism": float(mech[a.model] != mech[b.model]) if same_outcome else math.nan,
-            })
-    return pd.DataFrame(rows, columns=["task", "problem_id", "model_a", "model_b", "rmse",
-                                       "dominant_set", "gold_dominance", "mechanism"])
+            rows.append(
+                {
+                    "task": task,
+                    "problem_id": pid,
+                    "model_a": a.model,
+                    "model_b": b.model,
+                    "rmse": float(np.sqrt(np.mean((pa.entropy - pb.entropy) ** 2))),
+                    "dominant_set": float(np.mean([x != y for x, y in zip(pa.dominant, pb.dominant)])),
+                    "gold_dominance": float(np.mean(pa.gold_dominant != pb.gold_dominant)),
+                    "mechanism": float(mech[a.model] != mech[b.model]) if same_outcome else math.nan,
+                }
+            )
+    return pd.DataFrame(
+        rows,
+        columns=["task", "problem_id", "model_a", "model_b", "rmse", "dominant_set", "gold_dominance", "mechanism"],
+    )
 
 
-def disagreement_curve(pairs: pd.DataFrame, bin_width: float = 0.01, max_rmse: float = 0.20,
-                       exact_tol: float = 1e-12) -> pd.DataFrame:
+def disagreement_curve(
+    pairs: pd.DataFrame, bin_width: float = 0.01, max_rmse: float = 0.20, exact_tol: float = 1e-12
+) -> pd.DataFrame:
     """Mean disagreement (%) per entropy-profile RMSE bin (Appendix B, Figure 3).
 
     Exact matches (RMSE <= exact_tol) form a row at 0; the rest fall in right-closed bins
@@ -679,12 +766,17 @@ def disagreement_curve(pairs: pd.DataFrame, bin_width: float = 0.01, max_rmse: f
     for name, lo, hi, mask in groups:
         sub = pairs[mask]
         mech = sub["mechanism"].dropna()
-        rows.append({
-            "bin": name, "rmse_lo": float(lo), "rmse_hi": float(hi), "rmse_mid": float((lo + hi) / 2),
-            "n_pairs": len(sub),
-            "dominant_set_pct": 100 * float(sub["dominant_set"].mean()) if len(sub) else math.nan,
-            "gold_dominance_pct": 100 * float(sub["gold_dominance"].mean()) if len(sub) else math.nan,
-            "n_mechanism_pairs": len(mech),
-            "mechanism_pct": 100 * float(mech.mean()) if len(mech) else math.nan,
-        })
+        rows.append(
+            {
+                "bin": name,
+                "rmse_lo": float(lo),
+                "rmse_hi": float(hi),
+                "rmse_mid": float((lo + hi) / 2),
+                "n_pairs": len(sub),
+                "dominant_set_pct": 100 * float(sub["dominant_set"].mean()) if len(sub) else math.nan,
+                "gold_dominance_pct": 100 * float(sub["gold_dominance"].mean()) if len(sub) else math.nan,
+                "n_mechanism_pairs": len(mech),
+                "mechanism_pct": 100 * float(mech.mean()) if len(mech) else math.nan,
+            }
+        )
     return pd.DataFrame(rows)

@@ -19,8 +19,14 @@ from cotdyn.figures import nothing_to_draw
 from cotdyn.writers import write_csv, write_png
 
 MECHANISM_COLORS = {
-    "stable_success": "#1b7837", "rescue": "#7fbf7b", "detour_success": "#d9f0d3", "fragile_success": "#c2a5cf",
-    "never_discovered": "#b2182b", "escape": "#ef8a62", "failed_rescue": "#fddbc7", "stochastic_miss": "#67a9cf",
+    "stable_success": "#1b7837",
+    "rescue": "#7fbf7b",
+    "detour_success": "#d9f0d3",
+    "fragile_success": "#c2a5cf",
+    "never_discovered": "#b2182b",
+    "escape": "#ef8a62",
+    "failed_rescue": "#fddbc7",
+    "stochastic_miss": "#67a9cf",
 }
 ANSWER_COLORS = ("#4477aa", "#ee6677", "#228833", "#ccbb44", "#66ccee", "#aa3377", "#bbbbbb")
 NULL_COLOR = "#444444"
@@ -29,6 +35,7 @@ OTHER_COLOR = "#dddddd"
 
 # ---------------------------------------------------------------------------------------------
 # Figure 1: answer-distribution trajectories
+
 
 def _answer_order(trace: dyn.Trace, max_answers: int) -> list[str]:
     """Non-null answers by peak probability (then name); the rest pooled as 'other'."""
@@ -55,8 +62,14 @@ def trajectory_figure(trace_list: Sequence[dyn.Trace], max_answers: int = 6, nco
     width, height = 6.5 * ncols, 3.0 * nrows
     fig = Figure(figsize=(width, height))
     # fixed margins in inches (constrained layout costs seconds per figure): room for the legends
-    fig.subplots_adjust(left=0.7 / width, right=1 - 1.6 / width, bottom=0.6 / height, top=1 - 0.4 / height,
-                        wspace=2.2 / 4.2, hspace=1.0 / 2.0)
+    fig.subplots_adjust(
+        left=0.7 / width,
+        right=1 - 1.6 / width,
+        bottom=0.6 / height,
+        top=1 - 0.4 / height,
+        wspace=2.2 / 4.2,
+        hspace=1.0 / 2.0,
+    )
     axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
     for ax, trace in zip(axes, trace_list):
         answers = _answer_order(trace, max_answers)
@@ -77,8 +90,7 @@ def trajectory_figure(trace_list: Sequence[dyn.Trace], max_answers: int = 6, nco
         ax.set_ylim(0, 1)
         ax.set_xlabel("CoT tokens (checkpoint)")
         ax.set_ylabel("probability")
-        ax.set_title(f"{trace.cell} / {trace.problem_id}: {dyn.trace_mechanism(trace) or 'unlabelled'}",
-                     fontsize=9)
+        ax.set_title(f"{trace.cell} / {trace.problem_id}: {dyn.trace_mechanism(trace) or 'unlabelled'}", fontsize=9)
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     for ax in axes[n:]:
         ax.set_axis_off()
@@ -93,12 +105,16 @@ def example_traces(trace_list: Sequence[dyn.Trace], per_mechanism: int = 1) -> l
         mech = dyn.trace_mechanism(t)
         if mech is not None:
             by_mechanism.setdefault(mech, []).append(t)
-    return [t for mech in (*dyn.SUCCESS_MECHANISMS, *dyn.FAILURE_MECHANISMS)
-            for t in by_mechanism.get(mech, [])[:per_mechanism]]
+    return [
+        t
+        for mech in (*dyn.SUCCESS_MECHANISMS, *dyn.FAILURE_MECHANISMS)
+        for t in by_mechanism.get(mech, [])[:per_mechanism]
+    ]
 
 
 # ---------------------------------------------------------------------------------------------
 # Figure 2: mechanism shares
+
 
 def mechanism_figure(shares: pd.DataFrame) -> Figure:
     """Horizontal stacked bars per model: success mechanisms among correct traces (left) and failure
@@ -111,16 +127,24 @@ def mechanism_figure(shares: pd.DataFrame) -> Figure:
     # fixed margins in inches; each panel has its own tick labels (accuracy left, failure rate right)
     fig.subplots_adjust(left=0.16, right=0.98, bottom=1.1 / height, top=1 - 0.4 / height, wspace=0.45)
     axes = fig.subplots(1, 2)
-    for ax, outcome, mechs in ((axes[0], "success", dyn.SUCCESS_MECHANISMS),
-                               (axes[1], "failure", dyn.FAILURE_MECHANISMS)):
+    for ax, outcome, mechs in (
+        (axes[0], "success", dyn.SUCCESS_MECHANISMS),
+        (axes[1], "failure", dyn.FAILURE_MECHANISMS),
+    ):
         sub = shares[shares["outcome"] == outcome]
         y = np.arange(len(models))[::-1]
         left = np.zeros(len(models))
         for mech in mechs:
-            share = (sub[sub["mechanism"] == mech].set_index("model")["share"]
-                     .reindex(models).fillna(0.0).to_numpy())
-            ax.barh(y, 100 * share, left=left, color=MECHANISM_COLORS[mech], label=mech.replace("_", " "),
-                    edgecolor="white", linewidth=0.5)
+            share = sub[sub["mechanism"] == mech].set_index("model")["share"].reindex(models).fillna(0.0).to_numpy()
+            ax.barh(
+                y,
+                100 * share,
+                left=left,
+                color=MECHANISM_COLORS[mech],
+                label=mech.replace("_", " "),
+                edgecolor="white",
+                linewidth=0.5,
+            )
             left += 100 * share
         acc = shares.drop_duplicates("model").set_index("model")["accuracy"].reindex(models).to_numpy()
         rate = acc if outcome == "success" else 1 - acc
@@ -135,8 +159,11 @@ def mechanism_figure(shares: pd.DataFrame) -> Figure:
 # ---------------------------------------------------------------------------------------------
 # Figure 3: disagreement vs entropy-profile RMSE
 
-DISAGREEMENTS = (("dominant_set_pct", "Dominant answer set"), ("gold_dominance_pct", "Gold dominance"),
-                 ("mechanism_pct", "Success/failure mechanism"))
+DISAGREEMENTS = (
+    ("dominant_set_pct", "Dominant answer set"),
+    ("gold_dominance_pct", "Gold dominance"),
+    ("mechanism_pct", "Success/failure mechanism"),
+)
 
 
 def disagreement_figure(curve: pd.DataFrame) -> Figure:
@@ -147,10 +174,18 @@ def disagreement_figure(curve: pd.DataFrame) -> Figure:
     ax = fig.subplots()
     exact = curve["rmse_hi"] <= 0  # exact matches are reported apart from the binned curve
     for (column, label), color in zip(DISAGREEMENTS, ("#4477aa", "#ee6677", "#228833")):
-        ax.plot(curve.loc[~exact, "rmse_mid"], curve.loc[~exact, column], marker="o", markersize=3,
-                color=color, label=label)
-        ax.plot(curve.loc[exact, "rmse_mid"], curve.loc[exact, column], marker="s", markersize=5,
-                linestyle="none", markerfacecolor="none", color=color)
+        ax.plot(
+            curve.loc[~exact, "rmse_mid"], curve.loc[~exact, column], marker="o", markersize=3, color=color, label=label
+        )
+        ax.plot(
+            curve.loc[exact, "rmse_mid"],
+            curve.loc[exact, column],
+            marker="s",
+            markersize=5,
+            linestyle="none",
+            markerfacecolor="none",
+            color=color,
+        )
     ax.set_xlabel("Entropy-profile RMSE (nats)")
     ax.set_ylabel("Disagreement (%)")
     ax.set_xlim(-0.005, float(curve["rmse_hi"].max()) + 0.005)
@@ -161,9 +196,17 @@ def disagreement_figure(curve: pd.DataFrame) -> Figure:
 # ---------------------------------------------------------------------------------------------
 # Writing
 
-def write_dynamics(samples: pd.DataFrame, records: pd.DataFrame, out_dir: str | Path, *,
-                   null_class: bool = True, tau: float = 0.8, outcome: str = "chain_correct",
-                   examples: Sequence[tuple[str, str]] | None = None) -> list[Path]:
+
+def write_dynamics(
+    samples: pd.DataFrame,
+    records: pd.DataFrame,
+    out_dir: str | Path,
+    *,
+    null_class: bool = True,
+    tau: float = 0.8,
+    outcome: str = "chain_correct",
+    examples: Sequence[tuple[str, str]] | None = None,
+) -> list[Path]:
     """Compute every seed 002 table and figure from samples + records and write them to ``out_dir``.
 
     ``samples`` may hold several cells when it has a ``cell`` column (Figure 3 and Tables 1-2 need
@@ -197,12 +240,15 @@ def write_dynamics(samples: pd.DataFrame, records: pd.DataFrame, out_dir: str | 
         write_csv(curve, out / "disagreement_curve.csv"),
     ]
     figures = {
-        "mechanism_shares.png": mechanism_figure(shares) if len(shares) else
-        nothing_to_draw("Mechanism shares", "no trace has a mechanism (no observed checkpoint)"),
-        "disagreement.png": disagreement_figure(curve) if len(curve) else
-        nothing_to_draw("Disagreement against entropy-profile RMSE", "fewer than two models share a problem"),
-        "trajectories.png": trajectory_figure(chosen) if chosen else
-        nothing_to_draw("Answer-distribution trajectories", "no trace has a mechanism (no observed checkpoint)"),
+        "mechanism_shares.png": mechanism_figure(shares)
+        if len(shares)
+        else nothing_to_draw("Mechanism shares", "no trace has a mechanism (no observed checkpoint)"),
+        "disagreement.png": disagreement_figure(curve)
+        if len(curve)
+        else nothing_to_draw("Disagreement against entropy-profile RMSE", "fewer than two models share a problem"),
+        "trajectories.png": trajectory_figure(chosen)
+        if chosen
+        else nothing_to_draw("Answer-distribution trajectories", "no trace has a mechanism (no observed checkpoint)"),
     }
     for name, fig in sorted(figures.items()):
         paths.append(write_png(fig, out / name))

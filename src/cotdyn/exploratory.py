@@ -34,8 +34,18 @@ SIGNALS = {
 TRUNCATED_COVERAGE = 0.737
 EPSILONS = (0.0, 0.01, 0.05, 0.10)
 LOGIT_TERMS = ("monotone", "n_points", "final_entropy")
-REQUIRED = ("cell", "problem_id", "trajectory", "n_points", "monotone", "violations", "coherence",
-            "final_entropy", "correct", "excluded")
+REQUIRED = (
+    "cell",
+    "problem_id",
+    "trajectory",
+    "n_points",
+    "monotone",
+    "violations",
+    "coherence",
+    "final_entropy",
+    "correct",
+    "excluded",
+)
 
 
 def check_records(records: pd.DataFrame, columns: Sequence[str] = REQUIRED, source: str = "records") -> None:
@@ -93,8 +103,7 @@ def selective_risk_curve(score: np.ndarray, correct: np.ndarray, draws: int, see
     return errors / np.arange(1, n + 1)
 
 
-def aurc(score: np.ndarray, correct: np.ndarray, draws: int, seed: int,
-         max_coverage: float = 1.0) -> float:
+def aurc(score: np.ndarray, correct: np.ndarray, draws: int, seed: int, max_coverage: float = 1.0) -> float:
     """Area under the risk-coverage curve, lower is better (seed 003 Appendix F.2).
 
     Over the full curve it is the mean selective risk at every coverage level from 1/n to 1;
@@ -155,8 +164,9 @@ def standardized_logit(records: pd.DataFrame, terms: Sequence[str] = LOGIT_TERMS
     sd = x.std(axis=0) if n else np.zeros(len(terms))
     constant = [t for t, s in zip(terms, sd) if s == 0]
     if n == 0 or constant or y.min(initial=0) == y.max(initial=0):
-        reason = "no chains" if n == 0 else (f"constant term(s): {', '.join(constant)}" if constant
-                                             else "constant outcome")
+        reason = (
+            "no chains" if n == 0 else (f"constant term(s): {', '.join(constant)}" if constant else "constant outcome")
+        )
         return LogitFit(tuple(terms), None, None, None, n, reason)
     z = sm.add_constant((x - x.mean(axis=0)) / sd, has_constant="add")
     try:
@@ -166,8 +176,14 @@ def standardized_logit(records: pd.DataFrame, terms: Sequence[str] = LOGIT_TERMS
     names = ("const", *terms)
     if not np.all(np.isfinite(fit.bse)):
         return LogitFit(tuple(terms), None, None, None, n, "non-finite standard errors (separation)")
-    return LogitFit(tuple(terms), dict(zip(names, map(float, fit.params))), dict(zip(names, map(float, fit.bse))),
-                    dict(zip(names, map(float, fit.pvalues))), n, None)
+    return LogitFit(
+        tuple(terms),
+        dict(zip(names, map(float, fit.params))),
+        dict(zip(names, map(float, fit.bse))),
+        dict(zip(names, map(float, fit.pvalues))),
+        n,
+        None,
+    )
 
 
 def partial_correlation(x: np.ndarray, y: np.ndarray, covariate: np.ndarray) -> tuple[float | None, float | None]:
@@ -210,8 +226,12 @@ def violation_magnitude(records: pd.DataFrame, label: str = "correct") -> dict:
     non = rows.loc[~rows["monotone"].astype(bool)]
     rise = np.array([max_rise(t) for t in non["trajectory"]], dtype=float)
     y = _labels(non[label]).astype(float)
-    out = {"n_nonmonotone": int(len(non)), "rho": None, "p": None,
-           "median_max_rise": float(np.median(rise)) if rise.size else None}
+    out = {
+        "n_nonmonotone": int(len(non)),
+        "rho": None,
+        "p": None,
+        "median_max_rise": float(np.median(rise)) if rise.size else None,
+    }
     if rise.size >= 3 and rise.min() < rise.max() and y.min() < y.max():
         res = sps.spearmanr(rise, y)
         out["rho"], out["p"] = float(res.statistic), float(res.pvalue)
@@ -228,8 +248,9 @@ def label_coupling(records: pd.DataFrame) -> dict:
     check_records(records, ("pred", "chain_answer", "chain_correct"))
     rows = analyzed(records)
     maj, own = _labels(rows["correct"]), _labels(rows["chain_correct"])
-    same_answer = [a is not None and a == b for a, b in zip(answers_or_none(rows["pred"]),
-                                                            answers_or_none(rows["chain_answer"]))]
+    same_answer = [
+        a is not None and a == b for a, b in zip(answers_or_none(rows["pred"]), answers_or_none(rows["chain_answer"]))
+    ]
     out = {
         "n": int(len(rows)),
         "answer_agreement": float(np.mean(same_answer)) if len(rows) else None,
@@ -252,28 +273,44 @@ def label_coupling(records: pd.DataFrame) -> dict:
 # Trajectory-derived variants: early exit and the epsilon sweep (seed 003 sections 6.1, 8)
 
 
-def shape_at(trajectories: Sequence[Sequence[float]], epsilon: float,
-             transitions: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+def shape_at(
+    trajectories: Sequence[Sequence[float]], epsilon: float, transitions: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """(monotone, violations) recomputed from stored trajectories at ``epsilon``, over the first
     ``transitions`` steps only when given (a chain with fewer steps keeps all of them)."""
-    viol = [violations([float(h) for h in t][: None if transitions is None else transitions + 1], epsilon)
-            for t in trajectories]
+    viol = [
+        violations([float(h) for h in t][: None if transitions is None else transitions + 1], epsilon)
+        for t in trajectories
+    ]
     return np.array(viol, dtype=np.int64) == 0, np.array(viol, dtype=np.int64)
 
 
 def _gap_block(flag: np.ndarray, y: np.ndarray, resamples: int, seed: int, level: float) -> dict:
     n = flag.size
     point = stats.accuracy_gap_rows(flag, y, stats.full_sample(n))[0] if n else np.nan
-    ci = stats.percentile_interval(
-        stats.accuracy_gap_rows(flag, y, stats.resample_indices(n, resamples, seed)), level
-    ) if n and resamples else stats.Interval(None, None, 0, resamples)
+    ci = (
+        stats.percentile_interval(stats.accuracy_gap_rows(flag, y, stats.resample_indices(n, resamples, seed)), level)
+        if n and resamples
+        else stats.Interval(None, None, 0, resamples)
+    )
     pp = lambda v: None if v is None or not np.isfinite(v) else float(100 * v)  # noqa: E731
-    return {"coverage": float(flag.mean()) if n else None, "gap_pp": pp(point),
-            "ci_lo": pp(ci.lo), "ci_hi": pp(ci.hi), "ci_n_kept": ci.n_kept}
+    return {
+        "coverage": float(flag.mean()) if n else None,
+        "gap_pp": pp(point),
+        "ci_lo": pp(ci.lo),
+        "ci_hi": pp(ci.hi),
+        "ci_n_kept": ci.n_kept,
+    }
 
 
-def early_exit(records: pd.DataFrame, epsilon: float, resamples: int, seed: int, level: float = 0.95,
-               max_transitions: int | None = None) -> list[dict]:
+def early_exit(
+    records: pd.DataFrame,
+    epsilon: float,
+    resamples: int,
+    seed: int,
+    level: float = 0.95,
+    max_transitions: int | None = None,
+) -> list[dict]:
     """The monotonicity gap computed from the first k transitions only, k = 1, 2, ... (seed 003
     section 6.1): how early in the chain the shape signal is available. The label is the final one;
     a chain with fewer than k transitions contributes its whole trajectory (it has already ended)."""
@@ -286,8 +323,10 @@ def early_exit(records: pd.DataFrame, epsilon: float, resamples: int, seed: int,
     out = []
     for k in range(1, k_max + 1):
         flag, _ = shape_at(rows["trajectory"], epsilon, k)
-        out.append({"transitions": k, "n": int(len(rows)), "n_reaching_k": int((lengths >= k).sum())}
-                   | _gap_block(flag, y, resamples, stats.derive_seed(seed, "early_exit", str(k)), level))
+        out.append(
+            {"transitions": k, "n": int(len(rows)), "n_reaching_k": int((lengths >= k).sum())}
+            | _gap_block(flag, y, resamples, stats.derive_seed(seed, "early_exit", str(k)), level)
+        )
     return out
 
 
@@ -298,8 +337,9 @@ def min_grid_spacing(m: int) -> float:
     return float(np.diff(grid).min())
 
 
-def epsilon_sweep(records: pd.DataFrame, m: int, resamples: int, seed: int, level: float = 0.95,
-                  epsilons: Sequence[float] = EPSILONS) -> list[dict]:
+def epsilon_sweep(
+    records: pd.DataFrame, m: int, resamples: int, seed: int, level: float = 0.95, epsilons: Sequence[float] = EPSILONS
+) -> list[dict]:
     """Monotone coverage, violations and the gap with epsilon recomputed from the stored
     trajectory, for each epsilon; the entropy grid's minimum spacing at m is reported beside them."""
     rows = analyzed(records)
@@ -309,11 +349,18 @@ def epsilon_sweep(records: pd.DataFrame, m: int, resamples: int, seed: int, leve
     out = []
     for eps in epsilons:
         flag, viol = shape_at(rows["trajectory"], eps)
-        out.append({"epsilon": float(eps), "m": int(m), "min_grid_spacing": spacing,
-                    "below_spacing": bool(eps < spacing), "n": int(len(rows)),
-                    "mean_violations": float(viol.mean()) if len(rows) else None,
-                    "n_changed_vs_min_epsilon": int((flag != base).sum())}
-                   | _gap_block(flag, y, resamples, stats.derive_seed(seed, "epsilon", repr(float(eps))), level))
+        out.append(
+            {
+                "epsilon": float(eps),
+                "m": int(m),
+                "min_grid_spacing": spacing,
+                "below_spacing": bool(eps < spacing),
+                "n": int(len(rows)),
+                "mean_violations": float(viol.mean()) if len(rows) else None,
+                "n_changed_vs_min_epsilon": int((flag != base).sum()),
+            }
+            | _gap_block(flag, y, resamples, stats.derive_seed(seed, "epsilon", repr(float(eps))), level)
+        )
     return out
 
 
@@ -364,25 +411,49 @@ def coverage_curve(lengths: Sequence[int], truncated: Sequence[bool]) -> Coverag
         events = int(((t == length) & ~c).sum())
         survival *= 1.0 - events / at_risk
         completed.append(1.0 - survival)
-    return CoverageCurve(observed.astype(int), np.array(completed, dtype=float), int(t.size), int(c.sum()),
-                         int(t[c].max()) if c.any() else None, bool(c.any()))
+    return CoverageCurve(
+        observed.astype(int),
+        np.array(completed, dtype=float),
+        int(t.size),
+        int(c.sum()),
+        int(t[c].max()) if c.any() else None,
+        bool(c.any()),
+    )
 
 
 def coverage_rows(cell: str, curve: CoverageCurve) -> list[dict]:
-    rows = [{"cell": cell, "length": int(x), "completed": float(f), "kind": "observed"}
-            for x, f in zip(curve.lengths, curve.completed)]
+    rows = [
+        {"cell": cell, "length": int(x), "completed": float(f), "kind": "observed"}
+        for x, f in zip(curve.lengths, curve.completed)
+    ]
     if curve.cap is not None:
         last = float(curve.completed[-1]) if curve.completed.size else 0.0
-        rows.append({"cell": cell, "length": curve.cap, "completed": last, "kind": "censored_end",
-                     "n_censored": curve.n_censored})
+        rows.append(
+            {
+                "cell": cell,
+                "length": curve.cap,
+                "completed": last,
+                "kind": "censored_end",
+                "n_censored": curve.n_censored,
+            }
+        )
     return rows
 
 
 # ---------------------------------------------------------------------------------------------
 # Sensitivity sweeps against the registered cell (docs/design.md section 6)
 
-SWEEP_FIELDS = ("n", "n_excluded", "accuracy", "monotone_coverage", "gap_pp", "truncation_rate",
-                "cap_hit_rate", "median_reference_tokens", "p90_reference_tokens")
+SWEEP_FIELDS = (
+    "n",
+    "n_excluded",
+    "accuracy",
+    "monotone_coverage",
+    "gap_pp",
+    "truncation_rate",
+    "cap_hit_rate",
+    "median_reference_tokens",
+    "p90_reference_tokens",
+)
 
 
 def chain_length_stats(records: pd.DataFrame) -> dict:
@@ -391,12 +462,17 @@ def chain_length_stats(records: pd.DataFrame) -> dict:
     tokens = records["reference_tokens"].to_numpy(dtype=float)
     if tokens.size == 0:
         return {"median_reference_tokens": None, "p90_reference_tokens": None}
-    return {"median_reference_tokens": float(np.median(tokens)),
-            "p90_reference_tokens": float(np.quantile(tokens, 0.9))}
+    return {
+        "median_reference_tokens": float(np.median(tokens)),
+        "p90_reference_tokens": float(np.quantile(tokens, 0.9)),
+    }
 
 
-def sweep_table(summaries: Mapping[str, Mapping[str, dict]], registered: str = "registered",
-                chain_lengths: Mapping[str, Mapping[str, dict]] | None = None) -> list[dict]:
+def sweep_table(
+    summaries: Mapping[str, Mapping[str, dict]],
+    registered: str = "registered",
+    chain_lengths: Mapping[str, Mapping[str, dict]] | None = None,
+) -> list[dict]:
     """One row per (variant, cell): the summary fields and their difference from the registered
     cell (``delta_<field>``, variant minus registered). Rate deltas stay in rate units; gap_pp is
     already in points. ``chain_lengths`` (variant -> cell -> ``chain_length_stats``) adds the

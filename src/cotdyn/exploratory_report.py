@@ -17,8 +17,16 @@ from cotdyn import figures
 from cotdyn.stats import derive_seed
 from cotdyn.writers import FLOAT_FORMAT, write_csv, write_png, write_text
 
-TABLES = ("ranking", "logistic", "partial_correlation", "violation_magnitude", "label_coupling", "early_exit",
-          "epsilon_sweep", "coverage_curves")
+TABLES = (
+    "ranking",
+    "logistic",
+    "partial_correlation",
+    "violation_magnitude",
+    "label_coupling",
+    "early_exit",
+    "epsilon_sweep",
+    "coverage_curves",
+)
 FIGURES = ("risk_coverage.png", "coverage_curves.png", "example_trajectories.png", "violation_buckets.png")
 TABLES_HTML = "tables.html"
 
@@ -28,8 +36,16 @@ def _cells(records: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     return [(str(c), g.reset_index(drop=True)) for c, g in records.groupby(records["cell"].astype(str), sort=True)]
 
 
-def exploratory_tables(records: pd.DataFrame, *, m: int, epsilon: float, seed: int, draws: int = 50,
-                       resamples: int = 1000, level: float = 0.95) -> dict[str, pd.DataFrame]:
+def exploratory_tables(
+    records: pd.DataFrame,
+    *,
+    m: int,
+    epsilon: float,
+    seed: int,
+    draws: int = 50,
+    resamples: int = 1000,
+    level: float = 0.95,
+) -> dict[str, pd.DataFrame]:
     """Every exploratory table over all cells of one variant (docs/design.md section 6), keyed by table name.
 
     ``m`` and ``epsilon`` are the variant's protocol values; ``seed`` is the analysis seed, from
@@ -43,7 +59,7 @@ def exploratory_tables(records: pd.DataFrame, *, m: int, epsilon: float, seed: i
         for name, table in out.items():
             if name != "coverage_curves" and len(table) == first[name]:
                 table.append({"cell": cell, "reason": note or "nothing to estimate"})
-            for row in table[first[name]:]:
+            for row in table[first[name] :]:
                 if note and not row.get("reason") and any(_is_null(v) for v in row.values()):
                     row["reason"] = note
     frames = {name: pd.DataFrame(rows) for name, rows in out.items()}
@@ -67,40 +83,68 @@ def _is_null(value) -> bool:
     return value is None or (isinstance(value, float) and value != value)
 
 
-def _cell_tables(out: dict[str, list[dict]], cell: str, rows: pd.DataFrame, *, m: int, epsilon: float, seed: int,
-                 draws: int, resamples: int, level: float) -> None:
+def _cell_tables(
+    out: dict[str, list[dict]],
+    cell: str,
+    rows: pd.DataFrame,
+    *,
+    m: int,
+    epsilon: float,
+    seed: int,
+    draws: int,
+    resamples: int,
+    level: float,
+) -> None:
     """Append one cell's rows to every exploratory table."""
     tie_seed = derive_seed(seed, "aurc", cell)
     out["ranking"] += [{"cell": cell, "label": "correct"} | r for r in ex.ranking_table(rows, draws, tie_seed)]
     if "chain_correct" in rows:
-        out["ranking"] += [{"cell": cell, "label": "chain_correct"} | r
-                           for r in ex.ranking_table(rows, draws, tie_seed, label="chain_correct")]
+        out["ranking"] += [
+            {"cell": cell, "label": "chain_correct"} | r
+            for r in ex.ranking_table(rows, draws, tie_seed, label="chain_correct")
+        ]
     fit = ex.standardized_logit(rows)
     for term in ("const", *fit.terms):
-        out["logistic"].append({"cell": cell, "term": term, "n": fit.n,
-                                "coef": fit.coef[term] if fit.coef else None,
-                                "se": fit.se[term] if fit.se else None,
-                                "p": fit.p[term] if fit.p else None, "reason": fit.reason})
+        out["logistic"].append(
+            {
+                "cell": cell,
+                "term": term,
+                "n": fit.n,
+                "coef": fit.coef[term] if fit.coef else None,
+                "se": fit.se[term] if fit.se else None,
+                "p": fit.p[term] if fit.p else None,
+                "reason": fit.reason,
+            }
+        )
     kept = ex.analyzed(rows)
-    r, p = ex.partial_correlation(kept["monotone"].to_numpy(dtype=float), kept["correct"].to_numpy(dtype=float),
-                                  kept["n_points"].to_numpy(dtype=float))
-    out["partial_correlation"].append({"cell": cell, "n": int(len(kept)), "covariate": "n_points",
-                                       "r_partial": r, "p": p})
+    r, p = ex.partial_correlation(
+        kept["monotone"].to_numpy(dtype=float),
+        kept["correct"].to_numpy(dtype=float),
+        kept["n_points"].to_numpy(dtype=float),
+    )
+    out["partial_correlation"].append(
+        {"cell": cell, "n": int(len(kept)), "covariate": "n_points", "r_partial": r, "p": p}
+    )
     out["violation_magnitude"].append({"cell": cell} | ex.violation_magnitude(rows))
     if {"pred", "chain_answer", "chain_correct"} <= set(rows.columns):
         out["label_coupling"].append({"cell": cell} | ex.label_coupling(rows))
-    out["early_exit"] += [{"cell": cell, "epsilon": float(epsilon)} | r for r in
-                          ex.early_exit(rows, epsilon, resamples, derive_seed(seed, "early_exit", cell), level)]
-    out["epsilon_sweep"] += [{"cell": cell} | r for r in
-                             ex.epsilon_sweep(rows, m, resamples, derive_seed(seed, "epsilon", cell), level)]
+    out["early_exit"] += [
+        {"cell": cell, "epsilon": float(epsilon)} | r
+        for r in ex.early_exit(rows, epsilon, resamples, derive_seed(seed, "early_exit", cell), level)
+    ]
+    out["epsilon_sweep"] += [
+        {"cell": cell} | r for r in ex.epsilon_sweep(rows, m, resamples, derive_seed(seed, "epsilon", cell), level)
+    ]
     if {"reference_tokens", "reference_truncated"} <= set(rows.columns):
         curve = ex.coverage_curve(rows["reference_tokens"], rows["reference_truncated"].astype(bool))
         out["coverage_curves"] += ex.coverage_rows(cell, curve)
 
 
 def coverage_curves(records: pd.DataFrame) -> dict[str, ex.CoverageCurve]:
-    return {cell: ex.coverage_curve(rows["reference_tokens"], rows["reference_truncated"].astype(bool))
-            for cell, rows in _cells(records)}
+    return {
+        cell: ex.coverage_curve(rows["reference_tokens"], rows["reference_truncated"].astype(bool))
+        for cell, rows in _cells(records)
+    }
 
 
 def exploratory_figures(records: pd.DataFrame, *, seed: int, draws: int = 50) -> dict:
@@ -113,8 +157,11 @@ def exploratory_figures(records: pd.DataFrame, *, seed: int, draws: int = 50) ->
     }
 
 
-def sweep_frame(summaries: Mapping[str, Mapping[str, dict]], records: Mapping[str, Mapping[str, pd.DataFrame]],
-                registered: str = "registered") -> pd.DataFrame:
+def sweep_frame(
+    summaries: Mapping[str, Mapping[str, dict]],
+    records: Mapping[str, Mapping[str, pd.DataFrame]],
+    registered: str = "registered",
+) -> pd.DataFrame:
     """Every variant against the registered cell (docs/design.md section 6), with chain-length quantiles
     taken from each variant's records."""
     lengths = {v: {c: ex.chain_length_stats(r) for c, r in cells.items()} for v, cells in records.items()}
@@ -133,10 +180,12 @@ def _cell_text(value) -> str:
 def tables_html(tables: Mapping[str, pd.DataFrame], title: str) -> str:
     """The tables as one standalone HTML page, so the Snakemake report shows them inline (it
     offers CSV files for download only). Numbers use the CSVs' fixed format."""
-    parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title>",
-             "<style>body{font-family:sans-serif;font-size:13px}table{border-collapse:collapse;margin-bottom:2em}"
-             "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}</style></head><body>",
-             f"<h1>{title}</h1>"]
+    parts = [
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title>",
+        "<style>body{font-family:sans-serif;font-size:13px}table{border-collapse:collapse;margin-bottom:2em}"
+        "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}</style></head><body>",
+        f"<h1>{title}</h1>",
+    ]
     for name, frame in tables.items():
         parts.append(f"<h2 id='{name}'>{name}</h2>")
         parts.append(frame.map(_cell_text).to_html(index=False, border=0))
@@ -144,14 +193,22 @@ def tables_html(tables: Mapping[str, pd.DataFrame], title: str) -> str:
     return "\n".join(parts) + "\n"
 
 
-def write_exploratory(records: pd.DataFrame, out_dir: str | Path, *, m: int, epsilon: float, seed: int,
-                      draws: int = 50, resamples: int = 1000, level: float = 0.95) -> list[Path]:
+def write_exploratory(
+    records: pd.DataFrame,
+    out_dir: str | Path,
+    *,
+    m: int,
+    epsilon: float,
+    seed: int,
+    draws: int = 50,
+    resamples: int = 1000,
+    level: float = 0.95,
+) -> list[Path]:
     """Compute and write ``<table>.csv`` for every name in TABLES, all of them rendered in
     TABLES_HTML, and the FIGURES to ``out_dir``; returns the paths in that order."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    tables = exploratory_tables(records, m=m, epsilon=epsilon, seed=seed, draws=draws, resamples=resamples,
-                                level=level)
+    tables = exploratory_tables(records, m=m, epsilon=epsilon, seed=seed, draws=draws, resamples=resamples, level=level)
     paths = [write_csv(tables[name], out / f"{name}.csv") for name in TABLES]
     paths.append(write_text(tables_html(tables, "Exploratory tables (outside the registration)"), out / TABLES_HTML))
     paths += [write_png(fig, out / name) for name, fig in exploratory_figures(records, seed=seed, draws=draws).items()]

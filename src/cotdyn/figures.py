@@ -16,8 +16,12 @@ from cotdyn import exploratory as ex
 from cotdyn.hypotheses import H3_BUCKETS, violation_buckets
 
 SIGNAL_COLORS = {"monotone": "#4477aa", "violations": "#228833", "final_entropy": "#ee6677", "coherence": "#aa3377"}
-SIGNAL_LABELS = {"monotone": "monotone flag", "violations": "-violations", "final_entropy": "-final entropy",
-                 "coherence": "coherence C"}
+SIGNAL_LABELS = {
+    "monotone": "monotone flag",
+    "violations": "-violations",
+    "final_entropy": "-final entropy",
+    "coherence": "coherence C",
+}
 
 
 def _grid(n: int, ncols: int, width: float, height: float) -> tuple[Figure, np.ndarray]:
@@ -62,8 +66,13 @@ def risk_coverage_figure(records: pd.DataFrame, draws: int, seed: int) -> Figure
         coverage = np.arange(1, len(rows) + 1) / max(len(rows), 1)
         for name, read in ex.SIGNALS.items():
             if len(rows):
-                ax.plot(coverage, ex.selective_risk_curve(read(rows), y, draws, seed),
-                        color=SIGNAL_COLORS[name], linewidth=1.2, label=SIGNAL_LABELS[name])
+                ax.plot(
+                    coverage,
+                    ex.selective_risk_curve(read(rows), y, draws, seed),
+                    color=SIGNAL_COLORS[name],
+                    linewidth=1.2,
+                    label=SIGNAL_LABELS[name],
+                )
         ax.axvline(ex.TRUNCATED_COVERAGE, color="0.5", linestyle="--", linewidth=0.8)
         ax.set_xlim(0, 1)
         ax.set_ylim(bottom=0)
@@ -96,11 +105,17 @@ def coverage_figure(curves: Mapping[str, ex.CoverageCurve]) -> Figure:
         color = f"C{i % 10}"
         x = np.concatenate([[0], c.lengths])
         y = np.concatenate([[0.0], c.completed])
-        ax.step(x, y, where="post", color=color, linewidth=1.3,
-                label=f"{cell} ({c.n_censored}/{c.n} censored)")
+        ax.step(x, y, where="post", color=color, linewidth=1.3, label=f"{cell} ({c.n_censored}/{c.n} censored)")
         if c.lengths.size:
-            ax.plot([c.lengths[-1]], [c.completed[-1]], marker="o", markersize=7, color=color,
-                    markerfacecolor="none" if c.end_censored else color, linestyle="none")
+            ax.plot(
+                [c.lengths[-1]],
+                [c.completed[-1]],
+                marker="o",
+                markersize=7,
+                color=color,
+                markerfacecolor="none" if c.end_censored else color,
+                linestyle="none",
+            )
         if c.cap is not None:
             caps.add(c.cap)
     for cap in sorted(caps):
@@ -139,9 +154,16 @@ def trajectory_figure(records: pd.DataFrame, per_label: int = 4) -> Figure:
             continue
         for row in mine.itertuples():
             t = np.asarray(row.trajectory, dtype=float)
-            ax.plot(np.arange(t.size), t, marker="o", markersize=3, linewidth=1.0,
-                    color="#1b7837" if row.correct else "#b2182b", linestyle="-" if row.monotone else "--",
-                    alpha=0.85)
+            ax.plot(
+                np.arange(t.size),
+                t,
+                marker="o",
+                markersize=3,
+                linewidth=1.0,
+                color="#1b7837" if row.correct else "#b2182b",
+                linestyle="-" if row.monotone else "--",
+                alpha=0.85,
+            )
         ax.set_xlabel("answer-bearing prefix")
         ax.set_ylabel("answer entropy (nats)")
         ax.set_ylim(bottom=0)

@@ -43,8 +43,13 @@ def study_targets(cells: Iterable[str], variants: Iterable[str]) -> list[str]:
     """Every final output of a study but its manifest: what ``rule all`` asks for, what the study
     manifest waits for (so it hashes a finished study), and what the audit expects listed."""
     cells, variants = list(cells), list(variants)
-    per_variant = [*ANALYSIS_FILES, "dynamics/profiles.csv", "exploratory/tables.html", "report_header.html",
-                   "math_shepherd.csv"]
+    per_variant = [
+        *ANALYSIS_FILES,
+        "dynamics/profiles.csv",
+        "exploratory/tables.html",
+        "report_header.html",
+        "math_shepherd.csv",
+    ]
     return [
         *(variant_file(c, v, "summary.json") for c in cells for v in variants),
         *(cell_manifest(c) for c in cells),

@@ -33,12 +33,22 @@ def math_shepherd_from_samples(samples: pd.DataFrame, records: pd.DataFrame, ben
     Returns one row per (problem, prefix): ``soft`` (share reaching gold) and ``hard`` (any).
     """
     gold = records.set_index("problem_id")["gold"]
-    hits = [equivalent(answer_or_none(a), answer_or_none(gold.get(p)), benchmark)
-            for p, a in zip(samples["problem_id"], samples["answer"])]
+    hits = [
+        equivalent(answer_or_none(a), answer_or_none(gold.get(p)), benchmark)
+        for p, a in zip(samples["problem_id"], samples["answer"])
+    ]
     table = samples[["problem_id", "prefix", "prefix_tokens"]].assign(hit=hits)
     rows = []
     for (problem, prefix), group in table.groupby(["problem_id", "prefix"], sort=True):
         soft, hard = math_shepherd_labels(group["hit"].to_numpy()[None, :])
-        rows.append({"problem_id": problem, "prefix": prefix, "prefix_tokens": int(group["prefix_tokens"].iloc[0]),
-                     "n": len(group), "soft": float(soft[0]), "hard": float(hard[0])})
+        rows.append(
+            {
+                "problem_id": problem,
+                "prefix": prefix,
+                "prefix_tokens": int(group["prefix_tokens"].iloc[0]),
+                "n": len(group),
+                "soft": float(soft[0]),
+                "hard": float(hard[0]),
+            }
+        )
     return pd.DataFrame(rows)

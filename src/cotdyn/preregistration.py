@@ -50,8 +50,10 @@ def sibling_paths(plan_path: str | Path) -> tuple[Path, Path]:
 
 
 def registered_text(sha256: str, date: str) -> str:
-    return ("# The registration of plan.yaml: its sha256 and date (cotdyn.preregistration.register).\n"
-            f"plan_sha256: {sha256}\ndate: '{date}'\n")
+    return (
+        "# The registration of plan.yaml: its sha256 and date (cotdyn.preregistration.register).\n"
+        f"plan_sha256: {sha256}\ndate: '{date}'\n"
+    )
 
 
 def register(plan_path: str | Path, registered_path: str | Path, date: str) -> str:
@@ -85,7 +87,8 @@ def check_registered(plan_path: str | Path, registered_path: str | Path) -> str:
     if found != registered:
         raise PreregistrationError(
             f"{plan_path} has sha256 {found}, but {registered_path} registers {registered}: "
-            "the plan was edited after registration")
+            "the plan was edited after registration"
+        )
     return found
 
 
@@ -107,7 +110,9 @@ def parse_deviations(entries: Any, source: str) -> list[Deviation]:
         if missing:
             raise PreregistrationError(f"{where}: missing field(s) {', '.join(missing)}")
         if unknown:
-            raise PreregistrationError(f"{where}: unknown field(s) {', '.join(unknown)} (known: {', '.join(DEVIATION_FIELDS)})")
+            raise PreregistrationError(
+                f"{where}: unknown field(s) {', '.join(unknown)} (known: {', '.join(DEVIATION_FIELDS)})"
+            )
         for field in ("cell", "parameter", "reason"):
             if not isinstance(entry[field], str) or not entry[field].strip():
                 raise PreregistrationError(f"{where}: field '{field}' must be a non-empty string")
@@ -132,27 +137,41 @@ def protocol_differences(plan: dict, effective_protocol: dict) -> list[tuple[str
     registered = plan["protocol"]
     unknown = sorted(set(effective_protocol) - set(registered))
     if unknown:
-        raise PreregistrationError(f"effective protocol names parameters the plan does not register: {', '.join(unknown)}")
-    return [(k, v, effective_protocol[k]) for k, v in registered.items()
-            if k in effective_protocol and effective_protocol[k] != v]
+        raise PreregistrationError(
+            f"effective protocol names parameters the plan does not register: {', '.join(unknown)}"
+        )
+    return [
+        (k, v, effective_protocol[k])
+        for k, v in registered.items()
+        if k in effective_protocol and effective_protocol[k] != v
+    ]
 
 
 def _declaration(cell: str, difference: tuple[str, Any, Any], deviations: list[Deviation]) -> Deviation | None:
     parameter, registered, used = difference
-    return next((d for d in deviations if d.cell in (cell, ANY_CELL) and d.parameter == parameter
-                 and d.registered == registered and d.used == used), None)
+    return next(
+        (
+            d
+            for d in deviations
+            if d.cell in (cell, ANY_CELL) and d.parameter == parameter and d.registered == registered and d.used == used
+        ),
+        None,
+    )
 
 
-def undeclared_differences(cell: str, effective_protocol: dict, plan: dict,
-                           deviations: list[Deviation]) -> list[tuple[str, Any, Any]]:
+def undeclared_differences(
+    cell: str, effective_protocol: dict, plan: dict, deviations: list[Deviation]
+) -> list[tuple[str, Any, Any]]:
     """The cell's differences from the plan that no deviation declares (the audit lists them all)."""
     return [d for d in protocol_differences(plan, effective_protocol) if _declaration(cell, d, deviations) is None]
 
 
 def undeclared_message(cell: str, difference: tuple[str, Any, Any]) -> str:
     parameter, registered, used = difference
-    return (f"cell {cell}: protocol parameter '{parameter}' is {used!r} but the plan registers {registered!r}, "
-            "and preregistration/deviations.yaml declares no such deviation")
+    return (
+        f"cell {cell}: protocol parameter '{parameter}' is {used!r} but the plan registers {registered!r}, "
+        "and preregistration/deviations.yaml declares no such deviation"
+    )
 
 
 def check_cell(cell: str, effective_protocol: dict, plan: dict, deviations: list[Deviation]) -> list[Deviation]:
@@ -170,8 +189,9 @@ def check_cell(cell: str, effective_protocol: dict, plan: dict, deviations: list
     return declared
 
 
-def declared_deviations(cells: list[str], confirmatory: list[str], protocols: dict[str, dict], plan: dict,
-                        deviations: list[Deviation]) -> dict[str, dict]:
+def declared_deviations(
+    cells: list[str], confirmatory: list[str], protocols: dict[str, dict], plan: dict, deviations: list[Deviation]
+) -> dict[str, dict]:
     """plan_check.json's content: per cell, whether it is confirmatory, its declared deviations
     (confirmatory cells, registered variant) and, for exploratory cells, its differences."""
     if confirmatory and REGISTERED_VARIANT not in protocols:
@@ -182,14 +202,19 @@ def declared_deviations(cells: list[str], confirmatory: list[str], protocols: di
             found = check_cell(cell, protocols[REGISTERED_VARIANT], plan, deviations)
             out[cell] = {"confirmatory": True, "deviations": [d.as_dict() for d in found]}
         else:
-            out[cell] = {"confirmatory": False, "differences": {
-                v: [{"parameter": p, "registered": r, "used": u} for p, r, u in protocol_differences(plan, proto)]
-                for v, proto in sorted(protocols.items())}}
+            out[cell] = {
+                "confirmatory": False,
+                "differences": {
+                    v: [{"parameter": p, "registered": r, "used": u} for p, r, u in protocol_differences(plan, proto)]
+                    for v, proto in sorted(protocols.items())
+                },
+            }
     return out
 
 
-def plan_check(plan_path: str | Path, cells: list[str], confirmatory: list[str], protocols: dict[str, dict],
-               plan: dict) -> dict:
+def plan_check(
+    plan_path: str | Path, cells: list[str], confirmatory: list[str], protocols: dict[str, dict], plan: dict
+) -> dict:
     """The check at the head of the DAG: the registered hash, then every confirmatory cell."""
     registered_path, deviations_path = sibling_paths(plan_path)
     sha = check_registered(plan_path, registered_path)
@@ -220,29 +245,47 @@ def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
 
 def render_plan_md(plan: dict) -> str:
     """plan.md: every registered value of plan.yaml as text, generated so they cannot drift."""
-    lines = [f"# {plan.get('title', 'Registered plan')}", "",
-             "<!-- Generated from plan.yaml by cotdyn.preregistration.render_plan_md; do not edit. -->", "",
-             f"Plan version {plan.get('plan_version')}. The sha256 of plan.yaml and the registration date are in "
-             "REGISTERED; declared deviations are in deviations.yaml.", "",
-             "## Frozen protocol", ""]
+    lines = [
+        f"# {plan.get('title', 'Registered plan')}",
+        "",
+        "<!-- Generated from plan.yaml by cotdyn.preregistration.render_plan_md; do not edit. -->",
+        "",
+        f"Plan version {plan.get('plan_version')}. The sha256 of plan.yaml and the registration date are in "
+        "REGISTERED; declared deviations are in deviations.yaml.",
+        "",
+        "## Frozen protocol",
+        "",
+    ]
     lines += _table(["parameter", "registered value"], [[k, v] for k, v in plan["protocol"].items()])
     lines += ["## Exclusion", ""]
     lines += _table(["rule", "value"], [[k, v] for k, v in plan["exclusion"].items()])
     panel = plan.get("panel", {})
     if panel:
-        lines += ["## Panel", "", f"Anchor: {panel.get('anchor')}; distilled: {panel.get('distilled')}; "
-                  f"standard: {_value(panel.get('standard', []))}.", ""]
-        lines += _table(["model", "id", "revision"],
-                        [[k, m.get("id"), m.get("revision")] for k, m in panel.get("models", {}).items()])
-        lines += _table(["benchmark", "hub", "n", "content sha256"],
-                        [[k, b.get("hub"), b.get("n"), b.get("content_sha256")]
-                         for k, b in panel.get("benchmarks", {}).items()])
+        lines += [
+            "## Panel",
+            "",
+            f"Anchor: {panel.get('anchor')}; distilled: {panel.get('distilled')}; "
+            f"standard: {_value(panel.get('standard', []))}.",
+            "",
+        ]
+        lines += _table(
+            ["model", "id", "revision"],
+            [[k, m.get("id"), m.get("revision")] for k, m in panel.get("models", {}).items()],
+        )
+        lines += _table(
+            ["benchmark", "hub", "n", "content sha256"],
+            [[k, b.get("hub"), b.get("n"), b.get("content_sha256")] for k, b in panel.get("benchmarks", {}).items()],
+        )
     lines += ["## Hypotheses", ""]
-    lines += _table(["id", "role", "statistic", "cells", "criterion"],
-                    [[h["id"], h["role"], h["statistic"], h["cells"], h["criterion"]] for h in plan["hypotheses"]])
+    lines += _table(
+        ["id", "role", "statistic", "cells", "criterion"],
+        [[h["id"], h["role"], h["statistic"], h["cells"], h["criterion"]] for h in plan["hypotheses"]],
+    )
     lines += [f"## Holm family (alpha = {plan['holm']['alpha']})", ""]
     lines += _table(["hypothesis", "cell", "p-value"], [[f["id"], f["cell"], f["p"]] for f in plan["holm"]["family"]])
     lines += ["## Analysis parameters", ""]
-    lines += _table(["group", "parameter", "value"],
-                    [[g, k, v] for g, params in plan["analysis"].items() for k, v in params.items()])
+    lines += _table(
+        ["group", "parameter", "value"],
+        [[g, k, v] for g, params in plan["analysis"].items() for k, v in params.items()],
+    )
     return "\n".join(lines).rstrip("\n") + "\n"

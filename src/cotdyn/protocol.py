@@ -26,39 +26,59 @@ Decode = Callable[[Sequence[int]], str]
 
 
 def reference_sampling(protocol: dict) -> Sampling:
-    return Sampling(protocol["reference_temperature"], protocol["reference_max_tokens"],
-                    protocol["top_p"], protocol["top_k"], protocol["repetition_penalty"])
+    return Sampling(
+        protocol["reference_temperature"],
+        protocol["reference_max_tokens"],
+        protocol["top_p"],
+        protocol["top_k"],
+        protocol["repetition_penalty"],
+    )
 
 
 def continuation_sampling(protocol: dict) -> Sampling:
-    return Sampling(protocol["continuation_temperature"], protocol["continuation_max_tokens"],
-                    protocol["top_p"], protocol["top_k"], protocol["repetition_penalty"])
+    return Sampling(
+        protocol["continuation_temperature"],
+        protocol["continuation_max_tokens"],
+        protocol["top_p"],
+        protocol["top_k"],
+        protocol["repetition_penalty"],
+    )
 
 
 def reference_requests(problems: list[Problem], prompts: list[list[int]], protocol: dict, cell: str) -> list[Request]:
     sampling = reference_sampling(protocol)
-    return [Request(tuple(ids), 1, sampling, request_seed(protocol["seed"], cell, p.problem_id, 0, "reference"),
-                    role="reference")
-            for p, ids in zip(problems, prompts)]
+    return [
+        Request(
+            tuple(ids),
+            1,
+            sampling,
+            request_seed(protocol["seed"], cell, p.problem_id, 0, "reference"),
+            role="reference",
+        )
+        for p, ids in zip(problems, prompts)
+    ]
 
 
-def chains_table(problems: list[Problem], prompts: list[list[int]], completions: list[list[Completion]],
-                 benchmark: str) -> pd.DataFrame:
+def chains_table(
+    problems: list[Problem], prompts: list[list[int]], completions: list[list[Completion]], benchmark: str
+) -> pd.DataFrame:
     rows = []
     for problem, prompt, (chain,) in zip(problems, prompts, completions):
         own = answers.extract(chain.text, benchmark)
-        rows.append({
-            "problem_id": problem.problem_id,
-            "gold": problem.gold,
-            "prompt_ids": list(prompt),
-            "token_ids": list(chain.token_ids),
-            "text": chain.text,
-            "finish_reason": chain.finish_reason,
-            "reference_tokens": len(chain.token_ids),
-            "reference_truncated": chain.finish_reason == "length",
-            "chain_answer": own.answer,
-            "chain_status": own.status,
-        })
+        rows.append(
+            {
+                "problem_id": problem.problem_id,
+                "gold": problem.gold,
+                "prompt_ids": list(prompt),
+                "token_ids": list(chain.token_ids),
+                "text": chain.text,
+                "finish_reason": chain.finish_reason,
+                "reference_tokens": len(chain.token_ids),
+                "reference_truncated": chain.finish_reason == "length",
+                "chain_answer": own.answer,
+                "chain_status": own.status,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -72,13 +92,16 @@ def prefix_plan(chains: pd.DataFrame, protocol: dict, decode: Decode) -> pd.Data
             raw_units = len(counts) - 1
         else:
             counts, raw_units = segment.segment(chain.text, ids, decode, protocol["segmentation"], protocol["cap"])
-        rows += [{"problem_id": chain.problem_id, "prefix": k, "prefix_tokens": n, "raw_units": raw_units}
-                 for k, n in enumerate(counts)]
+        rows += [
+            {"problem_id": chain.problem_id, "prefix": k, "prefix_tokens": n, "raw_units": raw_units}
+            for k, n in enumerate(counts)
+        ]
     return pd.DataFrame(rows, columns=["problem_id", "prefix", "prefix_tokens", "raw_units"])
 
 
-def continuation_requests(chains: pd.DataFrame, plan: pd.DataFrame, protocol: dict, cell: str,
-                          n: int | None = None) -> list[Request]:
+def continuation_requests(
+    chains: pd.DataFrame, plan: pd.DataFrame, protocol: dict, cell: str, n: int | None = None
+) -> list[Request]:
     """m continuations of every prefix (``n`` overrides m, e.g. N = 20 sampled once for the m sweep)."""
     sampling = continuation_sampling(protocol)
     ids = {c.problem_id: (_ints(c.prompt_ids), _ints(c.token_ids)) for c in chains.itertuples()}
@@ -95,18 +118,28 @@ def _ints(ids) -> list[int]:
     return np.asarray(ids, dtype=np.int64).tolist()
 
 
-def samples_table(plan: pd.DataFrame, requests: list[Request], completions: list[list[Completion]],
-                  benchmark: str) -> pd.DataFrame:
+def samples_table(
+    plan: pd.DataFrame, requests: list[Request], completions: list[list[Completion]], benchmark: str
+) -> pd.DataFrame:
     rows = []
     for row, request, samples in zip(plan.itertuples(), requests, completions):
         for j, c in enumerate(samples):
             found = answers.extract(c.text, benchmark)
-            rows.append({
-                "problem_id": row.problem_id, "prefix": row.prefix, "prefix_tokens": row.prefix_tokens,
-                "raw_units": row.raw_units, "sample": j, "seed": request.seed + j,
-                "text": c.text, "token_ids": list(c.token_ids), "finish_reason": c.finish_reason,
-                "answer": found.answer, "status": found.status,
-            })
+            rows.append(
+                {
+                    "problem_id": row.problem_id,
+                    "prefix": row.prefix,
+                    "prefix_tokens": row.prefix_tokens,
+                    "raw_units": row.raw_units,
+                    "sample": j,
+                    "seed": request.seed + j,
+                    "text": c.text,
+                    "token_ids": list(c.token_ids),
+                    "finish_reason": c.finish_reason,
+                    "answer": found.answer,
+                    "status": found.status,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -118,8 +151,9 @@ def with_chain_endpoint(samples: pd.DataFrame, chains: pd.DataFrame) -> pd.DataF
     and chains without an answer keep their sampled continuations.
     """
     answered = answers.is_answered(chains["chain_answer"])
-    finished = chains.loc[~chains["reference_truncated"].to_numpy(dtype=bool) & answered,
-                          ["problem_id", "chain_answer"]]
+    finished = chains.loc[
+        ~chains["reference_truncated"].to_numpy(dtype=bool) & answered, ["problem_id", "chain_answer"]
+    ]
     last = samples.groupby("problem_id")["prefix"].transform("max")
     out = samples.merge(finished, on="problem_id", how="left")
     replace = (out["prefix"].to_numpy() == last.to_numpy()) & answers.is_answered(out["chain_answer"])
@@ -128,8 +162,15 @@ def with_chain_endpoint(samples: pd.DataFrame, chains: pd.DataFrame) -> pd.DataF
     return out.drop(columns="chain_answer")
 
 
-def records_table(chains: pd.DataFrame, samples: pd.DataFrame, protocol: dict, plan_exclusion: dict,
-                  benchmark: str, cell: str, m: int | None = None) -> pd.DataFrame:
+def records_table(
+    chains: pd.DataFrame,
+    samples: pd.DataFrame,
+    protocol: dict,
+    plan_exclusion: dict,
+    benchmark: str,
+    cell: str,
+    m: int | None = None,
+) -> pd.DataFrame:
     """One row per problem: trajectory, shape, magnitude, labels and flags (docs/design.md section 11).
 
     ``m`` keeps only the first m samples of each prefix (the m sweep subsamples N = 20 this way).
@@ -143,38 +184,43 @@ def records_table(chains: pd.DataFrame, samples: pd.DataFrame, protocol: dict, p
     for chain in chains.itertuples():
         group = grouped.get(chain.problem_id)
         prefix_answers = _prefix_answers(group)
-        t = summarize(prefix_answers, protocol["epsilon"], protocol["null_answers"],
-                      plan_exclusion["min_answer_bearing_prefixes"])
+        t = summarize(
+            prefix_answers, protocol["epsilon"], protocol["null_answers"], plan_exclusion["min_answer_bearing_prefixes"]
+        )
         chain_answer = answers.answer_or_none(chain.chain_answer)
         pred = chain_answer if protocol["label"] == "chain" else t.pred
         raw_units = int(group["raw_units"].iloc[0]) if group is not None else 0
         n_answered = int((group["status"] == answers.OK).sum()) if group is not None else 0
-        rows.append({
-            "cell": cell,
-            "problem_id": chain.problem_id,
-            "trajectory": t.trajectory,
-            "points": t.points,
-            "n_points": len(t.trajectory),
-            "n_prefixes": len(prefix_answers),
-            "monotone": t.monotone,
-            "violations": t.violations,
-            "coherence": t.coherence,
-            "final_entropy": t.final_entropy,
-            "final_confidence": t.final_confidence,
-            "pred": pred,
-            "gold": chain.gold,
-            "correct": answers.equivalent(pred, chain.gold, benchmark, protocol["equivalence"]),
-            "chain_answer": chain_answer,
-            "chain_correct": answers.equivalent(chain_answer, chain.gold, benchmark, protocol["equivalence"]),
-            "excluded": t.excluded,
-            "exclusion_reason": t.exclusion_reason,
-            "reference_tokens": int(chain.reference_tokens),
-            "reference_truncated": bool(chain.reference_truncated),
-            "raw_units": raw_units,
-            "cap_hit": protocol["cap"] is not None and protocol["checkpoints"] == "steps" and raw_units >= protocol["cap"],
-            "parse_rate": n_answered / len(group) if group is not None and len(group) else float("nan"),
-            "endpoint_answered": bool(prefix_answers and any(a is not None for a in prefix_answers[-1])),
-        })
+        rows.append(
+            {
+                "cell": cell,
+                "problem_id": chain.problem_id,
+                "trajectory": t.trajectory,
+                "points": t.points,
+                "n_points": len(t.trajectory),
+                "n_prefixes": len(prefix_answers),
+                "monotone": t.monotone,
+                "violations": t.violations,
+                "coherence": t.coherence,
+                "final_entropy": t.final_entropy,
+                "final_confidence": t.final_confidence,
+                "pred": pred,
+                "gold": chain.gold,
+                "correct": answers.equivalent(pred, chain.gold, benchmark, protocol["equivalence"]),
+                "chain_answer": chain_answer,
+                "chain_correct": answers.equivalent(chain_answer, chain.gold, benchmark, protocol["equivalence"]),
+                "excluded": t.excluded,
+                "exclusion_reason": t.exclusion_reason,
+                "reference_tokens": int(chain.reference_tokens),
+                "reference_truncated": bool(chain.reference_truncated),
+                "raw_units": raw_units,
+                "cap_hit": protocol["cap"] is not None
+                and protocol["checkpoints"] == "steps"
+                and raw_units >= protocol["cap"],
+                "parse_rate": n_answered / len(group) if group is not None and len(group) else float("nan"),
+                "endpoint_answered": bool(prefix_answers and any(a is not None for a in prefix_answers[-1])),
+            }
+        )
     records = pd.DataFrame(rows)
     records["monotone"] = records["monotone"].astype("boolean")
     records["violations"] = records["violations"].astype("Int64")
@@ -197,8 +243,9 @@ def cell_summary(records: pd.DataFrame, samples: pd.DataFrame) -> dict:
         return float(np.mean(values)) if len(values) else None
 
     # the accuracy of each group as H1 defines it (stats.group_accuracy_rows); NaN for an empty group
-    acc_in, acc_out = stats.group_accuracy_rows(monotone, kept["correct"].astype(bool).to_numpy(),
-                                                stats.full_sample(len(kept)))
+    acc_in, acc_out = stats.group_accuracy_rows(
+        monotone, kept["correct"].astype(bool).to_numpy(), stats.full_sample(len(kept))
+    )
     acc_mono = float(acc_in[0]) if monotone.any() else None
     acc_non = float(acc_out[0]) if (~monotone).any() else None
     return {

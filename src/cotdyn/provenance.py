@@ -22,9 +22,25 @@ import pandas as pd
 
 from .benchmarks import Problem, content_sha256
 from .layout import STUDY_MANIFEST
+
 EXCLUDED_DIRS = ("logs",)  # logs carry timings and paths: not outputs
-PACKAGES = ("cotdyn", "numpy", "pandas", "pyarrow", "scipy", "statsmodels", "scikit-learn", "matplotlib",
-            "torch", "transformers", "tokenizers", "datasets", "math-verify", "snakemake", "vllm")
+PACKAGES = (
+    "cotdyn",
+    "numpy",
+    "pandas",
+    "pyarrow",
+    "scipy",
+    "statsmodels",
+    "scikit-learn",
+    "matplotlib",
+    "torch",
+    "transformers",
+    "tokenizers",
+    "datasets",
+    "math-verify",
+    "snakemake",
+    "vllm",
+)
 
 
 def file_sha256(path: str | Path) -> str:
@@ -55,6 +71,7 @@ def config_sha256(config: dict) -> str:
 
 def git_state(root: str | Path = ".") -> dict:
     """Commit and dirty flag of the checkout at ``root`` (null when it is not a git checkout)."""
+
     def git(*args: str) -> str | None:
         try:
             done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=30)
@@ -80,8 +97,13 @@ def package_versions(names: tuple[str, ...] = PACKAGES) -> dict[str, str | None]
 
 def hardware() -> dict:
     """The machine writing the manifest; the generating device is in each backend description."""
-    info = {"platform": platform.platform(), "machine": platform.machine(),
-            "processor": platform.processor() or None, "cpu_count": os.cpu_count(), "cuda_device": None}
+    info = {
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "processor": platform.processor() or None,
+        "cpu_count": os.cpu_count(),
+        "cuda_device": None,
+    }
     try:
         import torch
 
@@ -106,26 +128,45 @@ def generation_totals(generation: dict[str, dict]) -> dict:
 
 def dataset_entry(benchmark: dict, used_sha256: str) -> dict:
     hub = benchmark.get("hub") or {}
-    return {"kind": benchmark.get("kind"), "id": hub.get("repo"), "revision": hub.get("revision"),
-            "path": benchmark.get("path"), "limit": benchmark.get("limit"),
-            "pinned_content_sha256": benchmark.get("content_sha256"), "content_sha256": used_sha256}
+    return {
+        "kind": benchmark.get("kind"),
+        "id": hub.get("repo"),
+        "revision": hub.get("revision"),
+        "path": benchmark.get("path"),
+        "limit": benchmark.get("limit"),
+        "pinned_content_sha256": benchmark.get("content_sha256"),
+        "content_sha256": used_sha256,
+    }
 
 
 def model_entry(model: dict, generation: dict[str, dict]) -> dict:
     """Model id and resolved revision as the backend reported them, over the config's entry."""
     described = next(iter(generation.values()), {}).get("backend", {}) if generation else {}
-    return {"key": None, "backend": model.get("backend"),
-            "id": described.get("model_id", model.get("id")),
-            "requested_revision": model.get("revision"),
-            "revision": described.get("revision", model.get("revision")),
-            "dtype": described.get("dtype"), "device": described.get("device"),
-            "tokenizer_sha256": described.get("tokenizer_sha256"),
-            "chat_template_sha256": described.get("chat_template_sha256")}
+    return {
+        "key": None,
+        "backend": model.get("backend"),
+        "id": described.get("model_id", model.get("id")),
+        "requested_revision": model.get("revision"),
+        "revision": described.get("revision", model.get("revision")),
+        "dtype": described.get("dtype"),
+        "device": described.get("device"),
+        "tokenizer_sha256": described.get("tokenizer_sha256"),
+        "chat_template_sha256": described.get("chat_template_sha256"),
+    }
 
 
-def cell_manifest(cell, protocols: dict[str, dict], generation: dict[str, dict], dataset_sha256: str,
-                  plan_sha256: str, config_sha256: str, git: dict, packages: dict, machine: dict,
-                  declared: dict) -> dict:
+def cell_manifest(
+    cell,
+    protocols: dict[str, dict],
+    generation: dict[str, dict],
+    dataset_sha256: str,
+    plan_sha256: str,
+    config_sha256: str,
+    git: dict,
+    packages: dict,
+    machine: dict,
+    declared: dict,
+) -> dict:
     """The manifest of one cell (``cell`` a cotdyn.config.Cell); ``generation`` maps phase names
     (reference/<ref>, <variant>) to their generation.json content."""
     model = model_entry(cell.model, generation) | {"key": cell.model_key}
@@ -139,8 +180,10 @@ def cell_manifest(cell, protocols: dict[str, dict], generation: dict[str, dict],
         "protocols": protocols,
         "seeds": {v: p["seed"] for v, p in protocols.items()},
         "effective_sampling": {phase: g.get("effective_sampling") for phase, g in generation.items()},
-        "generation": {phase: {k: v for k, v in g.items() if k not in ("backend", "effective_sampling")}
-                       for phase, g in generation.items()},
+        "generation": {
+            phase: {k: v for k, v in g.items() if k not in ("backend", "effective_sampling")}
+            for phase, g in generation.items()
+        },
         "backend": {phase: g.get("backend") for phase, g in generation.items()},
         "totals": generation_totals(generation),
         "packages": packages,
@@ -163,8 +206,14 @@ def output_hashes(study_dir: str | Path) -> dict[str, str]:
 
 
 def study_manifest(study: str, config: dict, plan_sha256: str, git: dict, files: dict[str, str]) -> dict:
-    return {"study": study, "plan_sha256": plan_sha256, "config": config, "config_sha256": config_sha256(config),
-            "git": git, "files": files}
+    return {
+        "study": study,
+        "plan_sha256": plan_sha256,
+        "config": config,
+        "config_sha256": config_sha256(config),
+        "git": git,
+        "files": files,
+    }
 
 
 # --- I/O -------------------------------------------------------------------------------------
@@ -174,15 +223,34 @@ def read_json(path: str | Path) -> dict:
     return json.loads(Path(path).read_text())
 
 
-def write_cell_manifest(cell, protocols: dict[str, dict], generation_paths: dict[str, str], problems_path,
-                        plan_path, config: dict, plan_check_path, out, root: str | Path = ".") -> dict:
+def write_cell_manifest(
+    cell,
+    protocols: dict[str, dict],
+    generation_paths: dict[str, str],
+    problems_path,
+    plan_path,
+    config: dict,
+    plan_check_path,
+    out,
+    root: str | Path = ".",
+) -> dict:
     from .plan import plan_sha256
     from .writers import write_json
 
     generation = {phase: read_json(p) for phase, p in sorted(generation_paths.items())}
     declared = read_json(plan_check_path)["cells"].get(cell.name, {})
-    manifest = cell_manifest(cell, protocols, generation, problems_sha256(problems_path), plan_sha256(plan_path),
-                             config_sha256(config), git_state(root), package_versions(), hardware(), declared)
+    manifest = cell_manifest(
+        cell,
+        protocols,
+        generation,
+        problems_sha256(problems_path),
+        plan_sha256(plan_path),
+        config_sha256(config),
+        git_state(root),
+        package_versions(),
+        hardware(),
+        declared,
+    )
     write_json(manifest, out)
     return manifest
 

@@ -21,11 +21,18 @@ def report_header(variant: str, hypotheses: dict, plan_check: dict) -> str:
     if plan_hash is None:
         raise KeyError("hypotheses.json: missing key 'plan_sha256'")
     title = f"cotdyn study report: variant ``{variant}``"
-    lines = [title, "=" * len(title), "",
-             f"Plan SHA-256: ``{plan_hash}``", "",
-             f"Plan check SHA-256: ``{plan_check.get('plan_sha256')}`` "
-             f"(registered {plan_check.get('registered', {}).get('date')})", "",
-             "Differences from the registered protocol, by cell (for confirmatory cells, the declared deviations):", ""]
+    lines = [
+        title,
+        "=" * len(title),
+        "",
+        f"Plan SHA-256: ``{plan_hash}``",
+        "",
+        f"Plan check SHA-256: ``{plan_check.get('plan_sha256')}`` "
+        f"(registered {plan_check.get('registered', {}).get('date')})",
+        "",
+        "Differences from the registered protocol, by cell (for confirmatory cells, the declared deviations):",
+        "",
+    ]
     cells = plan_check.get("cells")
     if not isinstance(cells, dict):
         raise KeyError("plan_check.json: missing key 'cells'")
@@ -38,7 +45,11 @@ def report_header(variant: str, hypotheses: dict, plan_check: dict) -> str:
             items, role = block.get("differences", {}).get(variant, []), "not confirmatory, differences from the plan"
         text = "; ".join(_deviation_text(d) for d in items) or "none"
         lines.append(f"- ``{cell}`` ({role}): {text}")
-    lines += ["", "Everything under *exploratory* and *sweeps* is outside the registration (docs/design.md section 6).", ""]
+    lines += [
+        "",
+        "Everything under *exploratory* and *sweeps* is outside the registration (docs/design.md section 6).",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -46,14 +57,18 @@ def header_html(text: str) -> bytes:
     """The header as a standalone HTML page (docutils), without date or generator stamps."""
     from docutils.core import publish_string
 
-    return publish_string(text, writer_name="html5", settings_overrides={
-        "datestamp": False, "generator": False, "embed_stylesheet": True, "_disable_config": True})
+    return publish_string(
+        text,
+        writer_name="html5",
+        settings_overrides={"datestamp": False, "generator": False, "embed_stylesheet": True, "_disable_config": True},
+    )
 
 
 def write_header(variant: str, hypotheses_path: str | Path, plan_check_path: str | Path, out: str | Path) -> Path:
     """The report header as ``.html`` (rendered) or, for any other suffix, as reStructuredText."""
-    text = report_header(variant, json.loads(Path(hypotheses_path).read_text()),
-                         json.loads(Path(plan_check_path).read_text()))
+    text = report_header(
+        variant, json.loads(Path(hypotheses_path).read_text()), json.loads(Path(plan_check_path).read_text())
+    )
     if Path(out).suffix == ".html":
         return write_bytes(header_html(text), out)
     return write_text(text, out)

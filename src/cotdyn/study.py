@@ -33,41 +33,80 @@ def _cache(cache_dir, backend) -> GenerationCache:
 
 
 def _generation_log(backend, stats, sampling, phase: str) -> dict:
-    return {"phase": phase, "backend": backend.describe(),
-            "effective_sampling": backend.effective_sampling(sampling),
-            "requests": stats.requests, "cached_requests": stats.cached_requests,
-            "samples": stats.samples, "calls": stats.calls, "prompt_tokens": stats.prompt_tokens,
-            "generated_tokens": stats.generated_tokens, "seconds": round(stats.seconds, 3)}
+    return {
+        "phase": phase,
+        "backend": backend.describe(),
+        "effective_sampling": backend.effective_sampling(sampling),
+        "requests": stats.requests,
+        "cached_requests": stats.cached_requests,
+        "samples": stats.samples,
+        "calls": stats.calls,
+        "prompt_tokens": stats.prompt_tokens,
+        "generated_tokens": stats.generated_tokens,
+        "seconds": round(stats.seconds, 3),
+    }
 
 
-def run_reference(problems_path, model: dict, protocol: dict, cell: str, benchmark: str,
-                  cache_dir, chains_out, log_out, limit: int | None = None, backend=None) -> None:
+def run_reference(
+    problems_path,
+    model: dict,
+    protocol: dict,
+    cell: str,
+    benchmark: str,
+    cache_dir,
+    chains_out,
+    log_out,
+    limit: int | None = None,
+    backend=None,
+) -> None:
     """``backend``: one already built from ``model`` (a check that times one engine across phases)."""
     problems = read_problems(problems_path)[:limit]
     backend = backend or _backend(model, problems, benchmark)
     prompts = [backend.tokenizer.chat_prompt_ids(protocol["system_prompt"], p.question) for p in problems]
     requests = P.reference_requests(problems, prompts, protocol, cell)
-    completions, stats = generate(backend, requests, _cache(cache_dir, backend),
-                                  model.get("chunk_size", 0), desc=f"{cell} reference chains")
+    completions, stats = generate(
+        backend, requests, _cache(cache_dir, backend), model.get("chunk_size", 0), desc=f"{cell} reference chains"
+    )
     write_parquet(P.chains_table(problems, prompts, completions, benchmark), chains_out)
     write_json(_generation_log(backend, stats, P.reference_sampling(protocol), "reference"), log_out)
 
 
-def run_continuations(problems_path, chains_path, model: dict, protocol: dict, cell: str, benchmark: str,
-                      cache_dir, samples_out, log_out, n: int | None = None, backend=None) -> None:
+def run_continuations(
+    problems_path,
+    chains_path,
+    model: dict,
+    protocol: dict,
+    cell: str,
+    benchmark: str,
+    cache_dir,
+    samples_out,
+    log_out,
+    n: int | None = None,
+    backend=None,
+) -> None:
     problems = read_problems(problems_path)
     chains = pd.read_parquet(chains_path)
     backend = backend or _backend(model, problems, benchmark)
     plan = P.prefix_plan(chains, protocol, backend.tokenizer.decode)
     requests = P.continuation_requests(chains, plan, protocol, cell, n)
-    completions, stats = generate(backend, requests, _cache(cache_dir, backend),
-                                  model.get("chunk_size", 0), desc=f"{cell} continuations")
+    completions, stats = generate(
+        backend, requests, _cache(cache_dir, backend), model.get("chunk_size", 0), desc=f"{cell} continuations"
+    )
     write_parquet(P.samples_table(plan, requests, completions, benchmark), samples_out)
     write_json(_generation_log(backend, stats, P.continuation_sampling(protocol), "continuations"), log_out)
 
 
-def derive_records(chains_path, samples_path, protocol: dict, exclusion: dict, benchmark: str, cell: str,
-                   records_out, summary_out, m: int | None = None) -> pd.DataFrame:
+def derive_records(
+    chains_path,
+    samples_path,
+    protocol: dict,
+    exclusion: dict,
+    benchmark: str,
+    cell: str,
+    records_out,
+    summary_out,
+    m: int | None = None,
+) -> pd.DataFrame:
     chains, samples = pd.read_parquet(chains_path), pd.read_parquet(samples_path)
     records = P.records_table(chains, samples, protocol, exclusion, benchmark, cell, m)
     write_parquet(records, records_out)

@@ -95,8 +95,9 @@ def summarize(
     confidence = last.count(pred) / len(last) if last else None
     if len(trajectory) < min_points:
         reason = f"{len(trajectory)} answer-bearing prefixes (< {min_points})"
-        return Trajectory(trajectory, points, None, None, None,
-                          trajectory[-1] if trajectory else None, confidence, pred, True, reason)
+        return Trajectory(
+            trajectory, points, None, None, None, trajectory[-1] if trajectory else None, confidence, pred, True, reason
+        )
     return Trajectory(
         trajectory=trajectory,
         points=points,

@@ -2,6 +2,14 @@ from cotdyn.logs import tee_to
 from cotdyn.study import run_continuations
 
 tee_to(snakemake.log[0])
-run_continuations(snakemake.input.problems, snakemake.input.chains, snakemake.params.model,
-                  snakemake.params.protocol, snakemake.wildcards.cell, snakemake.params.benchmark,
-                  snakemake.params.cache, snakemake.output.samples, snakemake.output.generation)
+run_continuations(
+    snakemake.input.problems,
+    snakemake.input.chains,
+    snakemake.params.model,
+    snakemake.params.protocol,
+    snakemake.wildcards.cell,
+    snakemake.params.benchmark,
+    snakemake.params.cache,
+    snakemake.output.samples,
+    snakemake.output.generation,
+)

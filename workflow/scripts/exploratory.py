@@ -2,12 +2,19 @@ from pathlib import Path
 
 import pandas as pd
 
-from cotdyn.logs import tee_to
 from cotdyn.exploratory_report import write_exploratory
+from cotdyn.logs import tee_to
 
 tee_to(snakemake.log[0])
 records = pd.concat([pd.read_parquet(r) for r in snakemake.input.records], ignore_index=True)
 p = snakemake.params
-for path in write_exploratory(records, Path(snakemake.output.tables[0]).parent, m=int(p.m), epsilon=float(p.epsilon),
-                              seed=int(p.seed), resamples=int(p.resamples), level=float(p.level)):
+for path in write_exploratory(
+    records,
+    Path(snakemake.output.tables[0]).parent,
+    m=int(p.m),
+    epsilon=float(p.epsilon),
+    seed=int(p.seed),
+    resamples=int(p.resamples),
+    level=float(p.level),
+):
     print(path)

@@ -17,8 +17,13 @@ if __name__ == "__main__":  # the five LLMs may run in spawned processes, which 
     print(f"total: {time.perf_counter() - started:.1f} s with {snakemake.threads} process(es)")
     print(result["table1"].to_string(index=False))
     checks = result["acceptance"]
-    print(json.dumps({k: checks[k] for k in ("ig_drop_step", "llm3_orm_fall_step", "llm3_ms_range", "passed")},
-                     sort_keys=True, indent=1))
+    print(
+        json.dumps(
+            {k: checks[k] for k in ("ig_drop_step", "llm3_orm_fall_step", "llm3_ms_range", "passed")},
+            sort_keys=True,
+            indent=1,
+        )
+    )
     if not checks["passed"]:
         print("WARNING: the toy experiment does not reproduce seed 000's pattern (see acceptance.json)")
     expected = {Path(p).name for p in snakemake.output}

@@ -2,6 +2,13 @@ from cotdyn.logs import tee_to
 from cotdyn.study import run_reference
 
 tee_to(snakemake.log[0])
-run_reference(snakemake.input.problems, snakemake.params.model, snakemake.params.protocol,
-              snakemake.wildcards.cell, snakemake.params.benchmark, snakemake.params.cache,
-              snakemake.output.chains, snakemake.output.generation)
+run_reference(
+    snakemake.input.problems,
+    snakemake.params.model,
+    snakemake.params.protocol,
+    snakemake.wildcards.cell,
+    snakemake.params.benchmark,
+    snakemake.params.cache,
+    snakemake.output.chains,
+    snakemake.output.generation,
+)

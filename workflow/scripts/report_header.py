@@ -1,8 +1,9 @@
-from pathlib import Path
-
 from cotdyn.logs import tee_to
 from cotdyn.report_header import write_header
 
 tee_to(snakemake.log[0])
-print(write_header(snakemake.wildcards.variant, snakemake.input.hypotheses, snakemake.input.plan_check,
-                   snakemake.output[0]))
+print(
+    write_header(
+        snakemake.wildcards.variant, snakemake.input.hypotheses, snakemake.input.plan_check, snakemake.output[0]
+    )
+)

@@ -3,8 +3,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from cotdyn.logs import tee_to
 from cotdyn.exploratory_report import sweep_frame, tables_html
+from cotdyn.logs import tee_to
 from cotdyn.writers import write_csv
 
 tee_to(snakemake.log[0])

@@ -21,14 +21,20 @@ def make_backend(model: dict, golds: dict[str, str] | None = None, benchmark: st
     if kind == "transformers":
         from .transformers import TransformersBackend
 
-        return TransformersBackend(model["id"], model.get("revision"), model.get("dtype", "float32"),
-                                   model.get("device", "cpu"), model.get("batch_size", 16),
-                                   model.get("share_prefill", True))
+        return TransformersBackend(
+            model["id"],
+            model.get("revision"),
+            model.get("dtype", "float32"),
+            model.get("device", "cpu"),
+            model.get("batch_size", 16),
+            model.get("share_prefill", True),
+        )
     if kind == "vllm":
         from .vllm import VLLMBackend
 
-        return VLLMBackend(model["id"], model["revision"], model.get("dtype", "bfloat16"),
-                           model.get("seed", 0), model.get("vllm", {}))
+        return VLLMBackend(
+            model["id"], model["revision"], model.get("dtype", "bfloat16"), model.get("seed", 0), model.get("vllm", {})
+        )
     raise ValueError(f"unknown backend '{kind}' (known: {', '.join(BACKENDS)})")
 
 

@@ -93,8 +93,15 @@ class ByteTokenizer:
         return [BOS] + self.encode(self.chat_template.format(system=system_prompt, question=question))
 
 
-MISBEHAVIOUR = ("unanswered_rate", "cut_rate", "empty_rate", "conflicting_rate", "boxed_rate", "latex_rate",
-                "non_ascii_rate")
+MISBEHAVIOUR = (
+    "unanswered_rate",
+    "cut_rate",
+    "empty_rate",
+    "conflicting_rate",
+    "boxed_rate",
+    "latex_rate",
+    "non_ascii_rate",
+)
 
 
 @dataclass(frozen=True)
@@ -183,8 +190,14 @@ class SimulatedBackend:
         return sampling.as_dict()
 
     def describe(self) -> dict:
-        return {"backend": self.name, "model_id": "simulated", "revision": self.model_revision,
-                "planted": asdict(self.planted), "dtype": None, "device": "cpu"}
+        return {
+            "backend": self.name,
+            "model_id": "simulated",
+            "revision": self.model_revision,
+            "planted": asdict(self.planted),
+            "dtype": None,
+            "device": "cpu",
+        }
 
     # --- the planted model ---
     def _complete(self, request: Request, j: int) -> Completion:
@@ -206,8 +219,10 @@ class SimulatedBackend:
         fault = self._chain_fault(question, request.seed)
         budget = request.sampling.max_tokens
         if fault == "unanswered":
-            text = "\n\n".join(self._unit(_spelled_step(i, n_units, start), filler)
-                               for i in range(1, n_units + 1)) + _NOT_SURE
+            text = (
+                "\n\n".join(self._unit(_spelled_step(i, n_units, start), filler) for i in range(1, n_units + 1))
+                + _NOT_SURE
+            )
         else:
             latent = self._latent(question, start, n_units, gold)
             answer = gold if latent.correct else latent.wrong
@@ -309,8 +324,11 @@ class SimulatedBackend:
         p = self.planted
         non_ascii = _hit(p.non_ascii_rate, "non-ascii", *key)
         if clusters is None:
-            text = (" I need to reconsider the previous step… before going on." if non_ascii
-                    else " I need to reconsider the previous step before going on.")
+            text = (
+                " I need to reconsider the previous step… before going on."
+                if non_ascii
+                else " I need to reconsider the previous step before going on."
+            )
             return Completion(tuple(self.tokenizer.encode(text)), text, "stop")
         answer = clusters[j % len(clusters)]
         text = " Continuing from here — voilà," if non_ascii else " Continuing from here,"
@@ -374,8 +392,10 @@ def _plan(first_unit: str) -> tuple[int, int] | None:
     return None
 
 
-_ONES = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
-         "sixteen seventeen eighteen nineteen").split()
+_ONES = (
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
+    "sixteen seventeen eighteen nineteen"
+).split()
 _TENS = "_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()
 
 

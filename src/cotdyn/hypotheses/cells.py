@@ -92,17 +92,38 @@ def h1_shape_contrast(d: CellData, idx: np.ndarray | None, level: float) -> tupl
     }, resamples
 
 
-def _spearman_block(x: np.ndarray, correct: np.ndarray, idx: np.ndarray | None, level: float,
-                    name: str, alternative: str, n_resamples: int) -> dict:
+def _spearman_block(
+    x: np.ndarray,
+    correct: np.ndarray,
+    idx: np.ndarray | None,
+    level: float,
+    name: str,
+    alternative: str,
+    n_resamples: int,
+) -> dict:
     reason = None if x.size >= 3 else f"{x.size} usable problems (a rank correlation needs >= 3)"
     reason = reason or _constant_reason(name, x) or _constant_reason("correct", correct.astype(float))
     if reason:
-        return {"rho": None, "ci": [None, None], "ci_n_kept": 0, "ci_resamples": n_resamples,
-                "p_spearman": None, "alternative": alternative, "n": int(x.size), "reason": reason}
+        return {
+            "rho": None,
+            "ci": [None, None],
+            "ci_n_kept": 0,
+            "ci_resamples": n_resamples,
+            "p_spearman": None,
+            "alternative": alternative,
+            "n": int(x.size),
+            "reason": reason,
+        }
     rho = stats.spearman_binary(x, correct)
     interval = stats.percentile_interval(stats.spearman_binary_rows(x, correct, idx), level)
-    return {"rho": _num(rho), **_ci_fields(interval), "p_spearman": _num(stats.spearman_p(x, correct, alternative)),
-            "alternative": alternative, "n": int(x.size), "reason": None}
+    return {
+        "rho": _num(rho),
+        **_ci_fields(interval),
+        "p_spearman": _num(stats.spearman_p(x, correct, alternative)),
+        "alternative": alternative,
+        "n": int(x.size),
+        "reason": None,
+    }
 
 
 def h2_magnitude_null(d: CellData, idx: np.ndarray | None, level: float, n_resamples: int) -> dict:
@@ -129,8 +150,21 @@ def h3_graded_signal(d: CellData, idx: np.ndarray | None, level: float, n_resamp
     return block
 
 
-H5_KEYS = ("baseline_coverage", "k", "n_test", "n_train", "fp_baseline", "fp_filter", "reduction_pp", "ci",
-           "ci_n_kept", "ci_resamples", "tie_draws", "as_run", "model")
+H5_KEYS = (
+    "baseline_coverage",
+    "k",
+    "n_test",
+    "n_train",
+    "fp_baseline",
+    "fp_filter",
+    "reduction_pp",
+    "ci",
+    "ci_n_kept",
+    "ci_resamples",
+    "tie_draws",
+    "as_run",
+    "model",
+)
 
 
 def _h5_undefined(reason: str, **known: Any) -> dict:
@@ -178,8 +212,14 @@ def h5_triage_filter(d: CellData, s: Settings) -> dict:
     }
     n_test = int(y_test.size)
     k = int(round(mono_test.mean() * n_test))
-    known = {"n_test": n_test, "n_train": int(y_train.size), "k": k, "model": fitted,
-             "baseline_coverage": _num(k / n_test), "tie_draws": s.tie_draws}
+    known = {
+        "n_test": n_test,
+        "n_train": int(y_train.size),
+        "k": k,
+        "model": fitted,
+        "baseline_coverage": _num(k / n_test),
+        "tie_draws": s.tie_draws,
+    }
     if k == 0:
         return _h5_undefined("no monotone chain in the test split: the baseline accepts nothing", **known)
 

@@ -79,10 +79,6 @@ class CellData:
         return int(self.monotone.size)
 
 
-
-
-
-
 def cell_data(rows: pd.DataFrame, cell: str, features: Sequence[str]) -> CellData:
     if rows["excluded"].isna().any():
         raise ValueError(f"cell {cell}: column 'excluded' has missing values")

@@ -14,6 +14,7 @@ import pandas as pd
 
 from cotdyn.writers import write_json, write_png, write_text
 
+
 def _fmt(value: Any) -> str:
     if value is None:
         return ""
@@ -52,8 +53,14 @@ def table_rows(result: dict) -> dict[str, list[dict]]:
             "shape_gap_pp": h1["gap_pp"], "violations_rho": r["H3"]["rho"], "reason": b2["reason"],
         })  # fmt: skip
         b3 = r["H3"]
-        row = {"cell": cell, "rho": b3["rho"], "ci_lo": b3["ci"][0], "ci_hi": b3["ci"][1],
-               "ci_n_kept": b3["ci_n_kept"], "p_spearman": b3["p_spearman"]}
+        row = {
+            "cell": cell,
+            "rho": b3["rho"],
+            "ci_lo": b3["ci"][0],
+            "ci_hi": b3["ci"][1],
+            "ci_n_kept": b3["ci_n_kept"],
+            "p_spearman": b3["p_spearman"],
+        }
         for bucket in b3["buckets"]:
             row[f"n_{bucket['bucket']}"] = bucket["n"]
             row[f"accuracy_{bucket['bucket']}"] = bucket["accuracy"]
@@ -76,8 +83,14 @@ def table_rows(result: dict) -> dict[str, list[dict]]:
     ]  # fmt: skip
     holm_rows = [{k: m[k] for k in ("id", "cell", "p_name", "p", "p_adjusted", "alpha", "reject", "reason")}
                  for m in result["holm"]]  # fmt: skip
-    return {"panel_table": panel, "h2_table": h2, "h3_buckets": h3, "h4_table": h4, "h5_table": h5,
-            "holm_table": holm_rows}
+    return {
+        "panel_table": panel,
+        "h2_table": h2,
+        "h3_buckets": h3,
+        "h4_table": h4,
+        "h5_table": h5,
+        "holm_table": holm_rows,
+    }
 
 
 def json_ready(value: Any) -> Any:
@@ -114,8 +127,9 @@ def forest_figure(result: dict):
             ax.plot([lo, hi], [y, y], color="0.2", linewidth=1.2)
         ax.plot([h1["gap_pp"]], [y], marker="s", color="C0" if lo is not None and lo > 0 else "C3")
     ax.axvline(0.0, color="0.5", linestyle="--", linewidth=0.8)
-    ax.set_yticks(range(len(cells)), [c if result["cells"][c]["role"] == "registered" else f"{c} (descriptive)"
-                                      for c in cells])
+    ax.set_yticks(
+        range(len(cells)), [c if result["cells"][c]["role"] == "registered" else f"{c} (descriptive)" for c in cells]
+    )
     ax.invert_yaxis()
     ax.set_xlabel("accuracy gap, monotone minus non-monotone (pp), 95% bootstrap CI")
     fig.tight_layout()

@@ -43,8 +43,13 @@ def analyze(records: pd.DataFrame, plan: dict, plan_sha256: str) -> dict:
         "plan_sha256": plan_sha256,
         "settings": {
             "bootstrap": {"resamples": settings.resamples, "level": settings.level, "seed": settings.seed},
-            "h5": {"features": list(settings.features), "train_fraction": settings.train_fraction,
-                   "split_seed": settings.split_seed, "tie_draws": settings.tie_draws, "tie_seed": settings.tie_seed},
+            "h5": {
+                "features": list(settings.features),
+                "train_fraction": settings.train_fraction,
+                "split_seed": settings.split_seed,
+                "tie_draws": settings.tie_draws,
+                "tie_seed": settings.tie_seed,
+            },
             "alternatives": {"fisher": FISHER_ALTERNATIVE, "H2": H2_ALTERNATIVE, "H3": H3_ALTERNATIVE},
         },
         "cells": cells,

@@ -25,8 +25,9 @@ VERDICTS = ("supported", "not_supported", "not_estimable")
 VERDICTS = ("supported", "not_supported", "not_estimable")
 
 
-def h4_distilled_contrast(benchmark: str, cells: dict, gap_resamples: dict, panel: dict,
-                          min_group_size: int, level: float) -> dict:
+def h4_distilled_contrast(
+    benchmark: str, cells: dict, gap_resamples: dict, panel: dict, min_group_size: int, level: float
+) -> dict:
     """H4 (estimation, two-sided): the distilled gap and its difference from the mean gap of the
     standard models, the difference's CI combining independent per-cell bootstraps resample by
     resample (seed 003 section 4.4). Flagged not estimable when a group is below min_group_size."""
@@ -90,8 +91,15 @@ def holm_family(plan: dict, cells: dict) -> list[dict]:
             raise KeyError(f"holm.family[{i}]: no {hid} results for cell '{cell}'")
         if p_name not in block:
             raise KeyError(f"holm.family[{i}]: {hid} has no p-value named '{p_name}'")
-        members.append({"id": hid, "cell": cell, "p_name": p_name, "p": block[p_name],
-                        "reason": None if block[p_name] is not None else block.get("reason") or "p undefined"})
+        members.append(
+            {
+                "id": hid,
+                "cell": cell,
+                "p_name": p_name,
+                "p": block[p_name],
+                "reason": None if block[p_name] is not None else block.get("reason") or "p undefined",
+            }
+        )
     if not members:
         return []
     reject, adjusted = stats.holm([1.0 if m["p"] is None else m["p"] for m in members], alpha)

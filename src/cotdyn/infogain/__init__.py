@@ -10,20 +10,68 @@ heatmaps).
 from ..math_shepherd import math_shepherd_labels
 from .baselines import build_orm, orm_probabilities, train_orm
 from .experiment import PAPER_TABLE1, PRESETS, resolve_size, run_toy_experiment, toy_experiment
-from .gain import (aggregate_gain, aggregate_gain_ragged, change_scores, detection_metrics, drop_step,
-                   gain_by_subtask, samplewise_gain, select_threshold, step_error_labels)
+from .gain import (
+    aggregate_gain,
+    aggregate_gain_ragged,
+    change_scores,
+    detection_metrics,
+    drop_step,
+    gain_by_subtask,
+    samplewise_gain,
+    select_threshold,
+    step_error_labels,
+)
 from .lora import LoraSettings, TextChain, score_text_chains, text_chain_instances, train_lora_supervisor
 from .report import write_infogain
-from .supervisor import (IGNORE_INDEX, ModelSize, SupervisorInstance, TrainParams, answer_cross_entropy,
-                         build_gpt2_lm, build_instance, chain_instances, train_supervisor)
+from .supervisor import (
+    IGNORE_INDEX,
+    ModelSize,
+    SupervisorInstance,
+    TrainParams,
+    answer_cross_entropy,
+    build_gpt2_lm,
+    build_instance,
+    chain_instances,
+    train_supervisor,
+)
 from .toy import ToyModel, ToyTraces, gold_answers, toy_models
 
 __all__ = [
-    "IGNORE_INDEX", "LoraSettings", "ModelSize", "PAPER_TABLE1", "PRESETS", "SupervisorInstance", "TextChain",
-    "ToyModel", "ToyTraces", "TrainParams", "aggregate_gain", "aggregate_gain_ragged", "answer_cross_entropy",
-    "build_gpt2_lm", "build_instance", "build_orm", "chain_instances", "change_scores", "detection_metrics",
-    "drop_step", "gain_by_subtask", "gold_answers", "math_shepherd_labels", "orm_probabilities", "resolve_size",
-    "run_toy_experiment", "samplewise_gain", "score_text_chains", "select_threshold", "step_error_labels",
-    "text_chain_instances", "toy_experiment", "toy_models", "train_lora_supervisor", "train_orm",
-    "train_supervisor", "write_infogain",
+    "IGNORE_INDEX",
+    "LoraSettings",
+    "ModelSize",
+    "PAPER_TABLE1",
+    "PRESETS",
+    "SupervisorInstance",
+    "TextChain",
+    "ToyModel",
+    "ToyTraces",
+    "TrainParams",
+    "aggregate_gain",
+    "aggregate_gain_ragged",
+    "answer_cross_entropy",
+    "build_gpt2_lm",
+    "build_instance",
+    "build_orm",
+    "chain_instances",
+    "change_scores",
+    "detection_metrics",
+    "drop_step",
+    "gain_by_subtask",
+    "gold_answers",
+    "math_shepherd_labels",
+    "orm_probabilities",
+    "resolve_size",
+    "run_toy_experiment",
+    "samplewise_gain",
+    "score_text_chains",
+    "select_threshold",
+    "step_error_labels",
+    "text_chain_instances",
+    "toy_experiment",
+    "toy_models",
+    "train_lora_supervisor",
+    "train_orm",
+    "train_supervisor",
+    "write_infogain",
 ]

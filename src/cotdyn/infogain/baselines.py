@@ -18,7 +18,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from .supervisor import ModelSize, TrainParams, TrainResult, ToyVocab, deterministic_torch, fit
+from .supervisor import ModelSize, ToyVocab, TrainParams, TrainResult, deterministic_torch, fit
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,9 @@ class OrmClassifier(torch.nn.Module):
         self.head = torch.nn.Linear(hidden_size, 1)
 
     def forward(self, input_ids, attention_mask, position_ids) -> torch.Tensor:
-        hidden = self.body(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids).last_hidden_state
+        hidden = self.body(
+            input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids
+        ).last_hidden_state
         return self.head(hidden[:, -1, :]).squeeze(-1)  # left padding: the last position is the final token
 
 
@@ -50,10 +52,20 @@ def build_orm(vocab: ToyVocab, size: ModelSize, seed: int) -> OrmClassifier:
     """A randomly initialised GPT-2 ORM of the same size as the toy supervisor."""
     from transformers import GPT2Config, GPT2Model
 
-    config = GPT2Config(vocab_size=vocab.size, n_positions=size.n_positions, n_embd=size.n_embd,
-                        n_layer=size.n_layer, n_head=size.n_head, activation_function="gelu",
-                        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=vocab.bos,
-                        eos_token_id=vocab.answer_sep, pad_token_id=vocab.pad)
+    config = GPT2Config(
+        vocab_size=vocab.size,
+        n_positions=size.n_positions,
+        n_embd=size.n_embd,
+        n_layer=size.n_layer,
+        n_head=size.n_head,
+        activation_function="gelu",
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        bos_token_id=vocab.bos,
+        eos_token_id=vocab.answer_sep,
+        pad_token_id=vocab.pad,
+    )
     torch.manual_seed(int(seed))
     return OrmClassifier(GPT2Model(config), size.n_embd)
 
@@ -65,10 +77,14 @@ def collate_orm(instances: Sequence[OrmInstance], pad_id: int) -> dict[str, torc
     mask = torch.zeros((len(instances), width), dtype=torch.long)
     for row, inst in enumerate(instances):
         n = len(inst.input_ids)
-        ids[row, width - n:] = torch.tensor(inst.input_ids)
-        mask[row, width - n:] = 1
-    return {"input_ids": ids, "attention_mask": mask, "position_ids": (mask.cumsum(1) - 1).clamp(min=0),
-            "labels": torch.tensor([inst.label for inst in instances], dtype=torch.float32)}
+        ids[row, width - n :] = torch.tensor(inst.input_ids)
+        mask[row, width - n :] = 1
+    return {
+        "input_ids": ids,
+        "attention_mask": mask,
+        "position_ids": (mask.cumsum(1) - 1).clamp(min=0),
+        "labels": torch.tensor([inst.label for inst in instances], dtype=torch.float32),
+    }
 
 
 def orm_loss(model: OrmClassifier, batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -77,20 +93,26 @@ def orm_loss(model: OrmClassifier, batch: dict[str, torch.Tensor]) -> torch.Tens
     return torch.nn.functional.binary_cross_entropy_with_logits(logits, batch["labels"], reduction="none")
 
 
-def train_orm(model: OrmClassifier, train: Sequence[OrmInstance], val: Sequence[OrmInstance], pad_id: int,
-              params: TrainParams) -> TrainResult:
+def train_orm(
+    model: OrmClassifier, train: Sequence[OrmInstance], val: Sequence[OrmInstance], pad_id: int, params: TrainParams
+) -> TrainResult:
     """Fit the ORM with the supervisor's optimiser and held-out early stopping."""
     with deterministic_torch(params.seed, params.num_threads):
         return fit(model, list(train), list(val), orm_loss, lambda items: collate_orm(items, pad_id), params)
 
 
-def orm_probabilities(model: OrmClassifier, instances: Sequence[OrmInstance], pad_id: int,
-                      batch_size: int = 512) -> np.ndarray:
+def orm_probabilities(
+    model: OrmClassifier, instances: Sequence[OrmInstance], pad_id: int, batch_size: int = 512
+) -> np.ndarray:
     """f_ORM(X_t) for each instance (float64, input order)."""
     model.eval()
     out = []
     with torch.no_grad():
         for start in range(0, len(instances), batch_size):
-            batch = collate_orm(instances[start:start + batch_size], pad_id)
-            out.append(torch.sigmoid(model(batch["input_ids"], batch["attention_mask"], batch["position_ids"])).double().numpy())
+            batch = collate_orm(instances[start : start + batch_size], pad_id)
+            out.append(
+                torch.sigmoid(model(batch["input_ids"], batch["attention_mask"], batch["position_ids"]))
+                .double()
+                .numpy()
+            )
     return np.concatenate(out) if out else np.empty(0)

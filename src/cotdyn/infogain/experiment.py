@@ -29,10 +29,27 @@ import pandas as pd
 from ..math_shepherd import math_shepherd_labels
 from . import toy
 from .baselines import build_orm, orm_instance, orm_probabilities, train_orm
-from .gain import (aggregate_gain, change_scores, detection_metrics, drop_step, gain_by_subtask,
-                   largest_fall_step, samplewise_gain, select_threshold, step_error_labels)
-from .supervisor import (ModelSize, TrainParams, answer_cross_entropy, build_gpt2_lm, chain_instances,
-                         deterministic_torch, toy_vocab, train_supervisor)
+from .gain import (
+    aggregate_gain,
+    change_scores,
+    detection_metrics,
+    drop_step,
+    gain_by_subtask,
+    largest_fall_step,
+    samplewise_gain,
+    select_threshold,
+    step_error_labels,
+)
+from .supervisor import (
+    ModelSize,
+    TrainParams,
+    answer_cross_entropy,
+    build_gpt2_lm,
+    chain_instances,
+    deterministic_torch,
+    toy_vocab,
+    train_supervisor,
+)
 
 # Seed 000, Table 1 (LLM3, sample-wise detection) as the review reports it. ORM accuracy comes from
 # its "96% vs. 77% accuracy" remark; Math-Shepherd's accuracy is not reported there.
@@ -47,19 +64,29 @@ _TRAIN_DEFAULTS = dict(batch_size=64, learning_rate=5e-3, weight_decay=0.0, pati
 PRESETS: dict[str, dict[str, Any]] = {
     # CI size: every LLM, every method, a few minutes on one CPU thread.
     "reduced": {
-        "n_problems": 2000, "split": (0.6, 0.2, 0.2), "error_rate": 0.5, "error_values": "disjoint",
-        "ms_completions": 10, "model": dict(n_layer=2, n_head=2, n_embd=32, n_positions=32),
+        "n_problems": 2000,
+        "split": (0.6, 0.2, 0.2),
+        "error_rate": 0.5,
+        "error_values": "disjoint",
+        "ms_completions": 10,
+        "model": dict(n_layer=2, n_head=2, n_embd=32, n_positions=32),
         "supervisor_train": dict(_TRAIN_DEFAULTS, max_epochs=6, eval_every=75),
         "orm_train": dict(_TRAIN_DEFAULTS, max_epochs=4, eval_every=75, patience=2),
-        "num_threads": 1, "drop_ratio": 0.5,
+        "num_threads": 1,
+        "drop_ratio": 0.5,
     },
     # The workflow's size: more chains, a wider model, training to the early-stopping point.
     "full": {
-        "n_problems": 10000, "split": (0.6, 0.2, 0.2), "error_rate": 0.5, "error_values": "disjoint",
-        "ms_completions": 10, "model": dict(n_layer=2, n_head=4, n_embd=64, n_positions=32),
+        "n_problems": 10000,
+        "split": (0.6, 0.2, 0.2),
+        "error_rate": 0.5,
+        "error_values": "disjoint",
+        "ms_completions": 10,
+        "model": dict(n_layer=2, n_head=4, n_embd=64, n_positions=32),
         "supervisor_train": dict(_TRAIN_DEFAULTS, max_epochs=30, eval_every=200, patience=4),
         "orm_train": dict(_TRAIN_DEFAULTS, max_epochs=20, eval_every=200, patience=4),
-        "num_threads": 1, "drop_ratio": 0.5,
+        "num_threads": 1,
+        "drop_ratio": 0.5,
     },
 }
 
@@ -82,7 +109,9 @@ def resolve_size(size: str | dict) -> dict[str, Any]:
         if isinstance(params[key], dict):
             unknown = set(value) - set(params[key])
             if unknown:
-                raise KeyError(f"unknown keys {sorted(unknown)} in infogain size '{key}' (known: {sorted(params[key])})")
+                raise KeyError(
+                    f"unknown keys {sorted(unknown)} in infogain size '{key}' (known: {sorted(params[key])})"
+                )
             params[key] = {**params[key], **value}
         else:
             params[key] = tuple(value) if key == "split" else value
@@ -137,8 +166,9 @@ def orm_instances(traces: toy.ToyTraces, vocab) -> list:
     return out
 
 
-def math_shepherd(model: toy.ToyModel, traces: toy.ToyTraces, n_completions: int,
-                  rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def math_shepherd(
+    model: toy.ToyModel, traces: toy.ToyTraces, n_completions: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
     """(n, T+1) soft and hard Math-Shepherd labels at t = 0..T, the generator as completer."""
     soft, hard = [], []
     for t in range(toy.N_STEPS + 1):
@@ -153,8 +183,9 @@ def math_shepherd(model: toy.ToyModel, traces: toy.ToyTraces, n_completions: int
 # One LLM.
 
 
-def run_model(model: toy.ToyModel, x0: np.ndarray, splits: dict[str, np.ndarray], params: dict, seed: int,
-              index: int) -> dict[str, Any]:
+def run_model(
+    model: toy.ToyModel, x0: np.ndarray, splits: dict[str, np.ndarray], params: dict, seed: int, index: int
+) -> dict[str, Any]:
     """Chains, supervisor, ORM and Math-Shepherd for one synthetic LLM; arrays for val and test.
 
     Scoring runs under the same fixed thread count as training, so scores are bit-reproducible.
@@ -172,7 +203,9 @@ def _run_model(model, x0, splits, params, seed, index) -> dict[str, Any]:
     out: dict[str, Any] = {"traces": parts, "prompt_index": dict(splits), "history": []}
 
     started = time.perf_counter()
-    sup_params = TrainParams(**params["supervisor_train"], seed=_seed(seed, index, 2), num_threads=params["num_threads"])
+    sup_params = TrainParams(
+        **params["supervisor_train"], seed=_seed(seed, index, 2), num_threads=params["num_threads"]
+    )
     supervisor = build_gpt2_lm(vocab, size, sup_params.seed)
     sup_data = {name: supervisor_instances(tr, vocab) for name, tr in parts.items()}
     fitted = train_supervisor(supervisor, sup_data["train"], sup_data["val"], vocab.pad, sup_params)
@@ -190,7 +223,9 @@ def _run_model(model, x0, splits, params, seed, index) -> dict[str, Any]:
 
     ms_rng = np.random.default_rng(_seed(seed, index, 4))
     for name in ("val", "test"):
-        out[f"ms_soft_{name}"], out[f"ms_hard_{name}"] = math_shepherd(model, parts[name], params["ms_completions"], ms_rng)
+        out[f"ms_soft_{name}"], out[f"ms_hard_{name}"] = math_shepherd(
+            model, parts[name], params["ms_completions"], ms_rng
+        )
     out["seconds"] = time.perf_counter() - started
     return out
 
@@ -230,9 +265,17 @@ def detection_table(name: str, run: dict) -> list[dict]:
             tau = select_threshold(scores["val"], labels["val"])
             val = detection_metrics(scores["val"], labels["val"], tau)
             test = detection_metrics(scores["test"], labels["test"], tau)
-            rows.append({"llm": name, "method": method, "variant": variant, "subset": subset,
-                         **{k: test[k] for k in ("threshold", "accuracy", "tpr", "fpr", "tp", "fp", "tn", "fn")},
-                         "val_accuracy": val["accuracy"], "threshold_source": "val"})
+            rows.append(
+                {
+                    "llm": name,
+                    "method": method,
+                    "variant": variant,
+                    "subset": subset,
+                    **{k: test[k] for k in ("threshold", "accuracy", "tpr", "fpr", "tp", "fp", "tn", "fn")},
+                    "val_accuracy": val["accuracy"],
+                    "threshold_source": "val",
+                }
+            )
     return rows
 
 
@@ -246,14 +289,38 @@ def _profiles(name: str, run: dict) -> tuple[list[dict], list[dict], list[dict]]
         gain = aggregate_gain(ce, rows)
         ce_mean = ce[rows].mean(axis=0) if rows.any() else np.full(ce.shape[1], np.nan)
         for t in range(1, toy.N_STEPS + 1):
-            ig_rows.append({"llm": name, "step": t, "subtask": toy.SUBTASKS[t - 1], "subset": subset,
-                            "ig": gain[t - 1], "ce_before": ce_mean[t - 1], "ce_after": ce_mean[t],
-                            "n_chains": int(rows.sum())})
+            ig_rows.append(
+                {
+                    "llm": name,
+                    "step": t,
+                    "subtask": toy.SUBTASKS[t - 1],
+                    "subset": subset,
+                    "ig": gain[t - 1],
+                    "ce_before": ce_mean[t - 1],
+                    "ce_after": ce_mean[t],
+                    "n_chains": int(rows.sum()),
+                }
+            )
         for t in range(toy.N_STEPS + 1):
-            orm_rows.append({"llm": name, "step": t, "subset": subset, "orm_probability": _mean(run["orm_test"][rows, t]),
-                             "n_chains": int(rows.sum())})
-            ms_rows.append({"llm": name, "step": t, "subset": subset, "ms_soft": _mean(run["ms_soft_test"][rows, t]),
-                            "ms_hard": _mean(run["ms_hard_test"][rows, t]), "n_chains": int(rows.sum())})
+            orm_rows.append(
+                {
+                    "llm": name,
+                    "step": t,
+                    "subset": subset,
+                    "orm_probability": _mean(run["orm_test"][rows, t]),
+                    "n_chains": int(rows.sum()),
+                }
+            )
+            ms_rows.append(
+                {
+                    "llm": name,
+                    "step": t,
+                    "subset": subset,
+                    "ms_soft": _mean(run["ms_soft_test"][rows, t]),
+                    "ms_hard": _mean(run["ms_hard_test"][rows, t]),
+                    "n_chains": int(rows.sum()),
+                }
+            )
     return ig_rows, orm_rows, ms_rows
 
 
@@ -267,19 +334,33 @@ def _samplewise(name: str, run: dict) -> pd.DataFrame:
     labels = step_error_labels(test.error_step, toy.N_STEPS)
     gain = samplewise_gain(run["ce_test"])
     steps = np.arange(1, toy.N_STEPS + 1)
-    return pd.DataFrame({
-        "llm": name, "prompt": np.repeat(run["prompt_index"]["test"], toy.N_STEPS), "step": np.tile(steps, n),
-        "subtask": np.tile(np.array(toy.SUBTASKS, dtype=object), n),
-        "error_step": np.repeat(test.error_step, toy.N_STEPS), "step_wrong": labels.ravel(),
-        "final_correct": np.repeat(test.correct, toy.N_STEPS),
-        "ce_before": run["ce_test"][:, :-1].ravel(), "ce_after": run["ce_test"][:, 1:].ravel(), "ig": gain.ravel(),
-        "orm_probability": run["orm_test"][:, 1:].ravel(), "ms_soft": run["ms_soft_test"][:, 1:].ravel(),
-        "ms_hard": run["ms_hard_test"][:, 1:].ravel(),
-    })
+    return pd.DataFrame(
+        {
+            "llm": name,
+            "prompt": np.repeat(run["prompt_index"]["test"], toy.N_STEPS),
+            "step": np.tile(steps, n),
+            "subtask": np.tile(np.array(toy.SUBTASKS, dtype=object), n),
+            "error_step": np.repeat(test.error_step, toy.N_STEPS),
+            "step_wrong": labels.ravel(),
+            "final_correct": np.repeat(test.correct, toy.N_STEPS),
+            "ce_before": run["ce_test"][:, :-1].ravel(),
+            "ce_after": run["ce_test"][:, 1:].ravel(),
+            "ig": gain.ravel(),
+            "orm_probability": run["orm_test"][:, 1:].ravel(),
+            "ms_soft": run["ms_soft_test"][:, 1:].ravel(),
+            "ms_hard": run["ms_hard_test"][:, 1:].ravel(),
+        }
+    )
 
 
-def acceptance(ig: pd.DataFrame, orm: pd.DataFrame, ms: pd.DataFrame, table1: pd.DataFrame,
-               models: tuple[toy.ToyModel, ...], ratio: float) -> dict[str, Any]:
+def acceptance(
+    ig: pd.DataFrame,
+    orm: pd.DataFrame,
+    ms: pd.DataFrame,
+    table1: pd.DataFrame,
+    models: tuple[toy.ToyModel, ...],
+    ratio: float,
+) -> dict[str, Any]:
     """The checks of the toy experiment, computed from the summaries (never typed in).
 
     - IG drop: the first step where wrong-answer chains gain less than ``ratio`` times what
@@ -299,10 +380,15 @@ def acceptance(ig: pd.DataFrame, orm: pd.DataFrame, ms: pd.DataFrame, table1: pd
         wrong, right, every = (sel.loc[s].sort_index().to_numpy() for s in ("wrong_answer", "correct_answer", "all"))
         found = drop_step(wrong, right, ratio)
         checks["ig_drop_step"][model.name] = {"expected": model.error_step, "found": found}
-        checks["ig_drop_step_all_chains"][model.name] = {"expected": model.error_step, "found": drop_step(every, right, ALL_CHAINS_RATIO)}
+        checks["ig_drop_step_all_chains"][model.name] = {
+            "expected": model.error_step,
+            "found": drop_step(every, right, ALL_CHAINS_RATIO),
+        }
         ok &= found == model.error_step
     llm3 = models[2].name
-    orm3 = orm[(orm["llm"] == llm3) & (orm["subset"] == "wrong_answer")].sort_values("step")["orm_probability"].to_numpy()
+    orm3 = (
+        orm[(orm["llm"] == llm3) & (orm["subset"] == "wrong_answer")].sort_values("step")["orm_probability"].to_numpy()
+    )
     ms3 = ms[(ms["llm"] == llm3) & (ms["subset"] == "wrong_answer")].sort_values("step")["ms_soft"].to_numpy()
     checks["llm3_orm_fall_step"] = {"expected": 2, "found": largest_fall_step(orm3), "profile": orm3.tolist()}
     checks["llm3_ms_range"] = {"max_allowed": 0.05, "found": float(np.ptp(ms3)), "profile": ms3.tolist()}
@@ -340,21 +426,31 @@ def toy_experiment(size: str | dict = "reduced", seed: int = 0, n_jobs: int = 1)
         history += [{"llm": model.name, **row} for row in run["history"]]
         frame = _samplewise(model.name, run)
         samplewise.append(frame)
-        by_task = gain_by_subtask(frame["ig"].to_numpy().reshape(-1, toy.N_STEPS),
-                                  frame["subtask"].to_numpy().reshape(-1, toy.N_STEPS))
+        by_task = gain_by_subtask(
+            frame["ig"].to_numpy().reshape(-1, toy.N_STEPS), frame["subtask"].to_numpy().reshape(-1, toy.N_STEPS)
+        )
         baselines_by_task = frame.groupby("subtask", sort=True)[["orm_probability", "ms_soft"]].mean().reset_index()
-        subtask.append(by_task.merge(baselines_by_task, on="subtask").assign(llm=model.name)[
-            ["llm", "subtask", "ig", "orm_probability", "ms_soft", "n_steps"]])
+        subtask.append(
+            by_task.merge(baselines_by_task, on="subtask").assign(llm=model.name)[
+                ["llm", "subtask", "ig", "orm_probability", "ms_soft", "n_steps"]
+            ]
+        )
         timing.append({"llm": model.name, "seconds": run["seconds"]})
     ig, orm, ms = pd.DataFrame(ig_rows), pd.DataFrame(orm_rows), pd.DataFrame(ms_rows)
     detection = pd.DataFrame(det_rows)
     table1 = table1_frame(detection, models[2].name)
     return {
-        "params": params, "seed": int(seed),
+        "params": params,
+        "seed": int(seed),
         "models": [dataclasses.asdict(m) for m in models],
         "split_sizes": {k: int(len(v)) for k, v in splits.items()},
-        "ig": ig, "orm": orm, "ms": ms, "detection": detection, "table1": table1,
-        "subtask": pd.concat(subtask, ignore_index=True), "samplewise": pd.concat(samplewise, ignore_index=True),
+        "ig": ig,
+        "orm": orm,
+        "ms": ms,
+        "detection": detection,
+        "table1": table1,
+        "subtask": pd.concat(subtask, ignore_index=True),
+        "samplewise": pd.concat(samplewise, ignore_index=True),
         "training": pd.DataFrame(history),
         "acceptance": acceptance(ig, orm, ms, table1, models, params["drop_ratio"]),
         "timing": timing,
@@ -367,11 +463,21 @@ def table1_frame(detection: pd.DataFrame, llm: str) -> pd.DataFrame:
     rows = []
     for _, row in detection[(detection["llm"] == llm) & (detection["subset"] == "wrong_answer")].iterrows():
         paper = PAPER_TABLE1.get(row["method"], {}) if primary.get(row["method"]) == row["variant"] else {}
-        rows.append({"method": row["method"], "variant": row["variant"], "primary": primary.get(row["method"]) == row["variant"],
-                     "accuracy": row["accuracy"], "tpr": row["tpr"], "fpr": row["fpr"], "threshold": row["threshold"],
-                     "threshold_source": row["threshold_source"],
-                     "paper_accuracy": paper.get("accuracy", np.nan), "paper_tpr": paper.get("tpr", np.nan),
-                     "paper_fpr": paper.get("fpr", np.nan)})
+        rows.append(
+            {
+                "method": row["method"],
+                "variant": row["variant"],
+                "primary": primary.get(row["method"]) == row["variant"],
+                "accuracy": row["accuracy"],
+                "tpr": row["tpr"],
+                "fpr": row["fpr"],
+                "threshold": row["threshold"],
+                "threshold_source": row["threshold_source"],
+                "paper_accuracy": paper.get("accuracy", np.nan),
+                "paper_tpr": paper.get("tpr", np.nan),
+                "paper_fpr": paper.get("fpr", np.nan),
+            }
+        )
     return pd.DataFrame(rows)
 
 

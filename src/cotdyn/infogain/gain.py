@@ -139,7 +139,10 @@ def detection_metrics(scores: np.ndarray, is_error: np.ndarray, threshold: float
         "accuracy": (tp + tn) / n if n else np.nan,
         "tpr": tp / (tp + fn) if tp + fn else np.nan,
         "fpr": fp / (fp + tn) if fp + tn else np.nan,
-        "tp": tp, "fp": fp, "tn": tn, "fn": fn,
+        "tp": tp,
+        "fp": fp,
+        "tn": tn,
+        "fn": fn,
     }
 
 

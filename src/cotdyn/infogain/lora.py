@@ -16,8 +16,15 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from .supervisor import (SupervisorInstance, TrainParams, chain_instances, deterministic_torch, fit, pad_batch,
-                         supervisor_loss)
+from .supervisor import (
+    SupervisorInstance,
+    TrainParams,
+    chain_instances,
+    deterministic_torch,
+    fit,
+    pad_batch,
+    supervisor_loss,
+)
 
 
 @dataclass(frozen=True)
@@ -43,13 +50,20 @@ def _ids(tokenizer, text: str) -> list[int]:
     return list(tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
-def text_chain_instances(tokenizer, chain: TextChain, settings: LoraSettings = LoraSettings()) -> list[SupervisorInstance]:
+def text_chain_instances(
+    tokenizer, chain: TextChain, settings: LoraSettings = LoraSettings()
+) -> list[SupervisorInstance]:
     """The T+1 supervisor instances of one text chain (BOS first when the tokenizer has one)."""
     if not chain.gold.strip():
         raise ValueError("TextChain.gold is empty: the supervisor needs a gold answer to score")
     prompt = ([tokenizer.bos_token_id] if tokenizer.bos_token_id is not None else []) + _ids(tokenizer, chain.prompt)
-    return chain_instances(prompt, [_ids(tokenizer, s) for s in chain.steps], _ids(tokenizer, chain.gold),
-                           _ids(tokenizer, settings.step_separator), _ids(tokenizer, settings.answer_separator))
+    return chain_instances(
+        prompt,
+        [_ids(tokenizer, s) for s in chain.steps],
+        _ids(tokenizer, chain.gold),
+        _ids(tokenizer, settings.step_separator),
+        _ids(tokenizer, settings.answer_separator),
+    )
 
 
 def pad_id(tokenizer) -> int:
@@ -65,8 +79,13 @@ def with_lora(model: torch.nn.Module, settings: LoraSettings = LoraSettings()):
     from peft import LoraConfig, get_peft_model
 
     targets = settings.target_modules if isinstance(settings.target_modules, str) else list(settings.target_modules)
-    config = LoraConfig(r=settings.r, lora_alpha=settings.alpha, lora_dropout=settings.dropout,
-                        target_modules=targets, task_type="CAUSAL_LM")
+    config = LoraConfig(
+        r=settings.r,
+        lora_alpha=settings.alpha,
+        lora_dropout=settings.dropout,
+        target_modules=targets,
+        task_type="CAUSAL_LM",
+    )
     return get_peft_model(model, config)
 
 
@@ -78,8 +97,14 @@ def _on(batch: dict, device: torch.device) -> dict:
     return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
 
 
-def train_lora_supervisor(model: torch.nn.Module, tokenizer, train: Sequence[TextChain], val: Sequence[TextChain],
-                          settings: LoraSettings = LoraSettings(), params: TrainParams = TrainParams()):
+def train_lora_supervisor(
+    model: torch.nn.Module,
+    tokenizer,
+    train: Sequence[TextChain],
+    val: Sequence[TextChain],
+    settings: LoraSettings = LoraSettings(),
+    params: TrainParams = TrainParams(),
+):
     """Fine-tune ``model`` with LoRA on every prefix of every training chain (correct or not), with
     early stopping on the validation chains. Returns (the LoRA-wrapped model, TrainResult)."""
     if _device(model).type == "cuda":
@@ -87,16 +112,30 @@ def train_lora_supervisor(model: torch.nn.Module, tokenizer, train: Sequence[Tex
     torch.manual_seed(params.seed)  # LoRA's initialisation draws from the global generator
     wrapped = with_lora(model, settings)
     device = _device(wrapped)
-    data = {name: [inst for chain in chains for inst in text_chain_instances(tokenizer, chain, settings)]
-            for name, chains in (("train", train), ("val", val))}
+    data = {
+        name: [inst for chain in chains for inst in text_chain_instances(tokenizer, chain, settings)]
+        for name, chains in (("train", train), ("val", val))
+    }
     pad = pad_id(tokenizer)
     with deterministic_torch(params.seed, params.num_threads):
-        result = fit(wrapped, data["train"], data["val"], supervisor_loss, lambda items: _on(pad_batch(items, pad), device), params)
+        result = fit(
+            wrapped,
+            data["train"],
+            data["val"],
+            supervisor_loss,
+            lambda items: _on(pad_batch(items, pad), device),
+            params,
+        )
     return wrapped, result
 
 
-def score_text_chains(model: torch.nn.Module, tokenizer, chains: Sequence[TextChain],
-                      settings: LoraSettings = LoraSettings(), batch_size: int = 16) -> list[np.ndarray]:
+def score_text_chains(
+    model: torch.nn.Module,
+    tokenizer,
+    chains: Sequence[TextChain],
+    settings: LoraSettings = LoraSettings(),
+    batch_size: int = 16,
+) -> list[np.ndarray]:
     """Per chain, l_CE(Y, g_sup(X_t)) for t = 0..T (chains may differ in T)."""
     pad, device = pad_id(tokenizer), _device(model)
     model.eval()
@@ -104,7 +143,12 @@ def score_text_chains(model: torch.nn.Module, tokenizer, chains: Sequence[TextCh
     with torch.no_grad():
         for chain in chains:
             instances = text_chain_instances(tokenizer, chain, settings)
-            ce = [supervisor_loss(model, _on(pad_batch(instances[i:i + batch_size], pad), device)).double().cpu().numpy()
-                  for i in range(0, len(instances), batch_size)]
+            ce = [
+                supervisor_loss(model, _on(pad_batch(instances[i : i + batch_size], pad), device))
+                .double()
+                .cpu()
+                .numpy()
+                for i in range(0, len(instances), batch_size)
+            ]
             out.append(np.concatenate(ce))
     return out

@@ -84,8 +84,24 @@ def figure3(result: dict, path: Path) -> Path:
     ig = _pivot(result["ig"], "ig", "wrong_answer", steps)
     lim = float(np.nanmax(np.abs(ig.to_numpy()))) or 1.0
     _heatmap(axes[0], ig, "(a) information gain (nats)", ".2f", "RdBu", -lim, lim)
-    _heatmap(axes[1], _pivot(result["orm"], "orm_probability", "wrong_answer", steps), "(b) ORM P(correct)", ".2f", "viridis", 0, 1)
-    _heatmap(axes[2], _pivot(result["ms"], "ms_soft", "wrong_answer", steps), "(c) Math-Shepherd share correct", ".2f", "viridis", 0, 1)
+    _heatmap(
+        axes[1],
+        _pivot(result["orm"], "orm_probability", "wrong_answer", steps),
+        "(b) ORM P(correct)",
+        ".2f",
+        "viridis",
+        0,
+        1,
+    )
+    _heatmap(
+        axes[2],
+        _pivot(result["ms"], "ms_soft", "wrong_answer", steps),
+        "(c) Math-Shepherd share correct",
+        ".2f",
+        "viridis",
+        0,
+        1,
+    )
     fig.suptitle("Toy experiment, chains with a wrong final answer (test split)", fontsize=11)
     fig.tight_layout()
     fig.savefig(path, dpi=110, metadata={"Software": None})
@@ -111,7 +127,9 @@ def write_infogain(result: dict, out_dir: str | Path) -> list[Path]:
     """Write every table, the checks and the figures of a ``toy_experiment`` result; returns the paths."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    missing = [key for key in (*TABLES.values(), "acceptance", "params", "seed", "models", "split_sizes") if key not in result]
+    missing = [
+        key for key in (*TABLES.values(), "acceptance", "params", "seed", "models", "split_sizes") if key not in result
+    ]
     if missing:
         raise KeyError(f"infogain result is missing {missing}")
     paths = [_csv(result[key], out / name) for name, key in TABLES.items()]
@@ -128,9 +146,13 @@ def write_infogain(result: dict, out_dir: str | Path) -> list[Path]:
 def _paper_rows(table1: pd.DataFrame) -> list[dict]:
     rows = []
     for _, row in table1[table1["primary"]].iterrows():
-        rows.append({"method": row["method"],
-                     "measured": {k: _nan_to_none(row[k]) for k in ("accuracy", "tpr", "fpr")},
-                     "paper": {k: _nan_to_none(row[f"paper_{k}"]) for k in ("accuracy", "tpr", "fpr")}})
+        rows.append(
+            {
+                "method": row["method"],
+                "measured": {k: _nan_to_none(row[k]) for k in ("accuracy", "tpr", "fpr")},
+                "paper": {k: _nan_to_none(row[f"paper_{k}"]) for k in ("accuracy", "tpr", "fpr")},
+            }
+        )
     return rows
 
 

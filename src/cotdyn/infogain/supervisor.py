@@ -32,9 +32,15 @@ class SupervisorInstance:
     labels: tuple[int, ...]
 
 
-def build_instance(prompt_ids: Sequence[int], step_ids: Sequence[Sequence[int]], t: int,
-                   answer_ids: Sequence[int], step_sep: Sequence[int], answer_sep: Sequence[int],
-                   answer_scored: Sequence[bool] | None = None) -> SupervisorInstance:
+def build_instance(
+    prompt_ids: Sequence[int],
+    step_ids: Sequence[Sequence[int]],
+    t: int,
+    answer_ids: Sequence[int],
+    step_sep: Sequence[int],
+    answer_sep: Sequence[int],
+    answer_scored: Sequence[bool] | None = None,
+) -> SupervisorInstance:
     """``prompt || step 1 || ... || step t #|> answer`` with the loss on the answer tokens only.
 
     ``step_sep`` (the ``||``) precedes each step; ``answer_sep`` (the ``#|>``) precedes the answer.
@@ -58,12 +64,19 @@ def build_instance(prompt_ids: Sequence[int], step_ids: Sequence[Sequence[int]],
     return SupervisorInstance(tuple(int(i) for i in input_ids), tuple(int(i) for i in labels))
 
 
-def chain_instances(prompt_ids: Sequence[int], step_ids: Sequence[Sequence[int]], answer_ids: Sequence[int],
-                    step_sep: Sequence[int], answer_sep: Sequence[int],
-                    answer_scored: Sequence[bool] | None = None) -> list[SupervisorInstance]:
+def chain_instances(
+    prompt_ids: Sequence[int],
+    step_ids: Sequence[Sequence[int]],
+    answer_ids: Sequence[int],
+    step_sep: Sequence[int],
+    answer_sep: Sequence[int],
+    answer_scored: Sequence[bool] | None = None,
+) -> list[SupervisorInstance]:
     """The T+1 instances of one chain, t = 0..T."""
-    return [build_instance(prompt_ids, step_ids, t, answer_ids, step_sep, answer_sep, answer_scored)
-            for t in range(len(step_ids) + 1)]
+    return [
+        build_instance(prompt_ids, step_ids, t, answer_ids, step_sep, answer_sep, answer_scored)
+        for t in range(len(step_ids) + 1)
+    ]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -135,16 +148,21 @@ def pad_batch(instances: Sequence[SupervisorInstance], pad_id: int) -> dict[str,
     mask = torch.zeros((len(instances), width), dtype=torch.long)
     for row, inst in enumerate(instances):
         n = len(inst.input_ids)
-        ids[row, width - n:] = torch.tensor(inst.input_ids)
-        labels[row, width - n:] = torch.tensor(inst.labels)
-        mask[row, width - n:] = 1
+        ids[row, width - n :] = torch.tensor(inst.input_ids)
+        labels[row, width - n :] = torch.tensor(inst.labels)
+        mask[row, width - n :] = 1
     position_ids = (mask.cumsum(dim=1) - 1).clamp(min=0)
     scored = labels != IGNORE_INDEX
     first_scored = torch.where(scored.any(dim=1), scored.float().argmax(dim=1), torch.full((len(instances),), width))
     # the first answer token is predicted at the position before it
     logits_to_keep = int(width - int(first_scored.min()) + 1)
-    return {"input_ids": ids, "attention_mask": mask, "position_ids": position_ids, "labels": labels,
-            "logits_to_keep": min(logits_to_keep, width)}
+    return {
+        "input_ids": ids,
+        "attention_mask": mask,
+        "position_ids": position_ids,
+        "labels": labels,
+        "logits_to_keep": min(logits_to_keep, width),
+    }
 
 
 def model_inputs(batch: dict[str, torch.Tensor]) -> dict:
@@ -175,7 +193,7 @@ def per_instance_answer_ce(logits: torch.Tensor, labels: torch.Tensor) -> torch.
     """
     keep = logits.shape[1]
     shift_logits = logits[:, :-1, :].float()
-    shift_labels = labels[:, labels.shape[1] - keep + 1:]
+    shift_labels = labels[:, labels.shape[1] - keep + 1 :]
     mask = shift_labels != IGNORE_INDEX
     n_tokens = mask.sum(dim=1)
     if bool((n_tokens == 0).any()) or int(n_tokens.sum()) != int((labels != IGNORE_INDEX).sum()):
@@ -191,14 +209,15 @@ def supervisor_loss(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> t
     return per_instance_answer_ce(logits, batch["labels"])
 
 
-def answer_cross_entropy(model: torch.nn.Module, instances: Sequence[SupervisorInstance], pad_id: int,
-                         batch_size: int = 256) -> np.ndarray:
+def answer_cross_entropy(
+    model: torch.nn.Module, instances: Sequence[SupervisorInstance], pad_id: int, batch_size: int = 256
+) -> np.ndarray:
     """l_CE(Y, g_sup(X_t)) for each instance, in nats (float64 array, in input order)."""
     model.eval()
     out = []
     with torch.no_grad():
         for start in range(0, len(instances), batch_size):
-            batch = pad_batch(instances[start:start + batch_size], pad_id)
+            batch = pad_batch(instances[start : start + batch_size], pad_id)
             out.append(supervisor_loss(model, batch).double().numpy())
     return np.concatenate(out) if out else np.empty(0)
 
@@ -251,9 +270,10 @@ def fit(model: torch.nn.Module, train: Sequence, val: Sequence, loss_fn, collate
     if len(train) == 0 or len(val) == 0:
         raise ValueError(f"fit needs non-empty train and val sets (got {len(train)} and {len(val)})")
     generator = torch.Generator().manual_seed(params.seed)
-    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad],
-                                  lr=params.learning_rate, weight_decay=params.weight_decay)
-    val_batches = [collate(val[i:i + params.batch_size]) for i in range(0, len(val), params.batch_size)]
+    optimizer = torch.optim.AdamW(
+        [p for p in model.parameters() if p.requires_grad], lr=params.learning_rate, weight_decay=params.weight_decay
+    )
+    val_batches = [collate(val[i : i + params.batch_size]) for i in range(0, len(val), params.batch_size)]
     steps_per_epoch = -(-len(train) // params.batch_size)
     eval_every = params.eval_every or steps_per_epoch
     result = TrainResult(best_step=0, best_val_loss=_mean_loss(loss_fn, model, val_batches))
@@ -264,7 +284,7 @@ def fit(model: torch.nn.Module, train: Sequence, val: Sequence, loss_fn, collate
         order = torch.randperm(len(train), generator=generator).tolist()
         for start in range(0, len(order), params.batch_size):
             model.train()
-            losses = loss_fn(model, collate([train[i] for i in order[start:start + params.batch_size]]))
+            losses = loss_fn(model, collate([train[i] for i in order[start : start + params.batch_size]]))
             optimizer.zero_grad(set_to_none=True)
             losses.mean().backward()
             optimizer.step()
@@ -289,8 +309,13 @@ def fit(model: torch.nn.Module, train: Sequence, val: Sequence, loss_fn, collate
     return result
 
 
-def train_supervisor(model: torch.nn.Module, train: Sequence[SupervisorInstance], val: Sequence[SupervisorInstance],
-                     pad_id: int, params: TrainParams) -> TrainResult:
+def train_supervisor(
+    model: torch.nn.Module,
+    train: Sequence[SupervisorInstance],
+    val: Sequence[SupervisorInstance],
+    pad_id: int,
+    params: TrainParams,
+) -> TrainResult:
     """Train g_sup on ``prefix #|> gold answer`` instances; early stopping on ``val``."""
     with deterministic_torch(params.seed, params.num_threads):
         return fit(model, list(train), list(val), supervisor_loss, lambda items: pad_batch(items, pad_id), params)
@@ -313,9 +338,19 @@ def build_gpt2_lm(vocab: ToyVocab, size: ModelSize, seed: int):
     """
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    config = GPT2Config(vocab_size=vocab.size, n_positions=size.n_positions, n_embd=size.n_embd,
-                        n_layer=size.n_layer, n_head=size.n_head, activation_function="gelu", resid_pdrop=0.0, embd_pdrop=0.0,
-                        attn_pdrop=0.0, bos_token_id=vocab.bos, eos_token_id=vocab.answer_sep,
-                        pad_token_id=vocab.pad)
+    config = GPT2Config(
+        vocab_size=vocab.size,
+        n_positions=size.n_positions,
+        n_embd=size.n_embd,
+        n_layer=size.n_layer,
+        n_head=size.n_head,
+        activation_function="gelu",
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        bos_token_id=vocab.bos,
+        eos_token_id=vocab.answer_sep,
+        pad_token_id=vocab.pad,
+    )
     torch.manual_seed(int(seed))
     return GPT2LMHeadModel(config)

@@ -98,8 +98,7 @@ class ToyModel:
 def toy_models(error_rate: float = 0.5, error_values: str = "disjoint") -> tuple[ToyModel, ...]:
     """LLM1..LLM5 of seed 000, section 5.1: LLMk errs at step k; LLM3's error is state-triggered."""
     return tuple(
-        ToyModel(f"LLM{k}", k, "state" if k == 3 else "random", error_rate, error_values)
-        for k in range(1, N_STEPS + 1)
+        ToyModel(f"LLM{k}", k, "state" if k == 3 else "random", error_rate, error_values) for k in range(1, N_STEPS + 1)
     )
 
 
@@ -162,7 +161,9 @@ def _error_values(model: ToyModel, correct: np.ndarray, rng: np.random.Generator
     return (correct + rng.integers(1, MODULUS, size=len(correct))) % MODULUS
 
 
-def run_steps(model: ToyModel, state: np.ndarray, first_step: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def run_steps(
+    model: ToyModel, state: np.ndarray, first_step: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
     """Run ``model`` from ``state`` (the state after step first_step-1) through step 5.
 
     Returns (states (n, 6 - first_step, 5), erred (n,) bool). Used both to generate chains
@@ -196,8 +197,9 @@ def prefix_state(traces: ToyTraces, t: int) -> np.ndarray:
     return traces.x0 if t == 0 else traces.states[:, t - 1]
 
 
-def complete_from_prefix(model: ToyModel, traces: ToyTraces, t: int, n_completions: int,
-                         rng: np.random.Generator) -> np.ndarray:
+def complete_from_prefix(
+    model: ToyModel, traces: ToyTraces, t: int, n_completions: int, rng: np.random.Generator
+) -> np.ndarray:
     """Final answers of ``n_completions`` completions from each trace's state z_t: (n, N, 5)."""
     start = prefix_state(traces, t)
     if t == N_STEPS:  # nothing left to complete: the chain's own answer
@@ -214,7 +216,7 @@ def split_indices(n: int, fractions: tuple[float, float, float], rng: np.random.
     order = rng.permutation(n)
     n_train = int(round(fractions[0] * n))
     n_val = int(round(fractions[1] * n))
-    parts = {"train": order[:n_train], "val": order[n_train:n_train + n_val], "test": order[n_train + n_val:]}
+    parts = {"train": order[:n_train], "val": order[n_train : n_train + n_val], "test": order[n_train + n_val :]}
     for name, idx in parts.items():
         if len(idx) == 0:
             raise ValueError(f"split '{name}' is empty for n={n}, fractions={fractions}")
