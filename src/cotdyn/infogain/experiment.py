@@ -71,6 +71,10 @@ PRESETS: dict[str, dict[str, Any]] = {
         "ms_completions": 10,
         "model": dict(n_layer=2, n_head=2, n_embd=32, n_positions=32),
         "supervisor_train": dict(_TRAIN_DEFAULTS, max_epochs=6, eval_every=75),
+        # Seed 0 here is close to a tie in the ORM check (``acceptance``): the early-stopped ORM (about
+        # 2 epochs) has LLM3's z_2 trigger only half learned, so its fall on wrong chains is split
+        # between step 2 and step 3 (where the out-of-range error value shows), and which is larger
+        # depends on the CPU's MKL sgemm path (AVX-512: 0.226 vs 0.261, step 3; AVX2: step 2).
         "orm_train": dict(_TRAIN_DEFAULTS, max_epochs=4, eval_every=75, patience=2),
         "num_threads": 1,
         "drop_ratio": 0.5,
@@ -365,7 +369,11 @@ def acceptance(
 
     - IG drop: the first step where wrong-answer chains gain less than ``ratio`` times what
       correct-answer chains gain at the same step equals the LLM's error step.
-    - ORM on LLM3: the mean probability over wrong-answer chains falls most at step 2.
+    - ORM on LLM3: the mean probability over wrong-answer chains falls most at step 2 (the seed:
+      "dropping dramatically at step 2 ... rather than at step 3", though LLM3 errs at step 3).
+      The falls per step and the margin of step 2's fall over the largest other one are reported
+      (``falls``, ``margin``, ``share_by_step_2``: the part of the total fall t = 0..T already
+      taken at step 2), so a result that passes or fails narrowly shows as such.
     - MS on LLM3: wrong-answer chains' share of correct completions is flat, i.e. no step stands
       out (range over t = 0..T below 0.05).
 
@@ -390,7 +398,7 @@ def acceptance(
         orm[(orm["llm"] == llm3) & (orm["subset"] == "wrong_answer")].sort_values("step")["orm_probability"].to_numpy()
     )
     ms3 = ms[(ms["llm"] == llm3) & (ms["subset"] == "wrong_answer")].sort_values("step")["ms_soft"].to_numpy()
-    checks["llm3_orm_fall_step"] = {"expected": 2, "found": largest_fall_step(orm3), "profile": orm3.tolist()}
+    checks["llm3_orm_fall_step"] = {"expected": 2, "found": largest_fall_step(orm3), **_fall_margin(orm3, 2)}
     checks["llm3_ms_range"] = {"max_allowed": 0.05, "found": float(np.ptp(ms3)), "profile": ms3.tolist()}
     checks["llm3_table1_threshold_source"] = sorted(set(table1["threshold_source"]))
     ok &= checks["llm3_orm_fall_step"]["found"] == 2
@@ -398,6 +406,17 @@ def acceptance(
     ok &= checks["llm3_table1_threshold_source"] == ["val"]
     checks["passed"] = bool(ok)
     return checks
+
+
+def _fall_margin(levels: np.ndarray, step: int) -> dict[str, Any]:
+    """The falls of ``levels`` (t = 0..T) per step, step ``step``'s fall minus the largest other
+    one, and the share of the total fall (t = 0 to T) taken by the end of ``step``."""
+    falls = levels[:-1] - levels[1:]
+    others = np.delete(falls, step - 1)
+    total = levels[0] - levels[-1]
+    return {"profile": levels.tolist(), "falls": falls.tolist(),
+            "margin": float(falls[step - 1] - others.max()) if len(others) else float(falls[step - 1]),
+            f"share_by_step_{step}": float((levels[0] - levels[step]) / total) if total > 0 else float("nan")}
 
 
 def toy_experiment(size: str | dict = "reduced", seed: int = 0, n_jobs: int = 1) -> dict[str, Any]:
