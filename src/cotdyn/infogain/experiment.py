@@ -414,9 +414,12 @@ def _fall_margin(levels: np.ndarray, step: int) -> dict[str, Any]:
     falls = levels[:-1] - levels[1:]
     others = np.delete(falls, step - 1)
     total = levels[0] - levels[-1]
-    return {"profile": levels.tolist(), "falls": falls.tolist(),
-            "margin": float(falls[step - 1] - others.max()) if len(others) else float(falls[step - 1]),
-            f"share_by_step_{step}": float((levels[0] - levels[step]) / total) if total > 0 else float("nan")}
+    return {
+        "profile": levels.tolist(),
+        "falls": falls.tolist(),
+        "margin": float(falls[step - 1] - others.max()) if len(others) else float(falls[step - 1]),
+        f"share_by_step_{step}": float((levels[0] - levels[step]) / total) if total > 0 else float("nan"),
+    }
 
 
 def toy_experiment(size: str | dict = "reduced", seed: int = 0, n_jobs: int = 1) -> dict[str, Any]:
