@@ -63,32 +63,18 @@ class VLLMBackend:
         self.stop_ids = stop_token_ids(hf_tokenizer, _model_eos_ids(model_id, revision))
 
     def wanted_sampling(self, sampling: Sampling, n: int, seed: int) -> dict:
-        """Every SamplingParams field that affects what is sampled, explicit."""
+        """Every SamplingParams field that affects what is sampled, explicit: each field at its
+        "off" value (``OFF``) but those the protocol sets."""
         return {
+            **OFF,
             "n": n,
             "seed": seed,
             "temperature": sampling.temperature,
             "top_p": sampling.top_p,
             "top_k": sampling.top_k,
-            "min_p": 0.0,
             "repetition_penalty": sampling.repetition_penalty,
-            "presence_penalty": 0.0,
-            "frequency_penalty": 0.0,
             "max_tokens": sampling.max_tokens,
-            "min_tokens": 0,
-            "stop": [],
             "stop_token_ids": list(self.stop_ids),
-            "ignore_eos": False,
-            "include_stop_str_in_output": False,
-            # Text is decode(ids) in every backend, so vLLM's incremental detokenizer is not used.
-            "detokenize": False,
-            "skip_special_tokens": True,
-            "logprobs": None,
-            "prompt_logprobs": None,
-            "bad_words": [],
-            "logit_bias": None,
-            "allowed_token_ids": None,
-            "watermarking": False,  # None would mean "the engine's watermark, if one is configured"
         }
 
     def sampling_params(self, sampling: Sampling, n: int, seed: int) -> dict:
@@ -156,6 +142,7 @@ OFF = {
     "stop": [],
     "ignore_eos": False,
     "include_stop_str_in_output": False,
+    # Text is decode(ids) in every backend, so vLLM's incremental detokenizer is not used.
     "detokenize": False,
     "skip_special_tokens": True,
     "logprobs": None,
@@ -163,7 +150,7 @@ OFF = {
     "bad_words": [],
     "logit_bias": None,
     "allowed_token_ids": None,
-    "watermarking": False,
+    "watermarking": False,  # None would mean "the engine's watermark, if one is configured"
 }
 
 
