@@ -232,3 +232,16 @@ def test_a_figure_with_nothing_to_draw_says_so_in_its_title(plan):
     titles = [ax.get_title() for ax in trajectory_figure(records).axes]
     assert titles == ["weak-gsm8k: nothing to draw"]
     assert nothing_to_draw("Mechanism shares", "no trace").axes[0].get_title() == "Mechanism shares: nothing to draw"
+
+
+def test_a_constant_label_gives_no_accuracy_gap(plan):
+    """Every usable chain wrong: the gap is 0 by construction, so H1 is null with the reason and
+    never a zero-width CI (the embedded default's 135M model gets every problem wrong)."""
+    from cotdyn.hypotheses import analyze
+
+    # odd problems' answers spread out at the last prefix (a rise), even ones never do; all wrong
+    _, _, records = _degenerate(plan, ["so 7"] * 6, lambda i, k, j: str(7 + (j % 3 if i % 2 and k == 2 else 0)))
+    assert not records["correct"].any() and records["monotone"].nunique() == 2
+    h1 = analyze(records, plan, "sha")["cells"]["weak-gsm8k"]["H1"]
+    assert h1["gap_pp"] is None and h1["ci"] == [None, None] and h1["p_fisher"] is None
+    assert h1["reason"] == f"correct is constant (0) over the {h1['n']} usable problems"

@@ -52,7 +52,8 @@ def _constant_reason(name: str, values: np.ndarray) -> str | None:
 
 def h1_shape_contrast(d: CellData, idx: np.ndarray | None, level: float) -> tuple[dict, np.ndarray | None]:
     """H1: accuracy gap monotone minus non-monotone (pp), its bootstrap CI, odds ratio and
-    one-sided Fisher p (seed 003 sections 3.4 and 4.1). Also returns the gap resamples for H4."""
+    one-sided Fisher p (seed 003 sections 3.4 and 4.1). Also returns the gap resamples for H4.
+    Null, with the reason, when a group is empty or every usable problem has the same label."""
     n_mono = int(d.monotone.sum())
     acc_in, acc_out = stats.group_accuracy_rows(d.monotone, d.correct, stats.full_sample(d.n))
     notes = []
@@ -63,7 +64,9 @@ def h1_shape_contrast(d: CellData, idx: np.ndarray | None, level: float) -> tupl
             notes.append("no monotone chains")
         if n_mono == d.n:
             notes.append("no non-monotone chains")
-    gap = _num(100 * (acc_in[0] - acc_out[0])) if d.n else None
+        # a constant label makes the gap 0 by construction, not an estimate (nor its CI [0, 0])
+        notes += [r for r in [_constant_reason("correct", d.correct.astype(float))] if r]
+    gap = _num(100 * (acc_in[0] - acc_out[0])) if d.n and not notes else None
     resamples = None
     interval = Interval(None, None, 0, 0)
     odds_ratio = p_fisher = None
