@@ -1,4 +1,4 @@
-"""A weak real model through the whole DAG (issue 12, part 6).
+"""A weak real model through the whole DAG.
 
 The tiny trained Llama of tests/weak_model.py writes what real models write: arithmetic of its
 own, answers that are wrong, chains cut by the token budget, and chains that never state a number.

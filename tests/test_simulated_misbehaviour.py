@@ -1,4 +1,4 @@
-"""The simulated model misbehaves like a real one (issue 12): each planted misbehaviour shows in
+"""The simulated model misbehaves like a real one: each planted misbehaviour shows in
 the text at rate 1, never at rate 0, at about its rate in between, and rewrites only the text,
 not the planted answers."""
 

@@ -24,7 +24,7 @@ is a rescue, an incorrect one never discovers gold, and a late switch is a faile
 section 4.2). A finished chain's full prefix continues with
 nothing (the endpoint asymmetry of seed 003 section 5.2).
 
-Misbehaviour, as real models write it (issue 12). Every rate defaults to 0, and a rate of 0 draws
+Misbehaviour, as real models write it. Every rate defaults to 0, and a rate of 0 draws
 nothing, so with all of them off the output (and the model revision) is the same byte for byte.
 Each is decided by a hash of what the request shows, like the planted truth above.
 
