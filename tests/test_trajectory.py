@@ -73,3 +73,36 @@ def test_exclusion_rule_needs_two_answer_bearing_prefixes():
     assert t.excluded and t.monotone is None and "1 answer-bearing" in t.exclusion_reason
     assert not summarize([["1"] * 5, ["1"] * 5], epsilon=0.01).excluded
     assert summarize([], epsilon=0.01).excluded
+
+
+def _multisets(m: int):
+    """Every answer-count profile of m samples (the partitions of m), as a list of labels."""
+
+    def partitions(n, largest):
+        if n == 0:
+            yield ()
+        for first in range(min(n, largest), 0, -1):
+            for rest in partitions(n - first, first):
+                yield (first, *rest)
+
+    for parts in partitions(m, m):
+        yield [chr(97 + i) for i, p in enumerate(parts) for _ in range(p)]
+
+
+def test_entropy_does_not_depend_on_the_order_of_the_answers():
+    """Every distinct ordering of every answer profile for m up to 10 gives the same float, bit
+    for bit (profiles with more than 30,000 orderings, many classes at m = 9 or 10, are left out)."""
+    from collections import Counter
+
+    from sympy.utilities.iterables import multiset_permutations
+
+    checked = 0
+    for m in range(1, 11):
+        for answers in _multisets(m):
+            orderings = math.factorial(m) // math.prod(math.factorial(c) for c in Counter(answers).values())
+            if orderings > 30_000:
+                continue
+            values = {entropy(order) for order in multiset_permutations(answers)}
+            assert len(values) == 1, (m, answers, values)
+            checked += 1
+    assert checked > 100  # and (3, 3, 2, 2) at m = 10, whose plain sum differs between orderings
