@@ -245,3 +245,12 @@ def test_a_constant_label_gives_no_accuracy_gap(plan):
     h1 = analyze(records, plan, "sha")["cells"]["weak-gsm8k"]["H1"]
     assert h1["gap_pp"] is None and h1["ci"] == [None, None] and h1["p_fisher"] is None
     assert h1["reason"] == f"correct is constant (0) over the {h1['n']} usable problems"
+
+
+def test_a_chain_cut_by_its_budget_has_no_answer_of_its_own():
+    """Its last number is an intermediate value, or cut in the middle ("... so 4" of "48")."""
+    chains = _chains(["Step 1: 12 x 4 = 4"], "gsm8k", finish="length")
+    assert chains["chain_answer"].isna().all() and chains["chain_status"].tolist() == [answers.TRUNCATED]
+    assert bool(chains["reference_truncated"].iloc[0])
+    finished = _chains(["Step 1: 12 x 4 = 48"], "gsm8k", finish="stop")
+    assert finished["chain_answer"].tolist() == ["48"] and finished["chain_status"].tolist() == [answers.OK]

@@ -28,6 +28,9 @@ BENCHMARKS = ("gsm8k", "math500", "arithmetic")
 
 OK = "ok"
 NO_ANSWER = "no_answer"
+# A reference chain cut by its token budget states no answer of its own: its last number is an
+# intermediate value, or a number cut in the middle.
+TRUNCATED = "truncated"
 
 _NUMBER = re.compile(r"-?[$€£]?\s?-?\d[\d,]*(?:\.\d+)?|-?[$€£]?\s?-?\.\d+")
 

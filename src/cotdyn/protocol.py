@@ -64,7 +64,8 @@ def chains_table(
 ) -> pd.DataFrame:
     rows = []
     for problem, prompt, (chain,) in zip(problems, prompts, completions):
-        own = answers.extract(chain.text, benchmark)
+        truncated = chain.finish_reason == "length"
+        own = answers.Extraction(None, answers.TRUNCATED) if truncated else answers.extract(chain.text, benchmark)
         rows.append(
             {
                 "problem_id": problem.problem_id,
@@ -74,7 +75,7 @@ def chains_table(
                 "text": chain.text,
                 "finish_reason": chain.finish_reason,
                 "reference_tokens": len(chain.token_ids),
-                "reference_truncated": chain.finish_reason == "length",
+                "reference_truncated": truncated,
                 "chain_answer": own.answer,
                 "chain_status": own.status,
             }

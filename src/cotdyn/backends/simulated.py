@@ -33,8 +33,8 @@ Each is decided by a hash of what the request shows, like the planted truth abov
     running value is forty-eight") and ends "I am not sure how to finish this.", so it holds no
     digit and extraction finds nothing; its prefixes still carry the planted truth.
   - ``cut_rate``: the chain runs on past its plan, step after step, until the reference budget
-    falls inside a number; it ends in that number's first digits, with finish reason "length",
-    so its own answer is that partial number.
+    falls inside a number; it ends in that number's first digits, with finish reason "length"
+    (so the pipeline records no answer of its own; a naive last-number rule would take the cut one).
 - Per continuation:
   - ``empty_rate``: the model stops at once (text "", no token).
   - ``conflicting_rate``: it states a different answer first, then takes it back and states the
