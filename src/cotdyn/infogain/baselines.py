@@ -18,7 +18,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from .supervisor import ModelSize, ToyVocab, TrainParams, TrainResult, deterministic_torch, fit
+from .supervisor import ModelSize, ToyVocab, TrainParams, TrainResult, deterministic_torch, fit, toy_gpt2_config
 
 
 @dataclass(frozen=True)
@@ -50,22 +50,9 @@ class OrmClassifier(torch.nn.Module):
 
 def build_orm(vocab: ToyVocab, size: ModelSize, seed: int) -> OrmClassifier:
     """A randomly initialised GPT-2 ORM of the same size as the toy supervisor."""
-    from transformers import GPT2Config, GPT2Model
+    from transformers import GPT2Model
 
-    config = GPT2Config(
-        vocab_size=vocab.size,
-        n_positions=size.n_positions,
-        n_embd=size.n_embd,
-        n_layer=size.n_layer,
-        n_head=size.n_head,
-        activation_function="gelu",
-        resid_pdrop=0.0,
-        embd_pdrop=0.0,
-        attn_pdrop=0.0,
-        bos_token_id=vocab.bos,
-        eos_token_id=vocab.answer_sep,
-        pad_token_id=vocab.pad,
-    )
+    config = toy_gpt2_config(vocab, size)
     torch.manual_seed(int(seed))
     return OrmClassifier(GPT2Model(config), size.n_embd)
 

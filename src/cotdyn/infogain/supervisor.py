@@ -331,14 +331,12 @@ class ModelSize:
     n_positions: int = 32
 
 
-def build_gpt2_lm(vocab: ToyVocab, size: ModelSize, seed: int):
-    """A randomly initialised GPT2LMHeadModel over ``vocab`` (dropout off: early stopping regularises).
+def toy_gpt2_config(vocab: ToyVocab, size: ModelSize):
+    """The GPT-2 configuration of the toy supervisor and its ORM (dropout off: early stopping
+    regularises). Nothing is generated; BOS/EOS ids lie inside the vocabulary only to keep it valid."""
+    from transformers import GPT2Config
 
-    Nothing is generated from it; BOS/EOS ids are set inside the vocabulary only to keep the config valid.
-    """
-    from transformers import GPT2Config, GPT2LMHeadModel
-
-    config = GPT2Config(
+    return GPT2Config(
         vocab_size=vocab.size,
         n_positions=size.n_positions,
         n_embd=size.n_embd,
@@ -352,5 +350,12 @@ def build_gpt2_lm(vocab: ToyVocab, size: ModelSize, seed: int):
         eos_token_id=vocab.answer_sep,
         pad_token_id=vocab.pad,
     )
+
+
+def build_gpt2_lm(vocab: ToyVocab, size: ModelSize, seed: int):
+    """A randomly initialised GPT2LMHeadModel over ``vocab`` (``toy_gpt2_config``)."""
+    from transformers import GPT2LMHeadModel
+
+    config = toy_gpt2_config(vocab, size)
     torch.manual_seed(int(seed))
     return GPT2LMHeadModel(config)
