@@ -252,7 +252,7 @@ def test_early_exit_uses_only_the_first_k_transitions():
             "excluded": False,
         }
     )
-    rows = {r["transitions"]: r for r in ex.early_exit(frame, epsilon=0.01, resamples=0, seed=0)}
+    rows = {r["transitions"]: r for r in ex.early_exit(frame, epsilon=0.01, idx=None)}
     assert sorted(rows) == [1, 2, 3]
     # k=1: monotone = [T, F, T, T] -> acc 2/3 vs 0/1
     assert rows[1]["coverage"] == 0.75 and rows[1]["gap_pp"] == pytest.approx(100 * 2 / 3)
@@ -271,7 +271,7 @@ def test_epsilon_sweep_recomputes_shape_and_reports_grid_spacing():
             "excluded": False,
         }
     )
-    rows = {r["epsilon"]: r for r in ex.epsilon_sweep(frame, m=5, resamples=0, seed=0)}
+    rows = {r["epsilon"]: r for r in ex.epsilon_sweep(frame, m=5, idx=None)}
     assert [rows[e]["coverage"] for e in ex.EPSILONS] == [0.5, 0.5, 0.75, 0.75]
     assert rows[0.05]["n_changed_vs_min_epsilon"] == 1
     # independent grid: every entropy of a count vector over at most 5 answers

@@ -285,11 +285,13 @@ def shape_at(
     return np.array(viol, dtype=np.int64) == 0, np.array(viol, dtype=np.int64)
 
 
-def _gap_block(flag: np.ndarray, y: np.ndarray, resamples: int, seed: int, level: float) -> dict:
+def _gap_block(flag: np.ndarray, y: np.ndarray, idx: np.ndarray | None, level: float) -> dict:
+    """The gap and its CI over the cell's resample matrix ``idx`` (None: no CI)."""
     n = flag.size
     point = stats.accuracy_gap_rows(flag, y, stats.full_sample(n))[0] if n else np.nan
+    resamples = 0 if idx is None else int(idx.shape[0])
     ci = (
-        stats.percentile_interval(stats.accuracy_gap_rows(flag, y, stats.resample_indices(n, resamples, seed)), level)
+        stats.percentile_interval(stats.accuracy_gap_rows(flag, y, idx), level)
         if n and resamples
         else stats.Interval(None, None, 0, resamples)
     )
@@ -306,14 +308,14 @@ def _gap_block(flag: np.ndarray, y: np.ndarray, resamples: int, seed: int, level
 def early_exit(
     records: pd.DataFrame,
     epsilon: float,
-    resamples: int,
-    seed: int,
+    idx: np.ndarray | None,
     level: float = 0.95,
     max_transitions: int | None = None,
 ) -> list[dict]:
     """The monotonicity gap computed from the first k transitions only, k = 1, 2, ... (seed 003
     section 6.1): how early in the chain the shape signal is available. The label is the final one;
-    a chain with fewer than k transitions contributes its whole trajectory (it has already ended)."""
+    a chain with fewer than k transitions contributes its whole trajectory (it has already ended).
+    Every k reads the same resample matrix ``idx`` (``stats.cell_resamples``), so rows are paired."""
     rows = analyzed(records)
     y = _labels(rows["correct"])
     lengths = rows["n_points"].to_numpy(dtype=int) - 1
@@ -325,7 +327,7 @@ def early_exit(
         flag, _ = shape_at(rows["trajectory"], epsilon, k)
         out.append(
             {"transitions": k, "n": int(len(rows)), "n_reaching_k": int((lengths >= k).sum())}
-            | _gap_block(flag, y, resamples, stats.derive_seed(seed, "early_exit", str(k)), level)
+            | _gap_block(flag, y, idx, level)
         )
     return out
 
@@ -338,10 +340,16 @@ def min_grid_spacing(m: int) -> float:
 
 
 def epsilon_sweep(
-    records: pd.DataFrame, m: int, resamples: int, seed: int, level: float = 0.95, epsilons: Sequence[float] = EPSILONS
+    records: pd.DataFrame,
+    m: int,
+    idx: np.ndarray | None,
+    level: float = 0.95,
+    epsilons: Sequence[float] = EPSILONS,
 ) -> list[dict]:
     """Monotone coverage, violations and the gap with epsilon recomputed from the stored
-    trajectory, for each epsilon; the entropy grid's minimum spacing at m is reported beside them."""
+    trajectory, for each epsilon; the entropy grid's minimum spacing at m is reported beside them.
+    Every epsilon reads the same resample matrix ``idx``, so two epsilons that give the same flags
+    give the same CI."""
     rows = analyzed(records)
     y = _labels(rows["correct"])
     spacing = min_grid_spacing(m)
@@ -359,7 +367,7 @@ def epsilon_sweep(
                 "mean_violations": float(viol.mean()) if len(rows) else None,
                 "n_changed_vs_min_epsilon": int((flag != base).sum()),
             }
-            | _gap_block(flag, y, resamples, stats.derive_seed(seed, "epsilon", repr(float(eps))), level)
+            | _gap_block(flag, y, idx, level)
         )
     return out
 

@@ -14,7 +14,7 @@ import pandas as pd
 
 from cotdyn import exploratory as ex
 from cotdyn import figures
-from cotdyn.stats import derive_seed
+from cotdyn.stats import cell_resamples, derive_seed
 from cotdyn.writers import FLOAT_FORMAT, write_csv, write_png, write_text
 
 TABLES = (
@@ -128,13 +128,12 @@ def _cell_tables(
     out["violation_magnitude"].append({"cell": cell} | ex.violation_magnitude(rows))
     if {"pred", "chain_answer", "chain_correct"} <= set(rows.columns):
         out["label_coupling"].append({"cell": cell} | ex.label_coupling(rows))
+    # The cell's one resample matrix, the one its registered analysis reads (common random numbers).
+    idx = cell_resamples(seed, cell, len(kept), resamples) if len(kept) and resamples else None
     out["early_exit"] += [
-        {"cell": cell, "epsilon": float(epsilon)} | r
-        for r in ex.early_exit(rows, epsilon, resamples, derive_seed(seed, "early_exit", cell), level)
+        {"cell": cell, "epsilon": float(epsilon)} | r for r in ex.early_exit(rows, epsilon, idx, level)
     ]
-    out["epsilon_sweep"] += [
-        {"cell": cell} | r for r in ex.epsilon_sweep(rows, m, resamples, derive_seed(seed, "epsilon", cell), level)
-    ]
+    out["epsilon_sweep"] += [{"cell": cell} | r for r in ex.epsilon_sweep(rows, m, idx, level)]
     if {"reference_tokens", "reference_truncated"} <= set(rows.columns):
         curve = ex.coverage_curve(rows["reference_tokens"], rows["reference_truncated"].astype(bool))
         out["coverage_curves"] += ex.coverage_rows(cell, curve)

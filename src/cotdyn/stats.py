@@ -49,6 +49,18 @@ def resample_indices(n: int, resamples: int, seed: int) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, n, size=(resamples, n))
 
 
+def cell_resamples(seed: int, cell: str, n: int, resamples: int) -> np.ndarray:
+    """The problem-resample index matrix of one cell: common random numbers for all its statistics.
+
+    Every bootstrap of a cell (H1-H3, H5's test split, the epsilon sweep, early exit, the
+    exploratory CIs) reads this one matrix over the cell's usable problems, in problem order, so
+    the rows of a table are paired comparisons: two statistics that agree on every problem get
+    identical intervals (seed 003 section 3.4; docs/design.md section 5). Cells keep separate
+    streams, so the per-cell bootstraps H4 combines stay independent.
+    """
+    return resample_indices(n, resamples, derive_seed(seed, cell))
+
+
 def percentile_interval(values: np.ndarray, level: float) -> Interval:
     """Percentile interval of the defined (finite) resample values; NaNs are dropped and counted."""
     values = np.asarray(values, dtype=float)
@@ -196,10 +208,14 @@ def accuracy_at_k_draws(tiers: np.ndarray, correct: np.ndarray, k: int, draws: i
 
 
 def exact_coverage_rows(
-    tiers: np.ndarray, flag: np.ndarray, correct: np.ndarray, idx: np.ndarray
+    tiers: np.ndarray, flag: np.ndarray, correct: np.ndarray, idx: np.ndarray, member: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per resample row: accuracy of the flagged items, and the expected accuracy of the top
     k = (flagged count) items by tier under uniform random tie-breaking (seed 003 section 4.5).
+
+    ``member`` (optional) marks the items that belong to the sample: a row then holds only the
+    draws of members, so a cell's resample matrix serves a subset of its problems (H5's test split).
+    Non-members carry any tier, flag and label; they are never counted.
 
     The tiers strictly above the cut are accepted whole; the cut tier contributes its accepted
     count times its accuracy. This is the limit of ``accuracy_at_k_draws`` as draws grow. Both
@@ -208,7 +224,9 @@ def exact_coverage_rows(
     n_tiers = int(np.max(tiers)) + 1
     codes = 4 * np.asarray(tiers, dtype=np.int64) + 2 * np.asarray(flag, dtype=np.int64)
     codes += np.asarray(correct, dtype=np.int64)
-    counts = category_counts(codes, idx, 4 * n_tiers).reshape(idx.shape[0], n_tiers, 4)
+    if member is not None:
+        codes = np.where(np.asarray(member, dtype=bool), codes, 4 * n_tiers)  # one discarded slot
+    counts = category_counts(codes, idx, 4 * n_tiers + 1)[:, : 4 * n_tiers].reshape(idx.shape[0], n_tiers, 4)
     per_tier = counts.sum(axis=2)
     right_per_tier = counts[:, :, 1] + counts[:, :, 3]
     k = counts[:, :, 2:].sum(axis=(1, 2))

@@ -184,14 +184,16 @@ def _probability_by_feature_row(model: LogisticRegression, features: np.ndarray)
     return model.predict_proba(unique)[:, 1][inverse.reshape(-1)]
 
 
-def h5_triage_filter(d: CellData, s: Settings) -> dict:
+def h5_triage_filter(d: CellData, s: Settings, idx: np.ndarray | None = None) -> dict:
     """H5: logistic filter vs the bare monotone flag at exactly matched coverage (seed 003 section 4.5).
 
     Stratified train/test split; the filter accepts k = round(baseline coverage x n_test) test
     problems by descending P(correct), ties broken by a seeded uniform averaged over the plan's
-    draws. The CI resamples the test split with the model held fixed; inside each resample the
-    draw average is replaced by its exact expectation (the value the draws estimate), so the
-    interval carries no tie-breaking Monte-Carlo noise. The as-run quantile threshold is
+    draws. The CI resamples the test split with the model held fixed, through the cell's own
+    resample matrix ``idx`` (``stats.cell_resamples``): each row holds the test problems that row
+    drew, so H5 is paired with H1-H3. Inside each resample the draw average is replaced by its
+    exact expectation (the value the draws estimate), so the interval carries no tie-breaking
+    Monte-Carlo noise. The as-run quantile threshold is
     reported beside it with its coverage overshoot.
     """
     n_correct = int(d.correct.sum())
@@ -201,8 +203,8 @@ def h5_triage_filter(d: CellData, s: Settings) -> dict:
             f"a stratified split needs >= 2 correct and >= 2 incorrect problems; have {n_correct} and {n_wrong}"
         )
     try:
-        x_train, x_test, y_train, y_test, _, mono_test = train_test_split(
-            d.features, d.correct, d.monotone,
+        x_train, x_test, y_train, y_test, _, mono_test, _, test_rows = train_test_split(
+            d.features, d.correct, d.monotone, np.arange(d.n),
             train_size=s.train_fraction, stratify=d.correct, random_state=s.split_seed,
         )  # fmt: skip
     except ValueError as err:  # sklearn explains which class or split is too small
@@ -231,8 +233,11 @@ def h5_triage_filter(d: CellData, s: Settings) -> dict:
     acc_baseline = float(y_test[mono_test].mean())
     acc_filter = stats.accuracy_at_k_draws(tiers, y_test, k, s.tie_draws, s.tie_seed)
 
-    idx = stats.resample_indices(n_test, s.resamples, stats.derive_seed(s.seed, d.cell, "H5"))
-    acc_baseline_rows, acc_filter_rows = stats.exact_coverage_rows(tiers, mono_test, y_test, idx)
+    if idx is None:
+        idx = stats.cell_resamples(s.seed, d.cell, d.n, s.resamples)
+    member, tier_all = np.zeros(d.n, dtype=bool), np.zeros(d.n, dtype=np.int64)
+    member[test_rows], tier_all[test_rows] = True, tiers
+    acc_baseline_rows, acc_filter_rows = stats.exact_coverage_rows(tier_all, d.monotone, d.correct, idx, member)
     interval = stats.percentile_interval(100 * (acc_filter_rows - acc_baseline_rows), s.level)
 
     threshold = float(np.quantile(probability, 1 - k / n_test))
@@ -269,15 +274,15 @@ def cell_counts(d: CellData) -> dict:
 
 
 def analyze_cell(d: CellData, s: Settings) -> tuple[dict, np.ndarray | None]:
-    """H1, H2, H3 and H5 of one cell; one resample matrix (seeded per cell) serves H1-H3."""
-    idx = stats.resample_indices(d.n, s.resamples, stats.derive_seed(s.seed, d.cell)) if d.n else None
+    """H1, H2, H3 and H5 of one cell; one resample matrix (seeded per cell) serves them all."""
+    idx = stats.cell_resamples(s.seed, d.cell, d.n, s.resamples) if d.n else None
     h1, gap_resamples = h1_shape_contrast(d, idx, s.level)
     result = {
         "summary": cell_counts(d),
         "H1": h1,
         "H2": h2_magnitude_null(d, idx, s.level, s.resamples),
         "H3": h3_graded_signal(d, idx, s.level, s.resamples),
-        "H5": h5_triage_filter(d, s),
+        "H5": h5_triage_filter(d, s, idx),
     }
     return result, gap_resamples
 
