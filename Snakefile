@@ -17,6 +17,7 @@ include: "workflow/rules/trajectories.smk"
 include: "workflow/rules/audit.smk"
 include: "workflow/rules/dynamics.smk"
 include: "workflow/rules/exploratory.smk"
+include: "workflow/rules/secondary.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/infogain.smk"
 

@@ -188,3 +188,14 @@ def test_budget_probe_by_hand():
     assert out["n_censored"] == 2 and out["ci_n_kept"] == 30
     with pytest.raises(ValueError, match="censored at 600"):
         sec.budget_probe(frame.assign(reference_tokens=[300, 600, 600, 600, 600, 600]), 600, None, LEVEL)
+
+
+def test_sweep_columns_match_scipy_and_numpy(records):
+    rows = _analyzed(records)
+    idx = stats.cell_resamples(1, "qwen7b-gsm8k", len(rows), 40)
+    out = sec.sweep_columns(records, idx, LEVEL)
+    assert out["median_raw_units"] == np.median(records["raw_units"])
+    c, y = rows["coherence"].to_numpy(float), rows["correct"].to_numpy(bool)
+    assert out["rho_coherence"] == pytest.approx(sps.spearmanr(c, y).statistic)
+    boot = [sps.spearmanr(c[r], y[r]).statistic for r in idx]
+    assert [out["rho_coherence_ci_lo"], out["rho_coherence_ci_hi"]] == pytest.approx(_percentile(boot))

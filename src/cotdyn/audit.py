@@ -19,7 +19,7 @@ import pandas as pd
 from . import answers
 from .config import ConfigError, protocol_for, reference_id, resolve_cells, samples_variant
 from .hypotheses import analyze, read_records, write_analysis
-from .layout import PLAN_CHECK, STUDY_MANIFEST, analysis_file, reference_file, study_targets, variant_file
+from .layout import GENERATIONS, PLAN_CHECK, STUDY_MANIFEST, analysis_file, reference_file, study_targets, variant_file
 from .plan import load_plan, plan_sha256
 from .preregistration import (
     PreregistrationError,
@@ -31,6 +31,7 @@ from .preregistration import (
     undeclared_message,
 )
 from .provenance import config_sha256, output_hashes
+from .secondary_report import derive_generations, derive_secondary, has_secondary
 from .study import derive_records
 from .writers import write_json, write_parquet
 
@@ -175,6 +176,7 @@ def _rederive(study_dir: Path, scratch: Path, config: dict, plan_path: Path, pro
                 f"undeclared deviation: {undeclared_message(cell, d)}"
                 for d in undeclared_differences(cell, protocols["registered"], plan, deviations)
             ]
+    all_records = []
     for variant, protocol in protocols.items():
         records_paths = []
         for name, spec in cells.items():
@@ -205,6 +207,14 @@ def _rederive(study_dir: Path, scratch: Path, config: dict, plan_path: Path, pro
             records_paths.append(records)
         if records_paths and (scratch / PLAN_CHECK).exists():
             derive_analysis(records_paths, plan_path, scratch / PLAN_CHECK, scratch / analysis_file(variant, ""))
+            if has_secondary(plan):
+                hypotheses = scratch / analysis_file(variant, "hypotheses.json")
+                out = scratch / analysis_file(variant, "secondary")
+                derive_secondary(records_paths, hypotheses, plan, float(protocol["epsilon"]), out)
+                all_records += records_paths
+    analyses = [scratch / analysis_file(v, "hypotheses.json") for v in protocols]
+    if has_secondary(plan) and all(p.exists() for p in analyses):
+        derive_generations(all_records, analyses, protocols, plan, scratch / Path(GENERATIONS).parent)
 
 
 def audit(study_dir, plan_path=None, scratch=None) -> AuditReport:
@@ -250,7 +260,8 @@ def unlisted_targets(config: dict, plan_path: Path, listed: dict[str, str]) -> l
         cells = resolve_cells(config, load_plan(plan_path), "manifest config")
     except ConfigError as e:
         return [f"study targets unknown: {e}"]
-    missing = [t for t in study_targets(cells, config.get("variants", {"registered": {}})) if t not in listed]
+    variants = config.get("variants", {"registered": {}})
+    missing = [t for t in study_targets(cells, variants, has_secondary(load_plan(plan_path))) if t not in listed]
     return [f"study output {t} is not in the manifest" for t in missing]
 
 

@@ -160,10 +160,15 @@ def sweep_frame(
     summaries: Mapping[str, Mapping[str, dict]],
     records: Mapping[str, Mapping[str, pd.DataFrame]],
     registered: str = "registered",
+    extras: Mapping[str, Mapping[str, dict]] | None = None,
 ) -> pd.DataFrame:
     """Every variant against the registered cell (docs/design.md section 6), with chain-length quantiles
-    taken from each variant's records."""
-    lengths = {v: {c: ex.chain_length_stats(r) for c, r in cells.items()} for v, cells in records.items()}
+    taken from each variant's records, and ``extras`` (variant -> cell -> further columns) beside them."""
+    extras = extras or {}
+    lengths = {
+        v: {c: ex.chain_length_stats(r) | extras.get(v, {}).get(c, {}) for c, r in cells.items()}
+        for v, cells in records.items()
+    }
     return pd.DataFrame(ex.sweep_table(summaries, registered, lengths))
 
 

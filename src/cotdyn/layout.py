@@ -11,6 +11,9 @@ from typing import Iterable
 PLAN_CHECK = "checks/plan_check.json"
 STUDY_MANIFEST = "manifest/manifest.json"
 SWEEPS = ("analysis/sweeps.csv", "analysis/sweeps.html")
+# Seed 003's further analyses, when the plan pre-specifies them (analysis.secondary; plan version 2).
+SECONDARY = "secondary/tables.html"
+GENERATIONS = "analysis/generations/tables.html"
 # The registered analysis of one variant (cotdyn.hypotheses.write_analysis writes them).
 ANALYSIS_FILES = ("hypotheses.json", "panel_table.csv", "h2_table.csv", "h3_buckets.csv", "h4_table.csv",
                   "h5_table.csv", "holm_table.csv", "forest_gaps.png")  # fmt: skip
@@ -39,9 +42,10 @@ def cell_manifest(cell: str) -> str:
     return f"manifest/cells/{cell}.json"
 
 
-def study_targets(cells: Iterable[str], variants: Iterable[str]) -> list[str]:
+def study_targets(cells: Iterable[str], variants: Iterable[str], secondary: bool = False) -> list[str]:
     """Every final output of a study but its manifest: what ``rule all`` asks for, what the study
-    manifest waits for (so it hashes a finished study), and what the audit expects listed."""
+    manifest waits for (so it hashes a finished study), and what the audit expects listed.
+    ``secondary``: the plan pre-specifies seed 003's further analyses (``SECONDARY``, ``GENERATIONS``)."""
     cells, variants = list(cells), list(variants)
     per_variant = [
         *ANALYSIS_FILES,
@@ -55,4 +59,6 @@ def study_targets(cells: Iterable[str], variants: Iterable[str]) -> list[str]:
         *(cell_manifest(c) for c in cells),
         *(analysis_file(v, name) for v in variants for name in per_variant),
         *SWEEPS,
+        *((analysis_file(v, SECONDARY) for v in variants) if secondary else ()),
+        *((GENERATIONS,) if secondary else ()),
     ]

@@ -315,3 +315,27 @@ def budget_probe(records: pd.DataFrame, budget: int, idx: np.ndarray | None, lev
         "longest_uncensored": int(tokens[~truncated].max()) if (~truncated).any() else None,
         "n_censored": int(truncated.sum()), "reason": None,
     }  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------
+# The sweep table's further columns (seed 003 sections 5.1-5.2)
+
+
+def sweep_columns(records: pd.DataFrame, idx: np.ndarray | None, level: float) -> dict:
+    """One variant's cell: the median raw unit count over all its chains (the segmentation rule's
+    grain; seed 003 section 5.2 compares 2 against 8 and 7 against 25) and the magnitude rho,
+    Spearman rho(coherence, correct) as H2 computes it, with its CI (per budget in section 5.1)."""
+    require_columns(records, ("raw_units", "coherence", "correct"), "records")
+    units = records["raw_units"].dropna().to_numpy(dtype=float)
+    rows = analyzed(records)
+    c, y = rows["coherence"].to_numpy(dtype=float), rows["correct"].to_numpy(dtype=bool)
+    out = {"median_raw_units": _num(np.median(units)) if units.size else None}
+    if len(rows) < 3 or c.min() == c.max() or y.min() == y.max():
+        return out | {"rho_coherence": None, "rho_coherence_ci_lo": None, "rho_coherence_ci_hi": None}
+    boot = stats.spearman_binary_rows(c, y, _rows(idx, len(rows)))
+    ci = _ci(boot, level, boot.size)
+    return out | {
+        "rho_coherence": _num(stats.spearman_binary(c, y)),
+        "rho_coherence_ci_lo": ci["ci_lo"],
+        "rho_coherence_ci_hi": ci["ci_hi"],
+    }

@@ -10,6 +10,7 @@ from cotdyn.config import ConfigError, protocol_for, reference_id, resolve_cells
 from cotdyn.layout import ANALYSIS_FILES, PLAN_CHECK, STUDY_MANIFEST
 from cotdyn.preregistration import sibling_paths
 from cotdyn.plan import load_plan, plan_sha256
+from cotdyn.secondary_report import has_secondary
 
 CONFIG_SOURCE = ", ".join(str(f) for f in getattr(workflow, "configfiles", [])) or "config"
 
@@ -44,7 +45,7 @@ wildcard_constraints:
 
 def study_targets():
     """Every final output of the study but its manifest (cotdyn.layout.study_targets)."""
-    return [f"{STUDY_DIR}/{path}" for path in layout.study_targets(CELLS, VARIANTS)]
+    return [f"{STUDY_DIR}/{path}" for path in layout.study_targets(CELLS, VARIANTS, has_secondary(PLAN))]
 
 
 def exploratory_item(name, kind):

@@ -47,6 +47,9 @@ rule sweeps:
         cells=CELLS,
         variants=VARIANTS,
         registered="registered",
+        seed=PLAN["analysis"]["bootstrap"]["seed"],
+        resamples=PLAN["analysis"]["bootstrap"]["resamples"],
+        level=PLAN["analysis"]["bootstrap"]["level"],
         plan_sha256=PLAN_SHA256,
     conda:
         "../../envs/analysis.yaml"

@@ -3,19 +3,27 @@ from pathlib import Path
 
 import pandas as pd
 
+from cotdyn.exploratory import analyzed
 from cotdyn.exploratory_report import sweep_frame, tables_html
 from cotdyn.logs import tee_to
+from cotdyn.secondary import sweep_columns
+from cotdyn.stats import cell_resamples
 from cotdyn.writers import write_csv
 
 tee_to(snakemake.log[0])
-summaries, records = {}, {}
+p = snakemake.params
+summaries, records, extras = {}, {}, {}
 # each path is .../cells/<cell>/<variant>/<file>: read the pair from the path, not from input order
 for s, r in zip(sorted(snakemake.input.summaries), sorted(snakemake.input.records)):
     cell, variant = Path(s).parent.parent.name, Path(s).parent.name
     assert (cell, variant) == (Path(r).parent.parent.name, Path(r).parent.name), (s, r)
     summaries.setdefault(variant, {})[cell] = json.loads(Path(s).read_text())
-    records.setdefault(variant, {})[cell] = pd.read_parquet(r, columns=["reference_tokens"])
-frame = sweep_frame(summaries, records, snakemake.params.registered)
+    frame = pd.read_parquet(r, columns=["reference_tokens", "raw_units", "coherence", "correct", "excluded"])
+    records.setdefault(variant, {})[cell] = frame
+    n = len(analyzed(frame))
+    idx = cell_resamples(int(p.seed), cell, n, int(p.resamples)) if n else None
+    extras.setdefault(variant, {})[cell] = sweep_columns(frame, idx, float(p.level))
+frame = sweep_frame(summaries, records, p.registered, extras)
 print(write_csv(frame, Path(snakemake.output.csv)))
 Path(snakemake.output.html).write_text(tables_html({"sweeps": frame}, "Sensitivity sweeps against the registered cell"))
 print(snakemake.output.html)

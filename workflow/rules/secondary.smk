@@ -1,0 +1,55 @@
+# Seed 003's further analyses (docs/design.md section 6; cotdyn.secondary), when the plan pre-specifies
+# them (analysis.secondary): per variant from its records and hypotheses.json, and across the
+# generations that differ only in their seed or reference budget.
+from cotdyn.secondary_report import GENERATION_TABLES, TABLES as SECONDARY_TABLES, TABLES_HTML as SECONDARY_HTML
+
+
+def secondary_item(folder, name, kind, subcategory):
+    """A table of seed 003's further analyses, flagged for the study report with its caption."""
+    return report(
+        f"{folder}/{name}",
+        caption=f"../report/secondary_{name.replace('.', '_')}.rst",
+        category="2. Exploratory analyses",
+        subcategory=subcategory,
+        labels={"variant": subcategory, "kind": kind, "output": name.rsplit(".", 1)[0]},
+    )
+
+
+rule secondary:
+    input:
+        records=expand(f"{STUDY_DIR}/cells/{{cell}}/{{{{variant}}}}/records.parquet", cell=CELLS),
+        hypotheses=f"{STUDY_DIR}/analysis/{{variant}}/hypotheses.json",
+        plan=PLAN_PATH,
+    output:
+        tables=[secondary_item(f"{STUDY_DIR}/analysis/{{variant}}/secondary", f"{t}.csv", "table", "{variant}")
+                for t in SECONDARY_TABLES],
+        html=secondary_item(f"{STUDY_DIR}/analysis/{{variant}}/secondary", SECONDARY_HTML, "tables", "{variant}"),
+    params:
+        epsilon=lambda w: PROTOCOLS[w.variant]["epsilon"],
+        plan_sha256=PLAN_SHA256,
+    conda:
+        "../../envs/analysis.yaml"
+    log:
+        f"{STUDY_DIR}/logs/secondary/{{variant}}.log",
+    script:
+        "../scripts/secondary.py"
+
+
+rule generations:
+    input:
+        records=expand(f"{STUDY_DIR}/cells/{{cell}}/{{variant}}/records.parquet", cell=CELLS, variant=VARIANTS),
+        hypotheses=expand(f"{STUDY_DIR}/analysis/{{variant}}/hypotheses.json", variant=VARIANTS),
+        plan=PLAN_PATH,
+    output:
+        tables=[secondary_item(f"{STUDY_DIR}/analysis/generations", f"{t}.csv", "table", "generations")
+                for t in GENERATION_TABLES],
+        html=secondary_item(f"{STUDY_DIR}/analysis/generations", SECONDARY_HTML, "tables", "generations"),
+    params:
+        protocols=PROTOCOLS,
+        plan_sha256=PLAN_SHA256,
+    conda:
+        "../../envs/analysis.yaml"
+    log:
+        f"{STUDY_DIR}/logs/generations.log",
+    script:
+        "../scripts/generations.py"
