@@ -171,7 +171,6 @@ def records_frames(draw):
 def fast_plan(plan):
     fast = copy.deepcopy(plan)
     fast["analysis"]["bootstrap"]["resamples"] = 50
-    fast["analysis"]["h5"]["tie_draws"] = 5
     return fast
 
 

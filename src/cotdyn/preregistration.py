@@ -283,9 +283,23 @@ def render_plan_md(plan: dict) -> str:
     )
     lines += [f"## Holm family (alpha = {plan['holm']['alpha']})", ""]
     lines += _table(["hypothesis", "cell", "p-value"], [[f["id"], f["cell"], f["p"]] for f in plan["holm"]["family"]])
+    if "undefined_p" in plan["holm"]:
+        lines += [
+            f"A member whose p-value is undefined enters the correction as p = {plan['holm']['undefined_p']}.",
+            "",
+        ]
     lines += ["## Analysis parameters", ""]
     lines += _table(
         ["group", "parameter", "value"],
         [[g, k, v] for g, params in plan["analysis"].items() for k, v in params.items()],
     )
+    if "verdict_rule" in plan:
+        lines += ["## Verdict rule", ""]
+        lines += _table(["rule", "value"], [[k, v] for k, v in plan["verdict_rule"].items()])
+    if "changes_from_previous_version" in plan:
+        lines += ["## Deviations from the previous plan version", ""]
+        lines += _table(
+            ["key", "previous version", "this version", "why"],
+            [[c["key"], c["v1"], c["v2"], c["why"]] for c in plan["changes_from_previous_version"]],
+        )
     return "\n".join(lines).rstrip("\n") + "\n"

@@ -164,10 +164,15 @@ def contingency_2x2(flag: np.ndarray, correct: np.ndarray) -> np.ndarray:
     )
 
 
+def fisher_test(flag: np.ndarray, correct: np.ndarray, alternative: str) -> tuple[float, float]:
+    """Sample odds ratio and Fisher exact p; ``greater``: flagged problems are more often correct."""
+    result = sps.fisher_exact(contingency_2x2(flag, correct), alternative=alternative)
+    return float(result.statistic), float(result.pvalue)
+
+
 def fisher_greater(flag: np.ndarray, correct: np.ndarray) -> tuple[float, float]:
     """Sample odds ratio and one-sided Fisher exact p that flagged problems are more often correct."""
-    result = sps.fisher_exact(contingency_2x2(flag, correct), alternative="greater")
-    return float(result.statistic), float(result.pvalue)
+    return fisher_test(flag, correct, "greater")
 
 
 def holm(pvalues: list[float], alpha: float) -> tuple[np.ndarray, np.ndarray]:

@@ -11,14 +11,15 @@ H5 per cell), ``verdicts`` (H4, Holm, verdicts), ``outputs`` (tables, JSON, figu
 (``analyze``, which ties them together).
 """
 
-from .cells import H3_ALTERNATIVE, H3_BUCKETS, MISSING_CELL, violation_buckets
-from .inputs import RECORD_COLUMNS, panel_cells, read_records, registered_cells
+from .cells import H3_BUCKETS, MISSING_CELL, violation_buckets
+from .inputs import RECORD_COLUMNS, Settings, panel_cells, read_records, registered_cells
 from .outputs import json_ready, table_rows, write_analysis
 from .run import analyze
-from .verdicts import VERDICTS, cell_verdict, combine_verdicts
+from .verdicts import ESTIMATION_VERDICTS, VERDICTS, cell_verdict, combine_verdicts
 
 __all__ = [
-    "H3_ALTERNATIVE", "H3_BUCKETS", "MISSING_CELL", "RECORD_COLUMNS", "VERDICTS", "analyze", "cell_verdict",
+    "ESTIMATION_VERDICTS", "H3_BUCKETS", "MISSING_CELL", "RECORD_COLUMNS", "Settings", "VERDICTS", "analyze",
+    "cell_verdict",
     "combine_verdicts", "json_ready", "panel_cells", "read_records", "registered_cells", "table_rows",
     "violation_buckets", "write_analysis",
 ]  # fmt: skip

@@ -21,9 +21,26 @@ RECORD_COLUMNS = (
 ANALYSIS_COLUMNS = ("cell", "problem_id", "n_points", "monotone", "violations", "coherence", "correct", "excluded")
 
 
+# What the code of plan version 1 decided without the plan registering it. Plan version 2 registers
+# each of these (preregistration/plan.md, "Deviations from the previous plan version"); they are read
+# only for a plan that predates them, so that version 1 stays runnable as it ran.
+PLAN_V1_UNREGISTERED = {
+    "p_values": {"fisher": "greater", "H2": "two-sided", "H3": "less"},
+    "undefined_p": 1.0,
+    "supported_requires": ("ci_criterion",),
+    "model": {
+        "kind": "logistic_regression", "penalty": "l2", "C": 1.0, "fit_intercept": True,
+        "scaling": "none", "solver": "lbfgs", "max_iter": 1000,
+    },
+    "tie_rule": "draws",
+}  # fmt: skip
+TIE_RULES = ("expected", "draws")
+VERDICT_PARTS = ("ci_criterion", "holm_reject")
+
+
 @dataclass(frozen=True)
 class Settings:
-    """The plan's analysis parameters (plan.yaml ``analysis``)."""
+    """The plan's analysis parameters (plan.yaml ``analysis``, ``holm`` and ``verdict_rule``)."""
 
     resamples: int
     level: float
@@ -31,13 +48,46 @@ class Settings:
     features: tuple[str, ...]
     train_fraction: float
     split_seed: int
-    tie_draws: int
-    tie_seed: int
+    tie_rule: str
+    tie_draws: int | None
+    tie_seed: int | None
+    model: dict
+    alternatives: dict
+    # None where the plan registers no such rule (version 1): no group is held to a size then
+    min_group_size: int | None = None
+    precise_group_size: int | None = None
+    min_kept_fraction: float | None = None
+    supported_requires: tuple[str, ...] = ("ci_criterion",)
+    estimation_verdicts: bool = False
+    undefined_p: float = 1.0
 
     @classmethod
     def from_plan(cls, plan: dict) -> "Settings":
         boot = plan_key(plan, "analysis", "bootstrap")
         h5 = plan_key(plan, "analysis", "h5")
+        analysis = plan["analysis"]
+        version1 = int(plan.get("plan_version", 1)) < 2
+        fallback = PLAN_V1_UNREGISTERED if version1 else {}
+
+        def registered(mapping: dict, key: str, where: str):
+            if key in mapping:
+                return mapping[key]
+            if key in fallback:
+                return fallback[key]
+            raise KeyError(f"{where}: missing key '{key}'")
+
+        tie_rule = registered(h5, "tie_rule", "analysis.h5")
+        if tie_rule not in TIE_RULES:
+            raise ValueError(f"analysis.h5.tie_rule: unknown rule '{tie_rule}' (known: {', '.join(TIE_RULES)})")
+        draws = tie_rule == "draws"
+        groups = analysis.get("groups") if not version1 else None
+        if groups is None and not version1:
+            raise KeyError("analysis: missing key 'groups'")
+        rule = plan.get("verdict_rule", {}) if not version1 else {}
+        requires = tuple(registered(rule, "supported_requires", "verdict_rule"))
+        unknown = sorted(set(requires) - set(VERDICT_PARTS))
+        if unknown:
+            raise ValueError(f"verdict_rule.supported_requires: unknown part(s) {unknown} (known: {VERDICT_PARTS})")
         return cls(
             resamples=int(plan_key(boot, "resamples", where="analysis.bootstrap")),
             level=float(plan_key(boot, "level", where="analysis.bootstrap")),
@@ -45,8 +95,19 @@ class Settings:
             features=tuple(plan_key(h5, "features", where="analysis.h5")),
             train_fraction=float(plan_key(h5, "train_fraction", where="analysis.h5")),
             split_seed=int(plan_key(h5, "split_seed", where="analysis.h5")),
-            tie_draws=int(plan_key(h5, "tie_draws", where="analysis.h5")),
-            tie_seed=int(plan_key(h5, "tie_seed", where="analysis.h5")),
+            tie_rule=tie_rule,
+            tie_draws=int(plan_key(h5, "tie_draws", where="analysis.h5")) if draws else None,
+            tie_seed=int(plan_key(h5, "tie_seed", where="analysis.h5")) if draws else None,
+            model=dict(registered(h5, "model", "analysis.h5")),
+            alternatives=dict(registered(analysis, "p_values", "analysis")),
+            min_group_size=int(plan_key(groups, "min_group_size", where="analysis.groups")) if groups else None,
+            precise_group_size=int(plan_key(groups, "precise_group_size", where="analysis.groups")) if groups else None,
+            min_kept_fraction=None
+            if version1
+            else float(plan_key(boot, "min_kept_fraction", where="analysis.bootstrap")),
+            supported_requires=requires,
+            estimation_verdicts=not version1 and bool(plan_key(rule, "estimation_verdicts", where="verdict_rule")),
+            undefined_p=float(registered(plan_key(plan, "holm"), "undefined_p", "holm")),
         )
 
 

@@ -7,9 +7,9 @@ import pandas as pd
 from cotdyn.columns import require_columns
 from cotdyn.config import split_cell
 
-from .cells import FISHER_ALTERNATIVE, H2_ALTERNATIVE, H3_ALTERNATIVE, analyze_cell, missing_cell
+from .cells import analyze_cell, missing_cell
 from .inputs import ANALYSIS_COLUMNS, Settings, cell_data, ordered_cells, plan_key, registered_cells
-from .verdicts import h4_distilled_contrast, holm_family, hypothesis_verdict
+from .verdicts import h4_distilled_contrast, h4_min_group_size, holm_family, hypothesis_verdict
 
 
 def analyze(records: pd.DataFrame, plan: dict, plan_sha256: str) -> dict:
@@ -32,13 +32,13 @@ def analyze(records: pd.DataFrame, plan: dict, plan_sha256: str) -> dict:
         # A cell outside the registered family gets every statistic, and no verdict rests on it.
         cells[cell]["role"] = "registered" if cell in registered else "descriptive"
     hypotheses = plan_key(plan, "hypotheses")
-    h4_plan = [h for h in hypotheses if h.get("criterion", {}).get("kind") == "estimation"]
-    min_group = int(h4_plan[0]["criterion"]["min_group_size"]) if h4_plan else 0
+    min_group = h4_min_group_size(hypotheses, settings)
     panel = plan_key(plan, "panel")
     h4 = {
-        b: h4_distilled_contrast(b, cells, gap_resamples, panel, min_group, settings.level)
+        b: h4_distilled_contrast(b, cells, gap_resamples, panel, min_group, settings)
         for b in plan_key(panel, "benchmarks", where="panel")
     }
+    holm = holm_family(plan, cells, settings.undefined_p)
     return {
         "plan_sha256": plan_sha256,
         "settings": {
@@ -47,13 +47,17 @@ def analyze(records: pd.DataFrame, plan: dict, plan_sha256: str) -> dict:
                 "features": list(settings.features),
                 "train_fraction": settings.train_fraction,
                 "split_seed": settings.split_seed,
+                "model": settings.model,
+                "tie_rule": settings.tie_rule,
                 "tie_draws": settings.tie_draws,
                 "tie_seed": settings.tie_seed,
             },
-            "alternatives": {"fisher": FISHER_ALTERNATIVE, "H2": H2_ALTERNATIVE, "H3": H3_ALTERNATIVE},
+            "alternatives": settings.alternatives,
+            "groups": {"min_group_size": settings.min_group_size, "precise_group_size": settings.precise_group_size},
+            "verdict_rule": {"supported_requires": list(settings.supported_requires)},
         },
         "cells": cells,
         "H4": h4,
-        "holm": holm_family(plan, cells),
-        "verdicts": {h["id"]: hypothesis_verdict(h, cells, h4) for h in hypotheses},
+        "holm": holm,
+        "verdicts": {h["id"]: hypothesis_verdict(h, cells, h4, holm, settings) for h in hypotheses},
     }
