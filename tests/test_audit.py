@@ -106,6 +106,7 @@ def build_study(root: Path, data: Path, protocol: dict, deviations: list[dict]) 
         cell_dir / "summary.json",
     )
     derive_analysis([cell_dir / "records.parquet"], plan_path, study / PLAN_CHECK, study / "analysis" / "registered")
+    derive_further_analyses(study, cell_dir, plan, protocol_used)
     write_hash_checked_outputs(study, ref / "chains.parquet", cell_dir, plan)
     generation = {"registered": cell_dir / "generation.json", f"reference/{ref.name}": ref / "generation.json"}
     write_cell_manifest(
@@ -123,6 +124,16 @@ def build_study(root: Path, data: Path, protocol: dict, deviations: list[dict]) 
     (study / "logs" / "run.log").write_text("logs are not outputs\n")
     write_study_manifest(study, "t", config, plan_path, root=ROOT)
     return study
+
+
+def derive_further_analyses(study: Path, cell_dir: Path, plan: dict, protocol: dict) -> None:
+    """Seed 003's further analyses, as rules secondary and generations write them (the audit re-derives them)."""
+    from cotdyn.secondary_report import derive_generations, derive_secondary
+
+    records, hypotheses = [cell_dir / "records.parquet"], [study / "analysis" / "registered" / "hypotheses.json"]
+    secondary = study / "analysis" / "registered" / "secondary"
+    derive_secondary(records, hypotheses[0], plan, float(protocol["epsilon"]), secondary)
+    derive_generations(records, hypotheses, {"registered": protocol}, plan, study / "analysis" / "generations")
 
 
 def write_hash_checked_outputs(study: Path, chains: Path, cell_dir: Path, plan: dict) -> None:
@@ -182,6 +193,9 @@ def test_untouched_study_passes_twice(registered_study):
         PLAN_CHECK,
         "analysis/registered/hypotheses.json",
         "analysis/registered/forest_gaps.png",
+        "analysis/registered/secondary/selective_accuracy.csv",
+        "analysis/registered/secondary/descriptive_family.csv",
+        "analysis/generations/budget_probe.csv",
     } <= derived
     assert all(f.status == MATCH for f in first.files)
 
