@@ -80,7 +80,8 @@ def test_an_unknown_key_and_an_unknown_rule_are_named(tmp_path):
 
 
 def test_a_small_simulated_study_runs_through_the_dag(tmp_path):
-    config = _simulated_config(tmp_path, variants={"registered": {}, "newline": {"segmentation": "newline"}})
+    variants = {"registered": {}, "newline": {"segmentation": "newline"}, "seed-1": {"seed": 1}}
+    config = _simulated_config(tmp_path, variants=variants)
     # a model that misbehaves as real ones do (cotdyn.backends.simulated), more often than they do
     config["models"]["sim"]["planted"] = {
         "unanswered_rate": 0.2,
@@ -104,6 +105,10 @@ def test_a_small_simulated_study_runs_through_the_dag(tmp_path):
     assert "plan_sha256" in hypotheses
     assert (study / "analysis/registered/dynamics/profiles.csv").exists()
     assert (study / "manifest/manifest.json").exists()
+    selective = pd.read_csv(study / "analysis/newline/secondary/selective_accuracy.csv")
+    assert (selective["coverage"] == 0.737).all() and selective["selective_accuracy"].notna().all()
+    agreement = pd.read_csv(study / "analysis/generations/generation_agreement.csv")
+    assert set(agreement["variant_b"]) == {"seed-1"} and len(agreement) == 4
 
 
 def test_a_study_whose_every_chain_is_excluded_runs_to_the_end(tmp_path):
@@ -123,6 +128,8 @@ def test_a_study_whose_every_chain_is_excluded_runs_to_the_end(tmp_path):
     assert cell["H1"]["reason"] == "no usable problems (12 of 12 excluded)"
     early_exit = pd.read_csv(study / "analysis/registered/exploratory/early_exit.csv")
     assert early_exit["reason"].tolist() == ["no analyzed chains (12 of 12 excluded)"]
+    selective = pd.read_csv(study / "analysis/registered/secondary/selective_accuracy.csv")
+    assert selective["selective_accuracy"].isna().all() and selective["reason"].notna().all()
     for figure in ("exploratory/example_trajectories.png", "dynamics/trajectories.png", "forest_gaps.png"):
         assert (study / "analysis/registered" / figure).stat().st_size > 0
     audit = snakemake("audit", "--cores", "1", "--configfile", str(path), cwd=tmp_path)
