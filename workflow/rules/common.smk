@@ -60,6 +60,17 @@ def exploratory_item(name, kind):
     )
 
 
+def secondary_item(folder, name, kind, subcategory):
+    """A table of seed 003's further analyses, flagged for the study report with its caption."""
+    return report(
+        f"{folder}/{name}",
+        caption=f"../report/secondary_{name.replace('.', '_')}.rst",
+        category="2. Exploratory analyses",
+        subcategory=subcategory,
+        labels={"variant": subcategory, "kind": kind, "output": name.rsplit(".", 1)[0]},
+    )
+
+
 def model_for(cell):
     """The cell's model entry, pointing at the converted weights when it ships as GGUF."""
     spec = CELL_SPECS[cell]

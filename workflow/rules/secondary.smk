@@ -4,17 +4,6 @@
 from cotdyn.secondary_report import GENERATION_TABLES, TABLES as SECONDARY_TABLES, TABLES_HTML as SECONDARY_HTML
 
 
-def secondary_item(folder, name, kind, subcategory):
-    """A table of seed 003's further analyses, flagged for the study report with its caption."""
-    return report(
-        f"{folder}/{name}",
-        caption=f"../report/secondary_{name.replace('.', '_')}.rst",
-        category="2. Exploratory analyses",
-        subcategory=subcategory,
-        labels={"variant": subcategory, "kind": kind, "output": name.rsplit(".", 1)[0]},
-    )
-
-
 rule secondary:
     input:
         records=expand(f"{STUDY_DIR}/cells/{{cell}}/{{{{variant}}}}/records.parquet", cell=CELLS),
