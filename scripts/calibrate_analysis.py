@@ -5,8 +5,14 @@
 2. Family-wise error rate of Holm over the registered 4-member family (H1 Fisher and H3 Spearman
    on two anchor-sized cells) under a global null, beside the uncorrected rate.
 
+3. Error rate of the verdict rule as a whole (plan verdict_rule: CI criterion and Holm) over H1 and
+   H3 on the two anchor cells, through cotdyn.hypotheses' own cell, Holm and verdict functions
+   with the registered bootstrap: the share of simulated panels in which a hypothesis that is false
+   is declared supported, under the global null and with H1 true on GSM8K only (its registered
+   claim is both datasets, so "supported" is then an error).
+
 Uses the same functions as cotdyn.hypotheses. Seeded; prints its settings and figures.
-    python scripts/calibrate_analysis.py [--cells 2000] [--families 10000] [--seed 20260829]
+    python scripts/calibrate_analysis.py [--cells 2000] [--families 10000] [--panels 1000] [--seed 20260829]
 """
 
 from __future__ import annotations
@@ -21,6 +27,9 @@ import numpy as np
 from cotdyn import stats
 from cotdyn.calibration import PlantedCell, simulate_labels
 from cotdyn.hypotheses import Settings
+from cotdyn.hypotheses.cells import h1_shape_contrast, h3_graded_signal
+from cotdyn.hypotheses.inputs import CellData
+from cotdyn.hypotheses.verdicts import holm_family, hypothesis_verdict
 from cotdyn.plan import load_plan
 
 PLAN = Path(__file__).resolve().parents[1] / "preregistration" / "plan.yaml"
@@ -65,10 +74,45 @@ def holm_fwer(null_cells: list[PlantedCell], families: int, alpha: float, seed: 
     return {"holm": fwer, "se": np.sqrt(fwer * (1 - fwer) / families), "uncorrected": any_raw / families}
 
 
+ANCHOR = ("qwen7b-gsm8k", "qwen7b-math500")
+
+
+def _cell_data(cell: str, labels) -> CellData:
+    used = ~labels.excluded
+    violations = labels.violations[used].astype(float)
+    features = np.column_stack([violations, labels.final_confidence[used]])
+    return CellData(
+        cell, labels.excluded.size, int(labels.excluded.sum()), labels.monotone[used], labels.correct[used],
+        violations, violations, features, labels.n_points[used].astype(float), None, None,
+    )  # fmt: skip
+
+
+def verdict_rule_error(truths: dict, false_claims: set, panels: int, plan: dict, seed: int) -> dict:
+    """Share of simulated anchor panels in which a false hypothesis (H1 or H3) is declared supported
+    by the plan's verdict rule, beside the share under the CI criterion alone."""
+    s = Settings.from_plan(plan)
+    hypotheses = [dict(h, cells=list(ANCHOR)) for h in plan["hypotheses"] if h["id"] in false_claims]
+    rng = np.random.default_rng(seed)
+    errors = ci_only = 0
+    for i in range(panels):
+        cells = {}
+        for cell, truth in truths.items():
+            d = _cell_data(cell, simulate_labels(truth, rng))
+            idx = stats.resample_indices(d.n, s.resamples, stats.derive_seed(seed, "panel", str(i), cell))
+            cells[cell] = {"H1": h1_shape_contrast(d, idx, s)[0], "H3": h3_graded_signal(d, idx, s)}
+        holm = holm_family(plan, cells, s.undefined_p)
+        entries = [hypothesis_verdict(h, cells, {}, holm, s) for h in hypotheses]
+        errors += any(e["verdict"] == "supported" for e in entries)
+        ci_only += any(e["ci_criterion"] == "supported" for e in entries)
+    rate = errors / panels
+    return {"rate": rate, "se": np.sqrt(rate * (1 - rate) / panels), "ci_only": ci_only / panels}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cells", type=int, default=2000)
     parser.add_argument("--families", type=int, default=10000)
+    parser.add_argument("--panels", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=20260829)
     args = parser.parse_args()
     # statsmodels' Holm calls gc.collect() on every call; freezing the (large, import-time) heap
@@ -108,6 +152,31 @@ def main() -> None:
         f"  Holm {100 * out['holm']:.2f}% (MC se {100 * out['se']:.2f}); uncorrected any-p<alpha "
         f"{100 * out['uncorrected']:.2f}%; {time.perf_counter() - start:.1f} s"
     )
+
+    rule = plan["verdict_rule"]["supported_requires"]
+    print(
+        f"Verdict rule ({' and '.join(rule)}) over H1 and H3 on the anchor cells: {args.panels} panels per "
+        f"setting, {boot['resamples']} resamples; error = a false hypothesis declared supported"
+    )
+    h1_gsm8k_only = {
+        ANCHOR[0]: PlantedCell.from_summary(1319, 0.563, 0.846, 9.62, violation_rate_correct=0.25,
+                                            violation_rate_incorrect=0.25, confidence_correct=0.7,
+                                            confidence_incorrect=0.7),
+        ANCHOR[1]: null_cells[1],
+    }  # fmt: skip
+    for label, truths in (
+        ("global null (H1 and H3 false)", dict(zip(ANCHOR, null_cells))),
+        (
+            "H1 and H3 true on GSM8K only (violations track correctness through the flag), null on MATH-500",
+            h1_gsm8k_only,
+        ),
+    ):
+        start = time.perf_counter()
+        out = verdict_rule_error(truths, {"H1", "H3"}, args.panels, plan, args.seed + 2)
+        print(
+            f"  {label}: verdict-rule error {100 * out['rate']:.2f}% (MC se {100 * out['se']:.2f}); "
+            f"CI criterion alone {100 * out['ci_only']:.2f}%; {time.perf_counter() - start:.1f} s"
+        )
 
 
 if __name__ == "__main__":

@@ -267,7 +267,7 @@ def test_outputs_are_byte_identical_when_run_twice(tmp_path, panel_records, plan
     names = sorted(p.name for p in written[0])
     assert names == sorted(
         ["hypotheses.json", "panel_table.csv", "h2_table.csv", "h3_buckets.csv", "h4_table.csv",
-         "h5_table.csv", "holm_table.csv", "forest_gaps.png"]
+         "h5_table.csv", "holm_table.csv", "forest_gaps.png", "verdicts_table.csv"]
     )  # fmt: skip
     for a, b in zip(written[0], written[1]):
         assert a.read_bytes() == b.read_bytes(), a.name

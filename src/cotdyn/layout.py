@@ -16,7 +16,7 @@ SECONDARY = "secondary/tables.html"
 GENERATIONS = "analysis/generations/tables.html"
 # The registered analysis of one variant (cotdyn.hypotheses.write_analysis writes them).
 ANALYSIS_FILES = ("hypotheses.json", "panel_table.csv", "h2_table.csv", "h3_buckets.csv", "h4_table.csv",
-                  "h5_table.csv", "holm_table.csv", "forest_gaps.png")  # fmt: skip
+                  "h5_table.csv", "holm_table.csv", "forest_gaps.png", "verdicts_table.csv")  # fmt: skip
 
 
 def problems(benchmark: str) -> str:

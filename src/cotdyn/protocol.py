@@ -20,7 +20,7 @@ from .backends.base import Completion, Request, Sampling
 from .benchmarks import Problem
 from .prompts import prefix_ids
 from .seeds import request_seed
-from .trajectory import summarize
+from .trajectory import agreement, answer_classes, summarize
 
 Decode = Callable[[Sequence[int]], str]
 
@@ -145,11 +145,14 @@ def samples_table(
 
 
 def with_chain_endpoint(samples: pd.DataFrame, chains: pd.DataFrame) -> pd.DataFrame:
-    """Samples with the final prefix of every finished chain answered by the chain's own answer.
+    """Samples whose null answers at the final prefix of every finished chain are filled with the
+    chain's own answer.
 
     The final prefix of a finished chain usually continues with nothing (seed 003 section 5.2);
-    this endpoint variant scores what the chain itself concluded there instead. Truncated chains
-    and chains without an answer keep their sampled continuations.
+    this endpoint variant scores what the chain itself concluded in place of those empty
+    continuations. Samples that did answer keep their answer, so the final entropy still measures
+    the spread of the answers (filling all m would make it 0 for every finished chain, a truncation
+    flag). Truncated chains and chains without an answer keep their sampled continuations.
     """
     answered = answers.is_answered(chains["chain_answer"])
     finished = chains.loc[
@@ -157,7 +160,11 @@ def with_chain_endpoint(samples: pd.DataFrame, chains: pd.DataFrame) -> pd.DataF
     ]
     last = samples.groupby("problem_id")["prefix"].transform("max")
     out = samples.merge(finished, on="problem_id", how="left")
-    replace = (out["prefix"].to_numpy() == last.to_numpy()) & answers.is_answered(out["chain_answer"])
+    replace = (
+        (out["prefix"].to_numpy() == last.to_numpy())
+        & answers.is_answered(out["chain_answer"])
+        & ~answers.is_answered(out["answer"])
+    )
     out.loc[replace, "answer"] = out.loc[replace, "chain_answer"]
     out.loc[replace, "status"] = answers.OK
     return out.drop(columns="chain_answer")
@@ -189,7 +196,12 @@ def records_table(
             prefix_answers, protocol["epsilon"], protocol["null_answers"], plan_exclusion["min_answer_bearing_prefixes"]
         )
         chain_answer = answers.answer_or_none(chain.chain_answer)
-        pred = chain_answer if protocol["label"] == "chain" else t.pred
+        pred, confidence = t.pred, t.final_confidence
+        if protocol["label"] == "chain":
+            # the confidence is the final answers' agreement with the label actually scored
+            pred = chain_answer
+            last = answer_classes(prefix_answers[t.points[-1]], protocol["null_answers"]) if t.points else []
+            confidence = agreement(last, pred)
         raw_units = int(group["raw_units"].iloc[0]) if group is not None else 0
         n_answered = int((group["status"] == answers.OK).sum()) if group is not None else 0
         rows.append(
@@ -204,7 +216,7 @@ def records_table(
                 "violations": t.violations,
                 "coherence": t.coherence,
                 "final_entropy": t.final_entropy,
-                "final_confidence": t.final_confidence,
+                "final_confidence": confidence,
                 "pred": pred,
                 "gold": chain.gold,
                 "correct": answers.equivalent(pred, chain.gold, benchmark, protocol["equivalence"]),

@@ -46,6 +46,15 @@ def majority(answers: Sequence[str]) -> str:
     return next(a for a in answers if counts[a] == best)
 
 
+def agreement(classes: Sequence[str], label: str | None) -> float | None:
+    """Share of the answer classes equal to ``label``: the final confidence in the label actually
+    scored. A missing label (a chain with no answer of its own) agrees with no answer; no classes
+    give None."""
+    if not classes:
+        return None
+    return sum(1 for a in classes if label is not None and a == label) / len(classes)
+
+
 def is_monotone(trajectory: Sequence[float], epsilon: float) -> bool:
     """Epsilon-monotone: H[k+1] <= H[k] + epsilon at every k."""
     return violations(trajectory, epsilon) == 0
@@ -97,7 +106,7 @@ def summarize(
             trajectory.append(entropy(classes))
             last = classes
     pred = majority(last) if last else None
-    confidence = last.count(pred) / len(last) if last else None
+    confidence = agreement(last, pred)
     if len(trajectory) < min_points:
         reason = f"{len(trajectory)} answer-bearing prefixes (< {min_points})"
         return Trajectory(

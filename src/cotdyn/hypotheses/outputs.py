@@ -43,14 +43,15 @@ def table_rows(result: dict) -> dict[str, list[dict]]:
             "accuracy": h1["accuracy"], "median_points": s["median_points"], "coverage": h1["coverage"],
             "gap_pp": h1["gap_pp"], "ci_lo": h1["ci"][0], "ci_hi": h1["ci"][1], "ci_n_kept": h1["ci_n_kept"],
             "odds_ratio": h1["odds_ratio"], "p_fisher": h1["p_fisher"], "ci_excludes_0": _excludes_zero(h1["ci"]),
-            "truncation_rate": s["truncation_rate"], "cap_hit_rate": s["cap_hit_rate"], "reason": h1["reason"],
+            "truncation_rate": s["truncation_rate"], "cap_hit_rate": s["cap_hit_rate"],
+            "flags": _flags(h1), "reason": h1["reason"],
         })  # fmt: skip
         b2 = r["H2"]
         # H2 is reported beside the shape effect (docs/design.md section 5): the gap and the violation rho.
         h2.append({
             "cell": cell, "rho": b2["rho"], "ci_lo": b2["ci"][0], "ci_hi": b2["ci"][1], "ci_n_kept": b2["ci_n_kept"],
             "p_spearman": b2["p_spearman"], "criterion": verdict_h2.get(cell, {}).get("verdict"),
-            "shape_gap_pp": h1["gap_pp"], "violations_rho": r["H3"]["rho"], "reason": b2["reason"],
+            "shape_gap_pp": h1["gap_pp"], "violations_rho": r["H3"]["rho"], "flags": _flags(b2), "reason": b2["reason"],
         })  # fmt: skip
         b3 = r["H3"]
         row = {
@@ -64,7 +65,8 @@ def table_rows(result: dict) -> dict[str, list[dict]]:
         for bucket in b3["buckets"]:
             row[f"n_{bucket['bucket']}"] = bucket["n"]
             row[f"accuracy_{bucket['bucket']}"] = bucket["accuracy"]
-        h3.append(row | {"reason": b3["reason"]})
+        bucket_flags = [f"bucket {b['bucket']}: {f}" for b in b3["buckets"] for f in b.get("flags") or []]
+        h3.append(row | {"flags": "; ".join([*(b3.get("flags") or []), *bucket_flags]) or None, "reason": b3["reason"]})
         b5 = r["H5"]
         as_run = b5["as_run"] or {}
         h5.append({
@@ -72,13 +74,13 @@ def table_rows(result: dict) -> dict[str, list[dict]]:
             "fp_baseline": b5["fp_baseline"], "fp_filter": b5["fp_filter"], "reduction_pp": b5["reduction_pp"],
             "ci_lo": b5["ci"][0], "ci_hi": b5["ci"][1], "ci_n_kept": b5["ci_n_kept"],
             "as_run_reduction_pp": as_run.get("reduction_pp"), "as_run_coverage": as_run.get("coverage"),
-            "as_run_coverage_overshoot": as_run.get("coverage_overshoot"), "reason": b5["reason"],
+            "as_run_coverage_overshoot": as_run.get("coverage_overshoot"), "flags": _flags(b5), "reason": b5["reason"],
         })  # fmt: skip
     h4 = [
         {"benchmark": b, "distilled_cell": e["distilled_cell"], "gap_pp": e["gap_pp"], "ci_lo": e["ci"][0],
          "ci_hi": e["ci"][1], "standard_mean_gap_pp": e["standard_mean_gap_pp"], "difference_pp": e["difference_pp"],
          "difference_ci_lo": e["difference_ci"][0], "difference_ci_hi": e["difference_ci"][1],
-         "estimable": e["estimable"], "reason": e["reason"]}
+         "estimable": e["estimable"], "verdict": e.get("verdict"), "flags": _flags(e), "reason": e["reason"]}
         for b, e in result["H4"].items()
     ]  # fmt: skip
     holm_rows = [{k: m[k] for k in ("id", "cell", "p_name", "p", "p_adjusted", "alpha", "reject", "reason")}
@@ -90,7 +92,31 @@ def table_rows(result: dict) -> dict[str, list[dict]]:
         "h4_table": h4,
         "h5_table": h5,
         "holm_table": holm_rows,
+        "verdicts_table": verdict_rows(result["verdicts"]),
     }
+
+
+def _flags(block: dict) -> str | None:
+    return "; ".join(block.get("flags") or []) or None
+
+
+def verdict_rows(verdicts: dict) -> list[dict]:
+    """One row per hypothesis and cell, then one for the hypothesis: both parts of the verdict rule
+    (CI criterion, Holm) beside the verdict they give."""
+    rows = []
+    for hid, entry in verdicts.items():
+        for cell, c in entry["cells"].items():
+            rows.append({
+                "hypothesis": hid, "cell": cell, "estimate": c.get("estimate"), "ci_lo": c["ci"][0], "ci_hi": c["ci"][1],
+                "ci_criterion": c.get("ci_criterion"), "holm_reject": c.get("holm_reject"), "verdict": c["verdict"],
+                "flags": _flags(c), "reason": c.get("reason"),
+            })  # fmt: skip
+        rows.append({
+            "hypothesis": hid, "cell": "all", "estimate": None, "ci_lo": None, "ci_hi": None,
+            "ci_criterion": entry.get("ci_criterion"), "holm_reject": entry.get("holm_reject"),
+            "verdict": entry["verdict"], "flags": None, "reason": None,
+        })  # fmt: skip
+    return rows
 
 
 def json_ready(value: Any) -> Any:
