@@ -199,3 +199,35 @@ def test_sweep_columns_match_scipy_and_numpy(records):
     assert out["rho_coherence"] == pytest.approx(sps.spearmanr(c, y).statistic)
     boot = [sps.spearmanr(c[r], y[r]).statistic for r in idx]
     assert [out["rho_coherence_ci_lo"], out["rho_coherence_ci_hi"]] == pytest.approx(_percentile(boot))
+
+
+def test_small_groups_are_null_or_flagged_as_in_the_registered_analysis():
+    from types import SimpleNamespace
+
+    groups = SimpleNamespace(min_group_size=10, precise_group_size=30, min_kept_fraction=0.9)
+
+    def traced(n_truncated):
+        return pd.DataFrame({"excluded": False, "reference_truncated": [False] * 67 + [True] * n_truncated,
+                             "endpoint_answered": [True] * 2 + [False] * 65 + [True] * n_truncated})  # fmt: skip
+
+    idx = stats.resample_indices(67 + 5, 50, 1)
+    small = {r["chains"]: r for r in sec.endpoint_by_truncation(traced(5), idx, LEVEL, groups)}
+    assert small["truncated"]["endpoint_answered_rate"] is None and small["truncated"]["ci_lo"] is None
+    assert "5 truncated (< min_group_size 10)" in small["truncated"]["reason"]
+    assert small["complete minus truncated"]["endpoint_answered_rate"] is None
+    assert small["complete"]["endpoint_answered_rate"] == pytest.approx(2 / 67) and small["complete"]["flags"] is None
+    loose = {r["chains"]: r for r in sec.endpoint_by_truncation(traced(20), None, LEVEL, groups)}
+    assert loose["truncated"]["endpoint_answered_rate"] == 1.0
+    assert loose["truncated"]["flags"] == "imprecise: 20 truncated (< precise_group_size 30)"
+    # without a registered rule (plan version 1) nothing is nulled or flagged
+    bare = {r["chains"]: r for r in sec.endpoint_by_truncation(traced(5), None, LEVEL)}
+    assert bare["truncated"]["endpoint_answered_rate"] == 1.0 and bare["truncated"]["flags"] is None
+    # a bootstrap that kept fewer than 90% of its resamples is flagged: 2 monotone chains of 40
+    frame = pd.DataFrame({"excluded": False, "monotone": [True] * 2 + [False] * 38,
+                          "reference_tokens": np.arange(40), "raw_units": np.arange(40) % 7})  # fmt: skip
+    rows = sec.length_confound(frame, stats.resample_indices(40, 200, 2), LEVEL, groups)
+    assert all(r["rho"] is None and "2 monotone (< min_group_size 10)" in r["reason"] for r in rows)
+    groups.min_group_size = 2
+    rows = sec.length_confound(frame, stats.resample_indices(40, 200, 2), LEVEL, groups)
+    assert all(r["rho"] is not None and "imprecise: 2 monotone" in r["flags"] for r in rows)
+    assert all("bootstrap kept" in r["flags"] for r in rows)  # (38/40)^40 = 13% draw no monotone chain

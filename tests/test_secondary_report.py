@@ -33,6 +33,10 @@ def settings(plan2):
 def test_settings_come_from_the_plan_and_name_a_missing_key(plan, settings):
     assert settings.coverage == 0.737 and settings.transitions == (1, 2, 3) and len(settings.family_cells) == 8
     assert settings.seed == plan["analysis"]["bootstrap"]["seed"] and settings.alpha == plan["holm"]["alpha"]
+    groups = plan["analysis"]["groups"]  # the registered small-group rule applies here too
+    assert settings.groups.min_group_size == groups["min_group_size"]
+    assert settings.groups.precise_group_size == groups["precise_group_size"]
+    assert settings.min_kept_fraction == plan["analysis"]["bootstrap"]["min_kept_fraction"]
     broken = copy.deepcopy(plan)
     broken["analysis"]["secondary"] = {"selective_coverage": 0.737}
     with pytest.raises(KeyError, match="analysis.secondary: missing key 'descriptive_family'"):

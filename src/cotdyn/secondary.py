@@ -20,6 +20,7 @@ from cotdyn import stats
 from cotdyn.answers import answers_or_none
 from cotdyn.columns import require_columns
 from cotdyn.exploratory import SIGNALS, analyzed, coverage_curve, shape_at
+from cotdyn.hypotheses.cells import group_rule, kept_flags
 
 # The statistics of the registered analysis whose spread across seeds is reported (hypotheses.json
 # path, name); seed 003 section 7 asks how far run-to-run variation moves them.
@@ -45,6 +46,25 @@ def _num(x) -> float | None:
 def _ci(values: np.ndarray, level: float, resamples: int) -> dict:
     interval = stats.percentile_interval(values, level) if resamples else stats.Interval(None, None, 0, 0)
     return {"ci_lo": interval.lo, "ci_hi": interval.hi, "ci_n_kept": interval.n_kept}
+
+
+def judged(row: dict, sizes: Mapping[str, int], groups, estimates: Sequence[str], resamples: int) -> dict:
+    """The registered analysis' small-group rule and kept-fraction flag on one row (plan
+    ``analysis.groups``, ``analysis.bootstrap.min_kept_fraction``; ``groups`` carries them, None for
+    none): below min_group_size the ``estimates`` are null with the reason; below
+    precise_group_size, or a CI that kept too few resamples, the row is flagged."""
+    row = dict(row, flags=None)
+    if groups is None:
+        return row
+    reason, flags = group_rule(dict(sizes), groups)
+    if reason:
+        row.update({key: None for key in estimates})
+        row["reason"] = "; ".join(r for r in (row.get("reason"), reason) if r)
+        return row
+    if row.get("ci_lo") is not None:
+        flags += kept_flags(stats.Interval(row["ci_lo"], row["ci_hi"], row["ci_n_kept"], resamples), groups)
+    row["flags"] = "; ".join(flags) or None
+    return row
 
 
 def _rows(idx: np.ndarray | None, n: int) -> np.ndarray:
@@ -75,7 +95,9 @@ def coverage_k(coverage: float, n: int) -> int:
     return math.floor(coverage * n + 1e-9)  # 1e-9: 0.737 x 1000 must keep k = 737
 
 
-def selective_accuracy(records: pd.DataFrame, coverage: float, idx: np.ndarray | None, level: float) -> list[dict]:
+def selective_accuracy(
+    records: pd.DataFrame, coverage: float, idx: np.ndarray | None, level: float, groups=None
+) -> list[dict]:
     """Selective accuracy of each signal at a fixed coverage, with its CI (the original reports the
     monotone flag's at 73.7%). A flag that covers less than ``coverage`` is topped up from its tied
     unflagged tier at that tier's accuracy, so every signal is compared at exactly k problems."""
@@ -93,7 +115,8 @@ def selective_accuracy(records: pd.DataFrame, coverage: float, idx: np.ndarray |
         score = read(rows)
         point = top_k_accuracy_rows(score, y, stats.full_sample(n), k)[0]
         boot = top_k_accuracy_rows(score, y, _rows(idx, n), k)
-        out.append(row | {"selective_accuracy": _num(point), **_ci(boot, level, boot.size), "reason": None})
+        row |= {"selective_accuracy": _num(point), **_ci(boot, level, boot.size), "reason": None}
+        out.append(judged(row, {"accepted chains": k}, groups, ("selective_accuracy", "ci_lo", "ci_hi"), boot.size))
     return out
 
 
@@ -102,12 +125,18 @@ def selective_accuracy(records: pd.DataFrame, coverage: float, idx: np.ndarray |
 
 
 def early_exit_recovery(
-    records: pd.DataFrame, epsilon: float, transitions: Sequence[int], idx: np.ndarray | None, level: float
+    records: pd.DataFrame,
+    epsilon: float,
+    transitions: Sequence[int],
+    idx: np.ndarray | None,
+    level: float,
+    groups=None,
 ) -> list[dict]:
     """For each k: the monotonicity gap from the first k transitions, the share of the full gap it
     recovers (gap_k / gap_full, paired row by row in the bootstrap), and the fraction of the
     trajectory cost it needs: sum over chains of min(points, k + 1) over the sum of points (the
-    original: 2 transitions recover 76% of the gap at 60% of the cost)."""
+    original: 2 transitions recover 76% of the gap at 60% of the cost). Both gaps rest on their
+    monotone and non-monotone groups (``judged``)."""
     rows = analyzed(records)
     y = rows["correct"].to_numpy(dtype=bool)
     points = rows["n_points"].to_numpy(dtype=np.int64)
@@ -129,13 +158,20 @@ def early_exit_recovery(
         reason = None if np.isfinite(share) else ("no analyzed chains" if n == 0 else "the full gap is 0 or undefined")
         ci_share = _ci(share_boot, level, share_boot.size)
         ci_cost = _ci(cost_boot, level, cost_boot.size)
-        out.append({
+        sizes = {
+            "monotone at k": int(flag.sum()), "non-monotone at k": int(n - flag.sum()),
+            "monotone": int(full.sum()), "non-monotone": int(n - full.sum()),
+        }  # fmt: skip
+        row = {
             "epsilon": float(epsilon), "transitions": int(k), "n": n,
+            "n_monotone_k": sizes["monotone at k"], "n_monotone": sizes["monotone"],
             "gap_pp": _num(100 * gap), "full_gap_pp": _num(100 * full_point),
             "share_recovered": _num(share), **ci_share,
             "cost_fraction": _num(used.sum() / points.sum()) if n else None,
             "cost_ci_lo": ci_cost["ci_lo"], "cost_ci_hi": ci_cost["ci_hi"], "reason": reason,
-        })  # fmt: skip
+        }  # fmt: skip
+        estimates = ("gap_pp", "full_gap_pp", "share_recovered", "ci_lo", "ci_hi")
+        out.append(judged(row, sizes, groups, estimates, share_boot.size))
     return out
 
 
@@ -145,7 +181,7 @@ def early_exit_recovery(
 LENGTH_MEASURES = ("reference_tokens", "raw_units")
 
 
-def length_confound(records: pd.DataFrame, idx: np.ndarray | None, level: float) -> list[dict]:
+def length_confound(records: pd.DataFrame, idx: np.ndarray | None, level: float, groups=None) -> list[dict]:
     """Spearman rho of each chain-length measure (tokens, raw segmentation units) with the monotone
     flag, with its CI and scipy's two-sided p, over the analyzed chains."""
     require_columns(records, LENGTH_MEASURES, "records")
@@ -162,10 +198,12 @@ def length_confound(records: pd.DataFrame, idx: np.ndarray | None, level: float)
                         "ci_n_kept": 0, "reason": reason})  # fmt: skip
             continue
         boot = stats.spearman_binary_rows(x, flag, _rows(idx, n))
-        out.append({
+        row = {
             "measure": measure, "n": n, "rho": _num(stats.spearman_binary(x, flag)),
             "p": _num(sps.spearmanr(x, flag).pvalue), **_ci(boot, level, boot.size), "reason": None,
-        })  # fmt: skip
+        }  # fmt: skip
+        sizes = {"monotone": int(flag.sum()), "non-monotone": int(n - flag.sum())}
+        out.append(judged(row, sizes, groups, ("rho", "p", "ci_lo", "ci_hi"), boot.size))
     return out
 
 
@@ -173,7 +211,7 @@ def length_confound(records: pd.DataFrame, idx: np.ndarray | None, level: float)
 # Endpoint answered, truncated against complete chains (seed 003 section 5.2)
 
 
-def endpoint_by_truncation(records: pd.DataFrame, idx: np.ndarray | None, level: float) -> list[dict]:
+def endpoint_by_truncation(records: pd.DataFrame, idx: np.ndarray | None, level: float, groups=None) -> list[dict]:
     """Share of analyzed chains whose last prefix returned an answer, for complete and truncated
     reference chains, and their difference (complete minus truncated), each with its CI. The
     original's traced sample: 2 of 67 complete chains against 33 of 33 truncated ones."""
@@ -191,18 +229,19 @@ def endpoint_by_truncation(records: pd.DataFrame, idx: np.ndarray | None, level:
                 False: counts[:, 1] / (counts[:, 0] + counts[:, 1]),
                 True: counts[:, 3] / (counts[:, 2] + counts[:, 3]),
             }
-    out = []
+    out, estimates = [], ("endpoint_answered_rate", "ci_lo", "ci_hi")
+    sizes = {"complete": int((~truncated).sum()), "truncated": int(truncated.sum())}
     for group, mask in (("complete", False), ("truncated", True)):
-        size = int((truncated == mask).sum())
         point = rates["point"][mask][0] if n else np.nan
-        out.append({"chains": group, "n": size, "endpoint_answered_rate": _num(point),
-                    **_ci(rates["boot"][mask], level, rates["boot"][mask].size),
-                    "reason": None if size else f"no {group} chains"})  # fmt: skip
+        row = {"chains": group, "n": sizes[group], "endpoint_answered_rate": _num(point),
+               **_ci(rates["boot"][mask], level, rates["boot"][mask].size),
+               "reason": None if sizes[group] else f"no {group} chains"}  # fmt: skip
+        out.append(judged(row, {group: sizes[group]}, groups, estimates, rates["boot"][mask].size))
     diff = rates["boot"][False] - rates["boot"][True]
     point = rates["point"][False][0] - rates["point"][True][0] if n else np.nan
-    out.append({"chains": "complete minus truncated", "n": n, "endpoint_answered_rate": _num(point),
-                **_ci(diff, level, diff.size),
-                "reason": None if np.isfinite(point) else "a group is empty"})  # fmt: skip
+    row = {"chains": "complete minus truncated", "n": n, "endpoint_answered_rate": _num(point),
+           **_ci(diff, level, diff.size), "reason": None if np.isfinite(point) else "a group is empty"}  # fmt: skip
+    out.append(judged(row, sizes, groups, estimates, diff.size))
     return out
 
 
@@ -233,7 +272,9 @@ def descriptive_family(result: Mapping, family: Sequence[Mapping], cells: Sequen
 # Across generations: two seeds per problem, the spread over seeds, the budget probe
 
 
-def generation_agreement(a: pd.DataFrame, b: pd.DataFrame, idx: np.ndarray | None, level: float) -> list[dict]:
+def generation_agreement(
+    a: pd.DataFrame, b: pd.DataFrame, idx: np.ndarray | None, level: float, groups=None
+) -> list[dict]:
     """Per-problem agreement of two generations of one cell (seed 003 section 7: 47.6% of
     predictions, 76.1% of correctness, 83.3% of monotonicity flags, 3.0% of trajectories): over
     the problems analyzed in both, in ``a``'s order; ``idx`` resamples those problems."""
@@ -255,8 +296,9 @@ def generation_agreement(a: pd.DataFrame, b: pd.DataFrame, idx: np.ndarray | Non
     for what, agree in same.items():
         agree = np.asarray(agree, dtype=bool)
         boot = agree[_rows(idx, n)].mean(axis=1) if n else np.zeros(0)
-        out.append({"agreement_on": what, "n": n, "agreement": _num(agree.mean()) if n else None,
-                    **_ci(boot, level, boot.size), "reason": None if n else "no problem analyzed in both"})  # fmt: skip
+        row = {"agreement_on": what, "n": n, "agreement": _num(agree.mean()) if n else None,
+               **_ci(boot, level, boot.size), "reason": None if n else "no problem analyzed in both"}  # fmt: skip
+        out.append(judged(row, {"problems analyzed in both": n}, groups, ("agreement", "ci_lo", "ci_hi"), boot.size))
     return out
 
 

@@ -45,6 +45,10 @@ class SecondarySettings:
     seed: int
     resamples: int
     level: float
+    # the registered analysis' small-group rule and kept-fraction flag (None where the plan has none)
+    min_group_size: int | None = None
+    precise_group_size: int | None = None
+    min_kept_fraction: float | None = None
 
     @classmethod
     def from_plan(cls, plan: dict) -> "SecondarySettings":
@@ -62,7 +66,19 @@ class SecondarySettings:
             seed=int(plan_key(boot, "seed", where="analysis.bootstrap")),
             resamples=int(plan_key(boot, "resamples", where="analysis.bootstrap")),
             level=float(plan_key(boot, "level", where="analysis.bootstrap")),
+            min_group_size=_optional(plan["analysis"].get("groups"), "min_group_size", int),
+            precise_group_size=_optional(plan["analysis"].get("groups"), "precise_group_size", int),
+            min_kept_fraction=_optional(boot, "min_kept_fraction", float),
         )
+
+    @property
+    def groups(self) -> "SecondarySettings | None":
+        """What ``secondary.judged`` reads, or None when the plan registers no small-group rule."""
+        return self if self.min_group_size is not None else None
+
+
+def _optional(mapping, key: str, kind):
+    return kind(mapping[key]) if isinstance(mapping, dict) and mapping.get(key) is not None else None
 
 
 def has_secondary(plan: dict) -> bool:
@@ -90,15 +106,15 @@ def secondary_tables(records: pd.DataFrame, result: Mapping, *, epsilon: float, 
         # The cell's one resample matrix, the one its registered analysis reads (common random numbers).
         idx = cell_resamples(s.seed, cell, n, s.resamples) if n else None
         out["selective_accuracy"] += [
-            {"cell": cell} | r for r in sec.selective_accuracy(rows, s.coverage, idx, s.level)
+            {"cell": cell} | r for r in sec.selective_accuracy(rows, s.coverage, idx, s.level, s.groups)
         ]
         out["early_exit_recovery"] += [
-            {"cell": cell} | r for r in sec.early_exit_recovery(rows, epsilon, s.transitions, idx, s.level)
+            {"cell": cell} | r for r in sec.early_exit_recovery(rows, epsilon, s.transitions, idx, s.level, s.groups)
         ]
-        out["length_confound"] += [{"cell": cell} | r for r in sec.length_confound(rows, idx, s.level)]
+        out["length_confound"] += [{"cell": cell} | r for r in sec.length_confound(rows, idx, s.level, s.groups)]
         if "endpoint_answered" in rows.columns:
             out["endpoint_by_truncation"] += [
-                {"cell": cell} | r for r in sec.endpoint_by_truncation(rows, idx, s.level)
+                {"cell": cell} | r for r in sec.endpoint_by_truncation(rows, idx, s.level, s.groups)
             ]
         else:
             out["endpoint_by_truncation"].append({"cell": cell, "reason": "records have no endpoint_answered column"})
@@ -158,7 +174,7 @@ def generation_tables(
                 idx = cell_resamples(s.seed, cell, n, s.resamples) if n else None
                 agreement += [
                     {"cell": cell, "variant_a": a, "variant_b": b} | r
-                    for r in sec.generation_agreement(records[a][cell], records[b][cell], idx, s.level)
+                    for r in sec.generation_agreement(records[a][cell], records[b][cell], idx, s.level, s.groups)
                 ]
         for v in probes:
             frame = records[v].get(cell)
