@@ -134,3 +134,26 @@ def test_a_study_whose_every_chain_is_excluded_runs_to_the_end(tmp_path):
         assert (study / "analysis/registered" / figure).stat().st_size > 0
     audit = snakemake("audit", "--cores", "1", "--configfile", str(path), cwd=tmp_path)
     assert audit.returncode == 0, audit.output[-3000:]
+
+
+def test_plan_version_1_stays_runnable_through_the_dag(tmp_path):
+    """The plan is a config key: ``--config plan=preregistration/v1/plan.yaml`` runs the study under
+    the first registration (its own REGISTERED beside it), with version 1's verdict semantics."""
+    from cotdyn.plan import plan_sha256
+
+    v1 = ROOT / "preregistration" / "v1" / "plan.yaml"
+    config = _simulated_config(tmp_path)
+    config["benchmarks"]["gsm8k"]["limit"] = 12
+    targets = ["results/t/analysis/registered/hypotheses.json", "results/t/checks/plan_check.json"]
+    # targets first: --configfile and --config each take every word after them
+    result = snakemake(
+        *targets, "--cores", "2", "--configfile", str(_write(tmp_path, config)), "--config", f"plan={v1}", cwd=tmp_path
+    )
+    assert result.returncode == 0, result.output[-3000:]
+    study = tmp_path / "results" / "t"
+    hypotheses = json.loads((study / "analysis/registered/hypotheses.json").read_text())
+    assert hypotheses["plan_sha256"] == plan_sha256(v1)
+    assert "H1-replication" not in hypotheses["verdicts"]  # a version 2 hypothesis
+    assert hypotheses["settings"]["verdict_rule"]["supported_requires"] == ["ci_criterion"]
+    check = json.loads((study / "checks/plan_check.json").read_text())
+    assert check["plan_sha256"] == plan_sha256(v1) and check["registered"]["date"] == "2026-11-30"
