@@ -4,6 +4,8 @@ edge cases of its own; and ``cotdyn extract`` on every phrasing of a chosen lett
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_cli import cotdyn
 
 from cotdyn.answers import ANSWER_TYPES, answer_type, equivalent, extract, gold_answer, normalize
@@ -169,3 +171,27 @@ def test_every_registered_benchmark_has_an_answer_type():
     assert {answer_type(name) for name in REGISTRY} <= set(ANSWER_TYPES)
     assert [answer_type(t) for t in ANSWER_TYPES] == list(ANSWER_TYPES)
     assert normalize("(B)", "arc") == "B" and normalize(" B ", "choice") == "B"
+
+
+@pytest.mark.parametrize(
+    "rule, pairs, expected",
+    [
+        ("arc", [{"a": "(B)", "b": "B", "options": OPTIONS}, {"a": "Planetary years will become longer", "b": "B",
+                 "options": OPTIONS}, {"a": "A", "b": "B"}], [True, True, False]),
+        ("string", [{"a": "Paris.", "b": "paris"}, {"a": "Paris", "b": "Rome"}], [True, False]),
+        ("svamp", [{"a": "145.0", "b": "145"}], [True]),
+    ],
+)  # fmt: skip
+def test_cotdyn_equivalent_takes_every_benchmark_and_type(rule, pairs, expected):
+    result = cotdyn("equivalent", "--benchmark", rule, stdin="".join(json.dumps(p) + "\n" for p in pairs))
+    assert result.returncode == 0, result.stderr
+    assert [json.loads(line)["equivalent"] for line in result.stdout.splitlines()] == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(alphabet=st.sampled_from(list("ABCabc()[]{}*_.:\n \\boxedtanswerisoption12é✓")), max_size=80))
+def test_any_text_gives_a_valid_letter_or_none(text):
+    found = extract(text, "choice", OPTIONS)
+    assert found.answer is None or found.answer in "ABCD"
+    assert found.status == ("ok" if found.answer else "no_answer")
+    assert extract(text, "string").answer is None or extract(text, "string").answer.strip()
