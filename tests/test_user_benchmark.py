@@ -69,13 +69,12 @@ def test_a_multiple_choice_jsonl_runs_through_the_dag_and_is_scored_as_choices(t
 EASY = [
     ("What is 2 + 3?", ["4", "5", "6"], "B"),
     ("What colour is the sky on a clear day?", ["green", "red", "blue"], "C"),
-    ("How many legs does a dog have?", ["four", "two", "six"], "A"),
 ]
 
 
 @pytest.mark.slow
 def test_a_multiple_choice_jsonl_runs_through_the_dag_on_the_embedded_model(tmp_path):
-    """SmolLM2-135M (the embedded default's model) on three easy questions, with budgets cut to keep
+    """SmolLM2-135M (the embedded default's model) on two easy questions, with budgets cut to keep
     it to minutes: every rule finishes, every answer is a letter or none, and the audit passes."""
     data = tmp_path / "mc.jsonl"
     data.write_text("".join(json.dumps({"q": q, "opts": o, "key": k}) + "\n" for q, o, k in EASY))
@@ -85,7 +84,7 @@ def test_a_multiple_choice_jsonl_runs_through_the_dag_on_the_embedded_model(tmp_
         "plan": str(ROOT / "preregistration" / "plan.yaml"),
         "cache": str(tmp_path / "cache"),
         "cells": ["smollm2-mc"],
-        "protocol": {"dtype": "float32", "reference_max_tokens": 96, "continuation_max_tokens": 32, "m": 3},
+        "protocol": {"dtype": "float32", "reference_max_tokens": 64, "continuation_max_tokens": 24, "m": 3},
         "models": {"smollm2": embedded["models"]["smollm2"]},
         "benchmarks": {
             "mc": {
@@ -103,9 +102,10 @@ def test_a_multiple_choice_jsonl_runs_through_the_dag_on_the_embedded_model(tmp_
     cell = tmp_path / "results" / "mc" / "cells" / "smollm2-mc"
     samples = pd.read_parquet(cell / "registered" / "samples.parquet")
     assert set(answers_or_none(samples["answer"])) <= {"A", "B", "C", None}
+    assert samples["answer"].notna().any()  # the model names options, and they are read
     assert set(samples.loc[samples["answer"].isna(), "status"]) <= {"no_answer"}
     records = pd.read_parquet(cell / "registered" / "records.parquet")
-    assert records["gold"].tolist() == ["B", "C", "A"]
+    assert records["gold"].tolist() == ["B", "C"]
     scored = records[records["pred"].notna()]
     assert (scored["correct"] == (scored["pred"] == scored["gold"])).all()
     audit = snakemake("audit", "--cores", "1", "--configfile", str(path), cwd=tmp_path)
