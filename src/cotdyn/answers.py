@@ -8,6 +8,12 @@ normalization of Hendrycks et al. (``strip_string``; ``is_equiv`` is equality of
 strings), falling back to the final number. ``\\text{...}`` is unwrapped, not deleted, so answers
 such as ``\\text{Evelyn}`` stay scorable (the original harness deleted them).
 
+Every benchmark has one of four answer types (docs/design.md section 4): ``number`` (the GSM8K
+rules above), ``boxed`` (the MATH rules), ``choice`` (an option's letter, ``cotdyn.choices``) and
+``string`` (normalized exact match: NFKC, case-folded, whitespace collapsed, end punctuation and
+quotes dropped; the answer is what follows the last "answer is"/"Answer:", else the last line).
+Each function takes a registered benchmark's name (``cotdyn.registry``) or an answer type.
+
 Answer classes for entropy are the normalized strings; ``None`` means no answer was found.
 ``answer_or_none`` is the one definition of a missing answer (None, NaN, pandas NA, a blank
 string): every module that reads a stored answer passes it through, because a parquet round trip
@@ -18,13 +24,16 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
 
-BENCHMARKS = ("gsm8k", "math500", "arithmetic")
+from . import choices as _choices
+
+ANSWER_TYPES = ("number", "boxed", "choice", "string")
 
 OK = "ok"
 NO_ANSWER = "no_answer"
@@ -183,61 +192,123 @@ def strip_string(s: str) -> str:
     return s.rstrip(".")
 
 
-def normalize(answer: str | None, benchmark: str) -> str | None:
+def answer_type(rule: str) -> str:
+    """The answer type of a registered benchmark's name, or of an answer type's own name."""
+    if rule in ANSWER_TYPES:
+        return rule
+    from .registry import REGISTRY
+
+    if rule in REGISTRY:
+        return REGISTRY[rule].answer
+    raise ValueError(
+        f"unknown benchmark '{rule}' (registered: {', '.join(REGISTRY)}; or an answer type: {', '.join(ANSWER_TYPES)})"
+    )
+
+
+def normalize_string(answer: str) -> str | None:
+    """A free-text answer's class: NFKC, case-folded, markdown, end punctuation and quotes dropped."""
+    text = unicodedata.normalize("NFKC", answer).casefold()
+    text = re.sub(r"\\text\{([^{}]*)\}", r"\1", text)
+    text = re.sub(r"[*_`]", "", text)
+    text = " ".join(text.split()).strip(" .,:;!?\"'“”‘’$")
+    return text or None
+
+
+def final_statement(text: str) -> str | None:
+    """The answer a free text states: after its last "answer is"/"answer:", else its last line."""
+    text = text or ""
+    cues = list(re.finditer(r"answer\s*(?:is|:)\s*", text, re.I))
+    if cues:
+        stated = text[cues[-1].end() :].split("\n")[0]
+        stated = re.split(r"(?<=[^\d])\.(?:\s|$)", stated)[0]
+    else:
+        lines = [line for line in text.splitlines() if line.strip()]
+        stated = lines[-1] if lines else ""
+    return stated.strip() or None
+
+
+def normalize(answer: str | None, benchmark: str, options: Sequence[str] | None = None) -> str | None:
     """Normalized answer class of a raw answer string, or None when nothing remains."""
     answer = answer_or_none(answer)
     if answer is None:
         return None
-    if benchmark == "math500":
+    kind = answer_type(benchmark)
+    if kind == "boxed":
         result = strip_string(answer)
         # a plain number (1,000 or 18.0) takes its numeric form; a list such as "1,-2" does not
         if re.fullmatch(r"-?(\d+|\d{1,3}(,\d{3})+)(\.\d+)?", result):
             result = normalize_number(result)
+    elif kind == "choice":
+        result = _choices.letter_of(answer, options)
+    elif kind == "string":
+        result = normalize_string(answer)
     else:
         result = normalize_number(answer) or final_number(answer)
     return result or None
 
 
-def extract(text: str, benchmark: str) -> Extraction:
-    """Extract and normalize the final answer of a model's text (missing text has no answer)."""
-    _check_benchmark(benchmark)
+def extract(text: str, benchmark: str, options: Sequence[str] | None = None) -> Extraction:
+    """Extract and normalize the final answer of a model's text (missing text has no answer).
+
+    ``options``: a multiple-choice problem's option texts, so a choice named by its text counts.
+    """
+    kind = answer_type(benchmark)
     text = answer_or_none(text) or ""
-    if benchmark == "math500":
+    if kind == "boxed":
         boxed = last_boxed(text)
-        answer = normalize(boxed, "math500") if boxed is not None else None
+        answer = normalize(boxed, "boxed") if boxed is not None else None
         if answer is None:
-            answer = normalize(final_number(text), "math500")
+            answer = normalize(final_number(text), "boxed")
+    elif kind == "choice":
+        answer = _choices.extract_letter(text, options)
+    elif kind == "string":
+        boxed = last_boxed(text)
+        answer = normalize_string(boxed if boxed is not None else final_statement(text) or "")
     else:
         answer = final_number(text)
     return Extraction(answer, OK if answer is not None else NO_ANSWER)
 
 
-def gold_answer(raw: str, benchmark: str) -> str | None:
-    """Normalized gold: GSM8K's number after '####'; MATH-500's answer field; arithmetic's integer."""
-    _check_benchmark(benchmark)
+def gold_answer(raw: str, benchmark: str, options: Sequence[str] | None = None) -> str | None:
+    """Normalized gold: a registered benchmark's own rule (GSM8K's number after '####', MATH's
+    answer field or the last box of its solution), else the answer type's normalization."""
     raw = answer_or_none(raw)
+    kind = answer_type(benchmark)
     if raw is None:
         return None
     if benchmark == "gsm8k":
         if "####" not in raw:
             return None
         return normalize_number(raw.split("####")[-1].strip())
-    if benchmark == "math500":
-        return normalize(raw, "math500")
-    return normalize_number(raw)
+    if kind == "number":
+        return normalize_number(raw)
+    if kind == "boxed":
+        boxed = last_boxed(raw)
+        return normalize(boxed if boxed is not None else raw, "boxed")
+    return normalize(raw, kind, options)
 
 
-def equivalent(a: str | None, b: str | None, benchmark: str, method: str = "normalized") -> bool:
+def equivalent(
+    a: str | None,
+    b: str | None,
+    benchmark: str,
+    method: str = "normalized",
+    options: Sequence[str] | None = None,
+) -> bool:
     """The registered equivalence: equality of normalized answers (Hendrycks ``is_equiv``).
 
     ``method="math_verify"`` is the sensitivity variant: symbolic equivalence by math-verify.
+    ``options``: a multiple-choice problem's option texts (an option's text is its letter).
     """
-    _check_benchmark(benchmark)
+    kind = answer_type(benchmark)
     a, b = answer_or_none(a), answer_or_none(b)
     if a is None or b is None:
         return False
     if method == "normalized":
-        return normalize(a, benchmark) == normalize(b, benchmark)
+        x, y = normalize(a, benchmark, options), normalize(b, benchmark, options)
+        if kind in ("choice", "string") and x is None:
+            return False  # two unreadable choices are not the same choice
+        return x == y
     if method == "math_verify":
         return _math_verify_equal(a, b)
     raise ValueError(f"unknown equivalence method '{method}' (known: normalized, math_verify)")
@@ -250,8 +321,3 @@ def _math_verify_equal(a: str, b: str) -> bool:
         return parse(f"${x}$")
 
     return bool(verify(parsed(a), parsed(b)))
-
-
-def _check_benchmark(benchmark: str) -> None:
-    if benchmark not in BENCHMARKS:
-        raise ValueError(f"unknown benchmark '{benchmark}' (known: {', '.join(BENCHMARKS)})")

@@ -17,9 +17,11 @@ from pathlib import Path
 import pandas as pd
 
 from . import answers
+from .benchmarks import content_sha256, problems_from_table
 from .config import ConfigError, protocol_for, reference_id, resolve_cells, samples_variant
 from .hypotheses import analyze, read_records, write_analysis
 from .layout import GENERATIONS, PLAN_CHECK, STUDY_MANIFEST, analysis_file, reference_file, study_targets, variant_file
+from .layout import problems as problems_file
 from .plan import load_plan, plan_sha256
 from .preregistration import (
     PreregistrationError,
@@ -67,10 +69,14 @@ def derive_analysis(records_paths: list, plan_path, plan_check_path, out_dir) ->
     return write_analysis(result, records, Path(out_dir))
 
 
-def reextract_answers(samples: pd.DataFrame, benchmark: str) -> tuple[pd.DataFrame, int]:
+def reextract_answers(
+    samples: pd.DataFrame, benchmark: str, options: dict[str, tuple[str, ...]] | None = None
+) -> tuple[pd.DataFrame, int]:
     """Samples with answer and status re-extracted from each continuation's text, and the number
-    of rows whose stored answer or status differs from the re-extraction."""
-    found = [answers.extract(text, benchmark) for text in samples["text"]]
+    of rows whose stored answer or status differs from the re-extraction. ``options``: each
+    multiple-choice problem's option texts."""
+    options = options or {}
+    found = [answers.extract(t, benchmark, options.get(p)) for t, p in zip(samples["text"], samples["problem_id"])]
     out = samples.copy()
     out["answer"] = [f.answer for f in found]
     out["status"] = [f.status for f in found]
@@ -160,6 +166,37 @@ def compare_files(listed: dict[str, str], stored: dict[str, str], derived: dict[
     return checks
 
 
+def _options(study_dir: Path, spec) -> dict[str, tuple[str, ...]]:
+    """Option texts of a cell's multiple-choice problems, from the study's stored problems table."""
+    path = study_dir / problems_file(spec.benchmark_key)
+    if not path.exists():
+        return {}
+    return {p.problem_id: p.options for p in problems_from_table(pd.read_parquet(path)) if p.options}
+
+
+def benchmark_hash_problems(study_dir: Path, config: dict, plan: dict) -> list[str]:
+    """The plan freezes each panel benchmark's content sha256; re-check it against the problems the
+    study stored (all of them: a cell that used a ``limit`` was checked in full when it loaded,
+    and its stored subset is checked against the manifest instead) and against the config."""
+    problems = []
+    panel = plan.get("panel", {}).get("benchmarks", {})
+    for key, entry in sorted(config["benchmarks"].items()):
+        pinned = (panel.get(key) or {}).get("content_sha256")
+        if pinned is None:
+            continue
+        if entry.get("content_sha256") not in (None, pinned):
+            problems.append(
+                f"benchmark {key}: the config pins content sha256 {entry['content_sha256']}, the plan {pinned}"
+            )
+        path = study_dir / problems_file(key)
+        if entry.get("limit") or not path.exists():
+            continue
+        found = content_sha256(problems_from_table(pd.read_parquet(path)))
+        if found != pinned:
+            problems.append(f"{problems_file(key)}: content sha256 {found} differs from the plan's {pinned}")
+    return problems
+
+
 def _rederive(study_dir: Path, scratch: Path, config: dict, plan_path: Path, problems: list[str]) -> None:
     """Write into ``scratch`` every derived file: records, summaries, plan check, analyses."""
     plan = load_plan(plan_path)
@@ -169,6 +206,7 @@ def _rederive(study_dir: Path, scratch: Path, config: dict, plan_path: Path, pro
         write_plan_check(plan_path, config, scratch / PLAN_CHECK)
     except PreregistrationError as e:
         problems.append(f"plan check: {e}")
+    problems += benchmark_hash_problems(study_dir, config, plan)
     deviations = load_deviations(sibling_paths(plan_path)[1])
     for cell in config.get("confirmatory", []):
         if "registered" in protocols:
@@ -185,7 +223,8 @@ def _rederive(study_dir: Path, scratch: Path, config: dict, plan_path: Path, pro
             if not chains.exists() or not samples_path.exists():
                 problems.append(f"cell {name}, variant {variant}: stored generations missing, nothing to re-derive")
                 continue
-            samples, changed = reextract_answers(pd.read_parquet(samples_path), spec.benchmark["kind"])
+            rule = spec.answer_rule
+            samples, changed = reextract_answers(pd.read_parquet(samples_path), rule, _options(study_dir, spec))
             if changed:
                 problems.append(
                     f"{variant_file(name, variant, 'samples.parquet')}: {changed} stored answers "
@@ -199,7 +238,7 @@ def _rederive(study_dir: Path, scratch: Path, config: dict, plan_path: Path, pro
                 scratch_samples,
                 protocol,
                 plan["exclusion"],
-                spec.benchmark["kind"],
+                rule,
                 name,
                 records,
                 scratch / variant_file(name, variant, "summary.json"),

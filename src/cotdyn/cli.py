@@ -34,9 +34,18 @@ def _answer_field(obj: dict, key: str, number: int) -> str | None:
         raise SystemExit(f"stdin line {number}: field '{key}': {e}")
 
 
+def _options(obj: dict, number: int) -> list[str] | None:
+    """A multiple-choice line's optional option texts, so a choice named by its text counts."""
+    options = obj.get("options") if isinstance(obj, dict) else None
+    if options is not None and (not isinstance(options, list) or not all(isinstance(o, str) for o in options)):
+        raise SystemExit(f"stdin line {number}: field 'options' must be a list of strings")
+    return options
+
+
 def cmd_extract(args) -> int:
     for number, obj in _json_lines(sys.stdin):
-        found = answers.extract(_answer_field(obj, "text", number), args.benchmark)
+        text = _answer_field(obj, "text", number)
+        found = answers.extract(text, args.benchmark, _options(obj, number))
         print(json.dumps({"answer": found.answer, "status": found.status}))
     return 0
 
@@ -44,7 +53,7 @@ def cmd_extract(args) -> int:
 def cmd_equivalent(args) -> int:
     for number, obj in _json_lines(sys.stdin):
         a, b = _answer_field(obj, "a", number), _answer_field(obj, "b", number)
-        same = answers.equivalent(a, b, args.benchmark, args.method)
+        same = answers.equivalent(a, b, args.benchmark, args.method, _options(obj, number))
         print(json.dumps({"equivalent": same}))
     return 0
 
@@ -63,10 +72,17 @@ def cmd_analyze(args) -> int:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="cotdyn", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
-    benchmarks = ["gsm8k", "math500"]
+    from .registry import REGISTRY
+
+    benchmarks = [*REGISTRY, *answers.ANSWER_TYPES]
 
     e = sub.add_parser("extract", help='final answers of JSON lines {"text": ...} on stdin')
-    e.add_argument("--benchmark", required=True, choices=benchmarks)
+    e.add_argument(
+        "--benchmark",
+        required=True,
+        choices=benchmarks,
+        help='a registered benchmark or an answer type; a choice line may carry "options": [...]',
+    )
     e.set_defaults(run=cmd_extract)
 
     q = sub.add_parser("equivalent", help='equivalence of JSON lines {"a": ..., "b": ...} on stdin')

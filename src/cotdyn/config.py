@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .plan import effective_protocol
+from .registry import answer_rule
+from .registry import entry as registry_entry
 from .segment import RULES
 
 
@@ -24,6 +26,12 @@ class Cell:
     benchmark_key: str
     model: dict
     benchmark: dict
+
+    @property
+    def answer_rule(self) -> str:
+        """What the answer functions take for this cell: its benchmark's registered name, or a
+        researcher's JSONL's answer type (``cotdyn.registry.answer_rule``)."""
+        return answer_rule(self.benchmark)
 
 
 def split_cell(name: str) -> tuple[str, str]:
@@ -55,6 +63,10 @@ def resolve_cells(config: dict, plan: dict, source: str = "config") -> dict[str,
             raise ConfigError(
                 f"{source}: model '{model_key}' needs an 'id' (or 'gguf'), or must be a panel model of the plan"
             )
+        try:
+            registry_entry(benchmark)
+        except KeyError as e:
+            raise ConfigError(f"{source}: benchmarks.{benchmark_key}: {e.args[0]}") from None
         cells[name] = Cell(name, model_key, benchmark_key, model, benchmark)
     for name in config.get("confirmatory", []):
         if name not in cells:

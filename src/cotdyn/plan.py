@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,24 @@ def load_plan(path: str | Path) -> dict[str, Any]:
     for key in ("protocol", "exclusion", "hypotheses", "holm", "analysis"):
         if key not in plan:
             raise ValueError(f"{path}: missing top-level key '{key}'")
+    check_panel_benchmarks(plan, path)
     return plan
+
+
+def check_panel_benchmarks(plan: dict, path) -> None:
+    """A plan names each benchmark of its panel by a registered name (``kind``, else its key) and
+    freezes its content sha256, which the loader and the audit check the data against."""
+    from .registry import JSONL, REGISTRY
+
+    for key, entry in ((plan.get("panel") or {}).get("benchmarks") or {}).items():
+        where = f"{path}: panel.benchmarks.{key}"
+        if not isinstance(entry, dict):
+            raise ValueError(f"{where}: expected a mapping with content_sha256")
+        name = entry.get("kind", key)
+        if name not in REGISTRY and name != JSONL:
+            raise ValueError(f"{where}: '{name}' is not a registered benchmark (known: {', '.join(REGISTRY)}, jsonl)")
+        if not re.fullmatch(r"[0-9a-f]{64}", str(entry.get("content_sha256", ""))):
+            raise ValueError(f"{where}: content_sha256 must be the 64 hex digits of the frozen content")
 
 
 def effective_protocol(plan: dict, *overrides: dict | None) -> dict[str, Any]:

@@ -65,7 +65,11 @@ def chains_table(
     rows = []
     for problem, prompt, (chain,) in zip(problems, prompts, completions):
         truncated = chain.finish_reason == "length"
-        own = answers.Extraction(None, answers.TRUNCATED) if truncated else answers.extract(chain.text, benchmark)
+        own = (
+            answers.Extraction(None, answers.TRUNCATED)
+            if truncated
+            else answers.extract(chain.text, benchmark, problem.options)
+        )
         rows.append(
             {
                 "problem_id": problem.problem_id,
@@ -120,12 +124,17 @@ def _ints(ids) -> list[int]:
 
 
 def samples_table(
-    plan: pd.DataFrame, requests: list[Request], completions: list[list[Completion]], benchmark: str
+    plan: pd.DataFrame,
+    requests: list[Request],
+    completions: list[list[Completion]],
+    benchmark: str,
+    options: dict[str, tuple[str, ...]] | None = None,
 ) -> pd.DataFrame:
+    """``options``: each multiple-choice problem's option texts, so a choice named by its text counts."""
     rows = []
     for row, request, samples in zip(plan.itertuples(), requests, completions):
         for j, c in enumerate(samples):
-            found = answers.extract(c.text, benchmark)
+            found = answers.extract(c.text, benchmark, (options or {}).get(row.problem_id))
             rows.append(
                 {
                     "problem_id": row.problem_id,

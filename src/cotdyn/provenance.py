@@ -20,7 +20,7 @@ from typing import Any
 
 import pandas as pd
 
-from .benchmarks import Problem, content_sha256
+from .benchmarks import content_sha256, problems_from_table
 from .layout import STUDY_MANIFEST
 
 EXCLUDED_DIRS = ("logs",)  # logs carry timings and paths: not outputs
@@ -116,8 +116,7 @@ def hardware() -> dict:
 
 def problems_sha256(problems_path: str | Path) -> str:
     """content_sha256 of the problems the cell actually used (after any limit)."""
-    table = pd.read_parquet(problems_path)
-    return content_sha256([Problem(r.problem_id, r.question, r.gold_raw, r.gold) for r in table.itertuples()])
+    return content_sha256(problems_from_table(pd.read_parquet(problems_path)))
 
 
 def generation_totals(generation: dict[str, dict]) -> dict:

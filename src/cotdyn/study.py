@@ -13,14 +13,13 @@ import pandas as pd
 
 from . import protocol as P
 from .backends import make_backend
-from .benchmarks import Problem
+from .benchmarks import Problem, problems_from_table
 from .cache import GenerationCache, generate
 from .writers import write_json, write_parquet
 
 
 def read_problems(path: str | Path) -> list[Problem]:
-    table = pd.read_parquet(path)
-    return [Problem(r.problem_id, r.question, r.gold_raw, r.gold) for r in table.itertuples()]
+    return problems_from_table(pd.read_parquet(path))
 
 
 def _backend(model: dict, problems: list[Problem], benchmark: str):
@@ -92,7 +91,8 @@ def run_continuations(
     completions, stats = generate(
         backend, requests, _cache(cache_dir, backend), model.get("chunk_size", 0), desc=f"{cell} continuations"
     )
-    write_parquet(P.samples_table(plan, requests, completions, benchmark), samples_out)
+    options = {p.problem_id: p.options for p in problems if p.options}
+    write_parquet(P.samples_table(plan, requests, completions, benchmark, options), samples_out)
     write_json(_generation_log(backend, stats, P.continuation_sampling(protocol), "continuations"), log_out)
 
 

@@ -26,7 +26,7 @@ rule reference:
     params:
         model=lambda w: model_for(w.cell),
         protocol=lambda w: REFERENCES[w.ref],
-        benchmark=lambda w: CELL_SPECS[w.cell].benchmark["kind"],
+        benchmark=lambda w: CELL_SPECS[w.cell].answer_rule,
         cache=CACHE_DIR,
     resources:
         gpu=lambda w: 1 if is_gpu(w.cell) else 0,
@@ -50,7 +50,7 @@ rule continuations:
     params:
         model=lambda w: model_for(w.cell),
         protocol=lambda w: PROTOCOLS[w.variant],
-        benchmark=lambda w: CELL_SPECS[w.cell].benchmark["kind"],
+        benchmark=lambda w: CELL_SPECS[w.cell].answer_rule,
         cache=CACHE_DIR,
     resources:
         gpu=lambda w: 1 if is_gpu(w.cell) else 0,

@@ -55,7 +55,7 @@ rule math_shepherd:
         f"{STUDY_DIR}/analysis/{{variant}}/math_shepherd.csv",
     params:
         cells=CELLS,
-        benchmarks=[CELL_SPECS[c].benchmark["kind"] for c in CELLS],
+        benchmarks=[CELL_SPECS[c].answer_rule for c in CELLS],
     conda:
         "../../envs/analysis.yaml"
     log:

@@ -8,7 +8,7 @@ rule records:
     params:
         protocol=lambda w: PROTOCOLS[w.variant],
         exclusion=PLAN["exclusion"],
-        benchmark=lambda w: CELL_SPECS[w.cell].benchmark["kind"],
+        benchmark=lambda w: CELL_SPECS[w.cell].answer_rule,
     conda:
         "../../envs/analysis.yaml"
     log:

@@ -65,6 +65,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ..answers import answer_type
 from .base import Completion, Request, Sampling
 
 BOS, EOS = 256, 257
@@ -172,6 +173,14 @@ def _shift(answer: str, delta: int) -> str:
     return str(value + delta)
 
 
+def _shift_letter(answer: str, delta: int) -> str:
+    """A different option than ``answer`` (a letter) among the first four, or as many as reach it."""
+    letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    i = letters.index(answer) if answer in letters else 0
+    n = max(4, i + 1)
+    return letters[(i + 1 + (abs(delta) - 1) % (n - 1)) % n]
+
+
 class SimulatedBackend:
     name = "simulated"
 
@@ -179,6 +188,8 @@ class SimulatedBackend:
         """``golds`` maps question text to gold answer: the simulator's oracle."""
         self.golds = golds
         self.benchmark = benchmark
+        # a multiple-choice answer is a letter: a wrong one is another letter, not "B+3"
+        self._shift = _shift_letter if answer_type(benchmark) == "choice" else _shift
         self.planted = planted or Planted()
         self.tokenizer = ByteTokenizer()
         self.model_revision = revision(self.planted)
@@ -291,7 +302,7 @@ class SimulatedBackend:
             n_rises = min(len(reachable), int(rng.integers(1, 4)))
             for u in sorted(int(x) for x in rng.choice(reachable, size=n_rises, replace=False)):
                 distinct[u] = min(_MAX_DISTINCT, distinct[u - 1] + 1 + int(rng.integers(0, 2)))
-        wrong = _shift(gold, int(rng.integers(1, 9)) * (1 if rng.random() < 0.5 else -1))
+        wrong = self._shift(gold, int(rng.integers(1, 9)) * (1 if rng.random() < 0.5 else -1))
         return _Latent(smooth, correct, late_switch, tuple(distinct), frozenset(nulls), wrong)
 
     @staticmethod
@@ -310,7 +321,7 @@ class SimulatedBackend:
         complete = len(pieces) - (0 if pieces[-1].rstrip().endswith(".") else 1)
         if not plan or complete < 1:  # the empty prefix: guesses from the question, never gold
             d = self._prior_distinct(question)
-            return self._say([_shift(gold, 7 * c) for c in range(1, d + 1)], j, key)
+            return self._say([self._shift(gold, 7 * c) for c in range(1, d + 1)], j, key)
         n_units, start = plan
         latent = self._latent(question, start, n_units, gold)
         u = min(complete, n_units - 1)
@@ -318,7 +329,7 @@ class SimulatedBackend:
             return self._say(None, j, key)
         switched_yet = u >= 0.7 * n_units
         dominant = gold if latent.correct or (latent.late_switch and not switched_yet) else latent.wrong
-        return self._say([dominant] + [_shift(dominant, 11 * c) for c in range(1, latent.distinct[u])], j, key)
+        return self._say([dominant] + [self._shift(dominant, 11 * c) for c in range(1, latent.distinct[u])], j, key)
 
     def _say(self, clusters: list[str] | None, j: int, key: tuple) -> Completion:
         p = self.planted
@@ -337,7 +348,7 @@ class SimulatedBackend:
             intermediate = 10 + len(key[1]) % 89  # a quantity along the way, not an answer
             text += f" we first get \\boxed{{{intermediate}}} for one part,"
         if _hit(p.conflicting_rate, "conflicting", *key):
-            text += f" the answer is {_answer_text(_shift(answer, 13), self.benchmark)}. Wait, that is not right:"
+            text += f" the answer is {_answer_text(self._shift(answer, 13), self.benchmark)}. Wait, that is not right:"
         final = self._written(answer, "latex", *key)
         if boxed and self.benchmark != "math500":  # a model that boxes along the way boxes its answer too
             final = f"\\boxed{{{final}}}"
