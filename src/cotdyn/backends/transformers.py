@@ -13,6 +13,10 @@ those of every shorter one. The backend runs each root through the model once an
 ``generate`` every row's cache sliced from its root, so only a row's last prompt token is
 processed in the batch. Without this, prefill (each of a request's m samples re-reading up to
 several hundred prompt tokens) is most of the cost on a CPU.
+
+Decoding drops finished rows (``_compacting_decode``): Hugging Face ``generate`` keeps every row
+of a batch until its longest one stops, and most rows of a continuation batch stop well before
+their budget. ``decode="generate"`` keeps the earlier path, which gives the same samples.
 """
 
 from __future__ import annotations
