@@ -200,3 +200,32 @@ def test_compacting_decode_gives_generates_samples_byte_for_byte(tiny_model_dir,
     assert reasons == {"stop", "length"} and len(set(lengths)) > 4, lengths
     # the model was fed fewer tokens: finished rows left the batch
     assert fed_after < fed_before
+
+
+def test_batch_sizes_shrink_by_a_quarter_down_to_one():
+    from cotdyn.backends.row_sizes import batch_sizes, size_at_least
+
+    assert batch_sizes(64) == [64, 48, 36, 27, 21, 16, 12, 9, 7, 6, 5, 4, 3, 2, 1]
+    assert batch_sizes(1) == [1] and batch_sizes(2) == [2, 1]
+    assert size_at_least(batch_sizes(64), 37) == 48 and size_at_least(batch_sizes(64), 36) == 36
+
+
+def test_padded_linears_give_every_smaller_batch_the_full_batchs_rows_bit_for_bit():
+    """A CPU matrix library picks kernels by size (here Linear(576, 1536) gave other last bits below
+    16 rows than at 64): padded to a probed size, every row comes out as in the full batch."""
+    import torch
+
+    from cotdyn.backends.row_sizes import batch_sizes, padded_linears, probe
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(576, 1536, bias=False), torch.nn.Linear(1536, 576, bias=False))
+    x = torch.randn(64, 1, 576)
+    with torch.no_grad():
+        full = model(x)
+        exact = probe(model, batch_sizes(64))
+        with padded_linears(model, exact):
+            padded = {rows: model(x[:rows]) for rows in range(1, 65)}
+        assert all(torch.equal(out, full[: out.shape[0]]) for out in padded.values())
+        assert all(out.shape[0] == rows for rows, out in padded.items())
+        # the hooks are gone after the block
+        assert not any(m._forward_pre_hooks or m._forward_hooks for m in model)
