@@ -48,7 +48,7 @@ def test_seeded_sampling_is_reproducible_and_ignores_the_models_generation_confi
 def test_effective_sampling_names_what_reaches_the_sampler(tiny):
     effective = tiny.effective_sampling(Sampling(0.7, 150))
     assert effective["temperature"] == 0.7 and effective["top_p"] == 1.0 and effective["top_k"] == 0
-    assert effective["repetition_penalty"] == 1.0 and effective["generate_repetition_penalty"] is None
+    assert effective["repetition_penalty"] == 1.0 and effective["generate_repetition_penalty"] == 1.0
     assert effective["max_new_tokens"] == 150 and effective["sampler"] == "cotdyn.SeededSampler"
 
 
@@ -102,16 +102,16 @@ def test_prefix_roots_map_each_prompt_to_one_that_extends_it(prompts, roots):
 
 
 def _counting_forward(backend):
-    """Wrap the model's forward to count the prompt and generated tokens it is fed."""
+    """Count the prompt and generated tokens the model is fed, per forward call.
+
+    A hook, not a replacement of ``forward``: generate reads forward's signature to decide whether
+    to pass position ids, so a wrapper with another signature would change what it computes.
+    """
     seen = []
-    forward = backend.model.forward
-
-    def counted(*args, **kwargs):
-        seen.append(kwargs["input_ids"].numel())
-        return forward(*args, **kwargs)
-
-    backend.model.forward = counted
-    return seen, lambda: setattr(backend.model, "forward", forward)
+    handle = backend.model.register_forward_pre_hook(
+        lambda module, args, kwargs: seen.append(kwargs["input_ids"].numel()), with_kwargs=True
+    )
+    return seen, handle.remove
 
 
 def test_shared_prefill_gives_the_samples_of_a_full_prefill_and_reads_each_chain_once(tiny, tiny_model_dir):
@@ -158,3 +158,74 @@ def test_inverse_cdf_in_blocks_matches_one_cumulative_sum_over_the_vocabulary():
     weights[:, vocab - 400 :] = 0.0
     end = inverse_cdf(weights, torch.full((64,), 1.0, dtype=torch.float64))
     assert (end < vocab - 400).all() and (weights.gather(1, end[:, None]) > 0).all()
+
+
+@pytest.mark.parametrize("share_prefill", [True, False])
+def test_compacting_decode_gives_generates_samples_byte_for_byte(tiny_model_dir, share_prefill):
+    """Finished rows leaving the batch change no sample: the same tokens, texts and finish reasons
+    as Hugging Face generate, with rows stopping at every step from the first to the budget."""
+    backends = {
+        decode: make_backend(
+            {
+                "backend": "transformers",
+                "id": str(tiny_model_dir),
+                "dtype": "float32",
+                "batch_size": 8,
+                "share_prefill": share_prefill,
+                "decode": decode,
+            }
+        )
+        for decode in ("generate", "compacting")
+    }
+    # A random model almost never samples its end token: make a twentieth of the vocabulary stop,
+    # so rows of one batch end at different steps and the batch is compacted several times.
+    stops = set(range(2, len(backends["generate"].tokenizer.hf), 20))
+    for backend in backends.values():
+        backend.stop_ids = stops | backend.stop_ids
+    other = tuple(backends["generate"].tokenizer.chat_prompt_ids("Solve.", "What is 7*6?"))
+    requests = _requests(backends["generate"], [256, 512], n=3, max_tokens=16) + [
+        Request(other, 2, Sampling(0.7, 16), 1024)
+    ]
+    fed = {}
+    for decode, backend in backends.items():
+        fed[decode], restore = _counting_forward(backend)
+        try:
+            fed[decode] = (backend.generate(requests), sum(fed[decode]))
+        finally:
+            restore()
+    (before, fed_before), (after, fed_after) = fed["generate"], fed["compacting"]
+    assert after == before
+    lengths = [len(c.token_ids) for out in after for c in out]
+    reasons = {c.finish_reason for out in after for c in out}
+    assert reasons == {"stop", "length"} and len(set(lengths)) > 4, lengths
+    # the model was fed fewer tokens: finished rows left the batch
+    assert fed_after < fed_before
+
+
+def test_batch_sizes_shrink_by_a_quarter_down_to_one():
+    from cotdyn.backends.row_sizes import batch_sizes, size_at_least
+
+    assert batch_sizes(64) == [64, 48, 36, 27, 21, 16, 12, 9, 7, 6, 5, 4, 3, 2, 1]
+    assert batch_sizes(1) == [1] and batch_sizes(2) == [2, 1]
+    assert size_at_least(batch_sizes(64), 37) == 48 and size_at_least(batch_sizes(64), 36) == 36
+
+
+def test_padded_linears_give_every_smaller_batch_the_full_batchs_rows_bit_for_bit():
+    """A CPU matrix library picks kernels by size (here Linear(576, 1536) gave other last bits below
+    16 rows than at 64): padded to a probed size, every row comes out as in the full batch."""
+    import torch
+
+    from cotdyn.backends.row_sizes import batch_sizes, padded_linears, probe
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(576, 1536, bias=False), torch.nn.Linear(1536, 576, bias=False))
+    x = torch.randn(64, 1, 576)
+    with torch.no_grad():
+        full = model(x)
+        exact = probe(model, batch_sizes(64))
+        with padded_linears(model, exact):
+            padded = {rows: model(x[:rows]) for rows in range(1, 65)}
+        assert all(torch.equal(out, full[: out.shape[0]]) for out in padded.values())
+        assert all(out.shape[0] == rows for rows, out in padded.items())
+        # the hooks are gone after the block
+        assert not any(m._forward_pre_hooks or m._forward_hooks for m in model)

@@ -118,3 +118,9 @@ def generation_logs(cell):
         ref = Path(chains_path(cell, v)).parent
         logs[f"reference/{ref.name}"] = str(ref / "generation.json")
     return logs
+
+
+onstart:
+    from cotdyn.announce import run_summary
+
+    print("\n".join(run_summary(config["study"], CELL_SPECS, PROTOCOLS[VARIANTS[0]], CACHE_DIR)))

@@ -28,6 +28,7 @@ def make_backend(model: dict, golds: dict[str, str] | None = None, benchmark: st
             model.get("device", "cpu"),
             model.get("batch_size", 16),
             model.get("share_prefill", True),
+            model.get("decode", "compacting"),
         )
     if kind == "vllm":
         from .vllm import VLLMBackend

@@ -13,6 +13,10 @@ those of every shorter one. The backend runs each root through the model once an
 ``generate`` every row's cache sliced from its root, so only a row's last prompt token is
 processed in the batch. Without this, prefill (each of a request's m samples re-reading up to
 several hundred prompt tokens) is most of the cost on a CPU.
+
+Decoding drops finished rows (``_compacting_decode``): Hugging Face ``generate`` keeps every row
+of a batch until its longest one stops, and most rows of a continuation batch stop well before
+their budget. ``decode="generate"`` keeps the earlier path, which gives the same samples.
 """
 
 from __future__ import annotations
@@ -30,9 +34,12 @@ from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
 from ..prompts import ChatTokenizer
+from . import row_sizes
 from .base import Completion, Request, Sampling
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+# "compacting": finished rows leave the batch; "generate": Hugging Face generate (the earlier path)
+DECODERS = ("compacting", "generate")
 
 
 class SeededSampler:
@@ -60,7 +67,15 @@ class SeededSampler:
         """One token per row by inverse-CDF sampling with that row's generator."""
         return self._draw_in_place(logits.float().clone())
 
-    def _draw_in_place(self, logits: torch.Tensor) -> torch.Tensor:
+    def draw_rows(self, logits: torch.Tensor, rows: Sequence[int]) -> torch.Tensor:
+        """One token for each of ``rows`` (logits row k is sample ``rows[k]``), drawing in place.
+
+        The compacting decode loop hands only the rows still running: each draws from its own
+        generator, one uniform a step, exactly as it would inside the full batch.
+        """
+        return self._draw_in_place(logits.float(), [self.generators[r] for r in rows])
+
+    def _draw_in_place(self, logits: torch.Tensor, generators: Sequence[torch.Generator] | None = None) -> torch.Tensor:
         s = self.sampling
         if s.temperature == 0:
             return torch.argmax(logits, dim=-1)
@@ -76,7 +91,10 @@ class SeededSampler:
             keep = torch.cumsum(sorted_probs, -1) - sorted_probs < s.top_p
             weights = torch.zeros_like(probs).scatter(-1, order, sorted_probs * keep)
         uniforms = torch.cat(
-            [torch.rand(1, generator=g, dtype=torch.float64, device=weights.device) for g in self.generators]
+            [
+                torch.rand(1, generator=g, dtype=torch.float64, device=weights.device)
+                for g in (self.generators if generators is None else generators)
+            ]
         )
         return inverse_cdf(weights, uniforms)
 
@@ -198,6 +216,7 @@ class TransformersBackend:
         device: str = "cpu",
         batch_size: int = 16,
         share_prefill: bool = True,
+        decode: str = "compacting",
     ):
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -205,6 +224,10 @@ class TransformersBackend:
             raise ValueError(f"unknown dtype '{dtype}' (known: {', '.join(DTYPES)})")
         self.model_id, self.dtype, self.device, self.batch_size = model_id, dtype, device, batch_size
         self.share_prefill = share_prefill
+        if decode not in DECODERS:
+            raise ValueError(f"unknown decode '{decode}' (known: {', '.join(DECODERS)})")
+        self.decode = decode
+        self._exact_sizes: dict[int, dict] = {}  # batch size -> row_sizes.probe of the model
         hf_tokenizer = AutoTokenizer.from_pretrained(model_id, revision=revision)
         self.tokenizer = ChatTokenizer(hf_tokenizer)
         self.model = AutoModelForCausalLM.from_pretrained(model_id, revision=revision, dtype=DTYPES[dtype])
@@ -224,6 +247,7 @@ class TransformersBackend:
             "device": self.device,
             "batch_size": self.batch_size,
             "share_prefill": self.share_prefill,
+            "decode": self.decode,
             "chat_template_sha256": self.tokenizer.template_sha256(),
             "tokenizer_sha256": _tokenizer_sha256(self.tokenizer.hf),
         }
@@ -238,7 +262,7 @@ class TransformersBackend:
             temperature=None,
             top_k=None,
             top_p=None,
-            repetition_penalty=None,
+            repetition_penalty=1.0,  # None would take the model generation_config's own
             eos_token_id=sorted(self.stop_ids),
             pad_token_id=self.pad_id,
             bos_token_id=None,
@@ -333,17 +357,84 @@ class TransformersBackend:
             ids[row, width - len(p) :] = torch.tensor(p, dtype=torch.long)
             mask[row, width - len(p) :] = 1
         sampler = SeededSampler([requests[i].seed + j for i, j in batch], sampling, self.device)
+        ids, mask, cache = ids.to(self.device), mask.to(self.device), self._row_cache(rooted, width)
+        with torch.no_grad():
+            if self.decode == "generate":
+                rows = self._hf_generate(ids, mask, cache, sampler, sampling)
+            else:
+                rows = self._compacting_decode(ids, mask, cache, sampler, sampling)
+        return [self._completion(row, sampling) for row in rows]
+
+    def _hf_generate(self, ids, mask, cache, sampler: SeededSampler, sampling: Sampling) -> list[list[int]]:
+        """Hugging Face ``generate``: every row stays in the batch until the longest one stops.
+
+        The earlier path, kept as the baseline the compacting loop is checked and timed against.
+        """
         from transformers import LogitsProcessorList
 
-        with torch.no_grad():
-            output = self.model.generate(
-                input_ids=ids.to(self.device),
-                attention_mask=mask.to(self.device),
-                generation_config=self.generation_config(sampling),
-                logits_processor=LogitsProcessorList([sampler]),
-                cache=self._row_cache(rooted, width),
-            )
-        return [self._completion(row.tolist(), sampling) for row in output[:, width:].cpu()]
+        output = self.model.generate(
+            input_ids=ids,
+            attention_mask=mask,
+            generation_config=self.generation_config(sampling),
+            logits_processor=LogitsProcessorList([sampler]),
+            cache=cache,
+        )
+        return [row.tolist() for row in output[:, ids.shape[1] :].cpu()]
+
+    def _compacting_decode(self, ids, mask, cache, sampler: SeededSampler, sampling: Sampling) -> list[list[int]]:
+        """generate()'s sampling loop, step for step, except that finished rows leave the batch.
+
+        Each step feeds the model what ``generate`` feeds it (the uncached tokens, the left-padded
+        attention mask, or none when no row is padded, positions counted from the mask, logits of
+        the last position only), and each running row draws from its own generator once a step, so
+        a row's tokens are the ones ``generate`` gives it. When the running rows fit a smaller of
+        the batch's sizes (``row_sizes``), the batch and its keys and values shrink to it (finished
+        rows fill what the running ones leave), and every linear layer is fed its rows padded to a
+        size that computes them as the full batch did.
+        """
+        positions = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 0)
+        attention = None if bool((mask == 1).all()) else mask
+        past = 0 if cache is None else cache.get_seq_length()
+        cache = cache if cache is not None else DynamicCache(config=self.model.config)
+        inputs, positions = ids[:, past:], positions[:, past:]
+        stops = torch.tensor(sorted(self.stop_ids), device=ids.device)
+        sizes = row_sizes.batch_sizes(ids.shape[0])
+        if sizes[0] not in self._exact_sizes:
+            self._exact_sizes[sizes[0]] = row_sizes.probe(self.model, sizes)
+        running = list(range(ids.shape[0]))  # batch row k is sample running[k]
+        live = torch.ones(len(running), dtype=torch.bool, device=ids.device)
+        out: list[list[int]] = [[] for _ in running]
+        with row_sizes.padded_linears(self.model, self._exact_sizes[sizes[0]]):
+            for step in range(sampling.max_tokens):
+                logits = self.model(
+                    input_ids=inputs,
+                    attention_mask=attention,
+                    position_ids=positions,
+                    cache=cache,
+                    use_cache=True,
+                    logits_to_keep=1,
+                ).logits[:, -1]
+                tokens = sampler.draw_rows(logits.to(copy=True, dtype=torch.float32), running)
+                for k, token in enumerate(tokens.tolist()):
+                    if live[k]:
+                        out[running[k]].append(token)
+                live &= ~torch.isin(tokens, stops)
+                if step + 1 == sampling.max_tokens or not live.any():
+                    break
+                positions = positions[:, -1:] + 1
+                if attention is not None:
+                    attention = torch.cat([attention, attention.new_ones((attention.shape[0], 1))], dim=-1)
+                inputs = tokens[:, None]
+                rows = row_sizes.size_at_least(sizes, int(live.sum()))
+                if rows < len(running):
+                    # running rows first, in batch order, then finished ones as filler
+                    keep = torch.cat([live.nonzero(), (~live).nonzero()]).squeeze(-1)[:rows].sort().values
+                    running = [running[k] for k in keep.tolist()]
+                    inputs, positions, live = inputs[keep], positions[keep], live[keep]
+                    attention = attention[keep] if attention is not None else None
+                    for layer in cache.layers:
+                        layer.batch_select_indices(keep)
+        return out
 
     def _completion(self, generated: list[int], sampling: Sampling) -> Completion:
         for t, token in enumerate(generated):
