@@ -60,3 +60,19 @@ def test_reference_settings_name_the_chains_they_share(plan):
     assert reference_id(registered) == "t0.7-b600-s20260829"
     assert reference_id({**registered, "segmentation": "newline"}) == reference_id(registered)
     assert reference_id({**registered, "reference_max_tokens": 1280}) != reference_id(registered)
+
+
+def test_the_reasoning_cut_is_a_generating_choice(plan):
+    config = study(
+        sampled={"endpoint": "reasoning"},
+        forced={"subsample_of": "sampled", "endpoint": "chain_answer"},
+    )
+    assert protocol_for(config, plan, "sampled")["endpoint"] == "reasoning"
+    assert protocol_for(config, plan, "forced")["endpoint"] == "chain_answer"
+    # samples drawn at the whole chain cannot stand for a last state sampled from the reasoning alone
+    with pytest.raises(ConfigError, match="endpoint 'reasoning' cannot reuse the samples of 'registered'"):
+        protocol_for(study(cut={"subsample_of": "registered", "endpoint": "reasoning"}), plan, "cut")
+    # nor the cut's samples for a whole-chain continuation endpoint
+    bad = study(sampled={"endpoint": "reasoning"}, full={"subsample_of": "sampled", "endpoint": "continuation"})
+    with pytest.raises(ConfigError, match="endpoint 'continuation' cannot reuse the samples of 'sampled'"):
+        protocol_for(bad, plan, "full")

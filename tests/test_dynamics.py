@@ -670,3 +670,85 @@ def test_objective_profiles_zero_spread_sits_at_task_mean():
     assert table.loc["high_accuracy", "n_conditions"] == 1  # ceil(25% of 2)
     assert table.loc["high_accuracy", list(dyn.PROFILE_METRICS)].tolist() == [0.0] * 7
     assert table.loc["high_accuracy", "conditions"] == "m0-gsm8k"  # tie on z = 0: (model, task) order
+
+
+# ---------------------------------------------------------------------------------------------
+# Seed 002 Def. 1: the last state sampled from the reasoning alone, or forced to the chain's answer
+
+
+def test_commitment_time_is_in_token_normalised_time():
+    # a >= 0.8 from checkpoint 2 on; checkpoints at 0, 16, 32 and the cut at 40 tokens:
+    # index time 2/3, token time 32/40
+    states = [{"a": 0.9, "b": 0.1}, {"a": 0.7, "b": 0.3}, {"a": 0.85, "b": 0.15}, {"a": 0.8, "b": 0.2}]
+    assert dyn.commitment_time(states, 0.8, positions=(0, 16, 32, 40)) == pytest.approx(0.8)
+    metrics = dyn.trajectory_metrics(states, 0.8, positions=(0, 16, 32, 40))
+    assert metrics["t_commit"] == pytest.approx(0.8) and metrics["t_commit_index"] == pytest.approx(2 / 3)
+    with pytest.raises(ValueError, match="strictly increasing"):
+        dyn.commitment_time(states, 0.8, positions=(0, 16, 16, 40))
+    # profile_table reads the positions from prefix_tokens
+    samples = samples_from_states({"q": [{"a": 0.5, "b": 0.5}, {"a": 0.5, "b": 0.5}, {"a": 1.0}, {"a": 1.0}]})
+    samples.loc[samples["prefix"] == 3, "prefix_tokens"] = 40
+    records = pd.DataFrame(
+        {"cell": ["m-gsm8k"], "problem_id": ["q"], "gold": ["a"], "chain_correct": [True], "reference_tokens": [45]}
+    )
+    row = dyn.profile_table(samples, records).iloc[0]
+    assert row["t_commit"] == pytest.approx(32 / 40) and row["t_commit_index"] == pytest.approx(2 / 3)
+
+
+ENDPOINT_STATES = {
+    # gold 18 dominant at the cut, but the chain states 11: sampled -> stochastic miss
+    "miss": [{"7": 1.0}, {"18": 0.75, "7": 0.25}, {"18": 0.8125, "11": 0.1875}],
+    # 11 dominant at the cut, but the chain states gold 18: sampled -> fragile success
+    "fragile": [{"7": 1.0}, {"11": 0.75, "18": 0.25}, {"11": 0.75, "18": 0.25}],
+}
+
+
+def test_same_trace_sampled_and_forced_endpoint_give_the_two_mechanisms():
+    from cotdyn.protocol import variant_samples
+
+    samples = samples_from_states(ENDPOINT_STATES).assign(cell="m-gsm8k")
+    chains = pd.DataFrame(
+        {"problem_id": ["miss", "fragile"], "chain_answer": ["11", "18"], "reference_truncated": [False, False]}
+    )
+    records = pd.DataFrame(
+        {
+            "cell": "m-gsm8k",
+            "problem_id": ["miss", "fragile"],
+            "gold": ["18", "18"],
+            "chain_correct": [False, True],
+            "reference_tokens": [40, 40],
+        }
+    )
+    protocol = {"m": 16}
+
+    def mechanisms(endpoint):
+        chosen = variant_samples(samples, chains, protocol | {"endpoint": endpoint})
+        table = dyn.profile_table(chosen, records, benchmarks={"m-gsm8k": "gsm8k"})
+        return dict(zip(table["problem_id"], table["mechanism"]))
+
+    assert mechanisms("reasoning") == {"fragile": "fragile_success", "miss": "stochastic_miss"}
+    # forced: the last state is the chain's own answer, so gold dominance at K is the outcome
+    assert mechanisms("chain_answer") == {"fragile": "rescue", "miss": "failed_rescue"}
+    # m keeps the first m samples of each prefix: with m = 4 the cut of "miss" reads {18: 1}
+    few = variant_samples(samples, chains, {"m": 4, "endpoint": "reasoning"})
+    assert few.groupby(["problem_id", "prefix"]).size().eq(4).all()
+    assert dyn.distributions(few)["miss"][-1] == {"18": 1.0}
+
+
+def test_gold_dominance_uses_answer_equivalence():
+    # a MATH-500 class written differently from gold but equivalent to it
+    states = {"q": [{"\\dfrac{1}{2}": 1.0}, {"\\dfrac{1}{2}": 1.0}]}
+    samples = samples_from_states(states).assign(cell="m-math500")
+    records = pd.DataFrame(
+        {
+            "cell": ["m-math500"],
+            "problem_id": ["q"],
+            "gold": ["\\frac{1}{2}"],
+            "chain_correct": [True],
+            "reference_tokens": [16],
+        }
+    )
+    by_string = dyn.profile_table(samples, records).iloc[0]
+    by_equivalence = dyn.profile_table(samples, records, benchmarks={"m-math500": "math500"}).iloc[0]
+    assert (by_string["mechanism"], by_string["gold_dominant_final"]) == ("fragile_success", False)
+    assert (by_equivalence["mechanism"], by_equivalence["gold_dominant_final"]) == ("stable_success", True)

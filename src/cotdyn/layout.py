@@ -15,6 +15,11 @@ SWEEPS = ("analysis/sweeps.csv", "analysis/sweeps.html")
 ANALYSIS_FILES = ("hypotheses.json", "panel_table.csv", "h2_table.csv", "h3_buckets.csv", "h4_table.csv",
                   "h5_table.csv", "holm_table.csv", "forest_gaps.png")  # fmt: skip
 
+# Seed 002's outputs of one variant (cotdyn.dynamics_plots.write_dynamics writes them; rule dynamics).
+DYNAMICS_FILES = ("profiles.csv", "variance_decomposition.csv", "objective_profiles.csv", "mechanism_shares.csv",
+                  "disagreement_pairs.csv", "disagreement_curve.csv", "disagreement.png", "mechanism_shares.png",
+                  "trajectories.png")  # fmt: skip
+
 
 def problems(benchmark: str) -> str:
     return f"problems/{benchmark}.parquet"
@@ -45,7 +50,7 @@ def study_targets(cells: Iterable[str], variants: Iterable[str]) -> list[str]:
     cells, variants = list(cells), list(variants)
     per_variant = [
         *ANALYSIS_FILES,
-        "dynamics/profiles.csv",
+        *(f"dynamics/{name}" for name in DYNAMICS_FILES),
         "exploratory/tables.html",
         "report_header.html",
         "math_shepherd.csv",
