@@ -76,3 +76,28 @@ def test_the_reasoning_cut_is_a_generating_choice(plan):
     bad = study(sampled={"endpoint": "reasoning"}, full={"subsample_of": "sampled", "endpoint": "continuation"})
     with pytest.raises(ConfigError, match="endpoint 'continuation' cannot reuse the samples of 'sampled'"):
         protocol_for(bad, plan, "full")
+
+
+def test_panel_dynamics_runs_seed_002s_protocol_on_vllm(plan):
+    import yaml
+
+    config = yaml.safe_load(open("config/panel-dynamics.yaml"))
+    cells = resolve_cells(config, plan)
+    assert len(cells) == 8 and {c.model["backend"] for c in cells.values()} == {"vllm"}
+    assert not config.get("confirmatory")  # exploratory, beside the registered study
+    # seed 002 Appendix A.3-A.5 and Def. 1
+    paper = {
+        "reference_temperature": 0.7,
+        "continuation_temperature": 0.7,
+        "top_p": 0.9,
+        "reference_max_tokens": 600,
+        "continuation_max_tokens": 600,
+        "checkpoints": "tokens",
+        "checkpoint_stride": 16,
+        "m": 16,
+        "null_answers": "class",
+    }
+    sampled, forced = protocol_for(config, plan, "sampled"), protocol_for(config, plan, "forced")
+    assert {k: sampled[k] for k in paper} == paper and {k: forced[k] for k in paper} == paper
+    assert (sampled["endpoint"], forced["endpoint"]) == ("reasoning", "chain_answer")
+    assert samples_variant(config, "forced") == "sampled"
