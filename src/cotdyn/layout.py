@@ -20,6 +20,10 @@ DYNAMICS_FILES = ("profiles.csv", "variance_decomposition.csv", "objective_profi
                   "disagreement_pairs.csv", "disagreement_curve.csv", "disagreement.png", "mechanism_shares.png",
                   "trajectories.png")  # fmt: skip
 
+# Seed 002 Figure 4 over the variants a config's dynamics_comparisons names (rule dynamics_interventions).
+INTERVENTION_FILES = tuple(f"analysis/dynamics_interventions/{name}"
+                           for name in ("conditions.csv", "changes.csv", "effects.csv", "figure4.png"))  # fmt: skip
+
 
 def problems(benchmark: str) -> str:
     return f"problems/{benchmark}.parquet"
@@ -44,9 +48,10 @@ def cell_manifest(cell: str) -> str:
     return f"manifest/cells/{cell}.json"
 
 
-def study_targets(cells: Iterable[str], variants: Iterable[str]) -> list[str]:
+def study_targets(cells: Iterable[str], variants: Iterable[str], interventions: bool = False) -> list[str]:
     """Every final output of a study but its manifest: what ``rule all`` asks for, what the study
-    manifest waits for (so it hashes a finished study), and what the audit expects listed."""
+    manifest waits for (so it hashes a finished study), and what the audit expects listed.
+    ``interventions``: the study's config names seed 002 Figure 4 comparisons."""
     cells, variants = list(cells), list(variants)
     per_variant = [
         *ANALYSIS_FILES,
@@ -60,4 +65,5 @@ def study_targets(cells: Iterable[str], variants: Iterable[str]) -> list[str]:
         *(cell_manifest(c) for c in cells),
         *(analysis_file(v, name) for v in variants for name in per_variant),
         *SWEEPS,
+        *(INTERVENTION_FILES if interventions else ()),
     ]

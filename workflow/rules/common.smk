@@ -44,7 +44,10 @@ wildcard_constraints:
 
 def study_targets():
     """Every final output of the study but its manifest (cotdyn.layout.study_targets)."""
-    return [f"{STUDY_DIR}/{path}" for path in layout.study_targets(CELLS, VARIANTS)]
+    return [
+        f"{STUDY_DIR}/{path}"
+        for path in layout.study_targets(CELLS, VARIANTS, bool(config.get("dynamics_comparisons")))
+    ]
 
 
 def exploratory_item(name, kind):

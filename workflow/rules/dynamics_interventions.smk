@@ -1,0 +1,58 @@
+# Seed 002 Figure 4: training and inference interventions, over the variants that the config's
+# dynamics_comparisons names (cotdyn.dynamics_interventions).
+
+
+def comparison_variants(comparisons):
+    """The variants a comparison config reads, each checked against the study's variants."""
+    named = {comparisons["default_variant"]}
+    for family, entries in comparisons["families"].items():
+        for entry in entries:
+            named |= {side.get("variant", comparisons["default_variant"]) for side in (entry["reference"], entry["intervened"])}
+    unknown = sorted(named - set(VARIANTS))
+    if unknown:
+        raise WorkflowError(
+            f"{CONFIG_SOURCE}: dynamics_comparisons names unknown variant(s) {', '.join(unknown)} "
+            f"(known: {', '.join(VARIANTS)})"
+        )
+    return sorted(named)
+
+
+if config.get("dynamics_comparisons"):
+    COMPARISON_VARIANTS = comparison_variants(config["dynamics_comparisons"])
+
+    rule dynamics_interventions:
+        input:
+            profiles=[f"{STUDY_DIR}/analysis/{v}/dynamics/profiles.csv" for v in COMPARISON_VARIANTS],
+        output:
+            conditions=f"{STUDY_DIR}/{layout.INTERVENTION_FILES[0]}",
+            changes=report(
+                f"{STUDY_DIR}/{layout.INTERVENTION_FILES[1]}",
+                caption="../report/dynamics_interventions.rst",
+                category="4. Dynamics",
+                subcategory="interventions",
+                labels={"output": "changes"},
+            ),
+            effects=report(
+                f"{STUDY_DIR}/{layout.INTERVENTION_FILES[2]}",
+                caption="../report/dynamics_interventions.rst",
+                category="4. Dynamics",
+                subcategory="interventions",
+                labels={"output": "effects"},
+            ),
+            figure=report(
+                f"{STUDY_DIR}/{layout.INTERVENTION_FILES[3]}",
+                caption="../report/dynamics_interventions.rst",
+                category="4. Dynamics",
+                subcategory="interventions",
+                labels={"output": "figure4"},
+            ),
+        params:
+            variants=COMPARISON_VARIANTS,
+            comparisons=config["dynamics_comparisons"],
+            plan_sha256=PLAN_SHA256,
+        conda:
+            "../../envs/analysis.yaml"
+        log:
+            f"{STUDY_DIR}/logs/dynamics_interventions.log",
+        script:
+            "../scripts/dynamics_interventions.py"
