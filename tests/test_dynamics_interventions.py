@@ -119,3 +119,11 @@ def test_figure4_is_deterministic():
     a = png_bytes(di.interventions_figure(changes, effects))
     b = png_bytes(di.interventions_figure(changes, effects))
     assert a == b and a[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_comparison_variants_are_checked_against_the_study():
+    config = {"default_variant": "base", "families": {"t": [{"reference": {"model": "a", "variant": "t02"},
+                                                             "intervened": {"model": "a", "variant": "t10"}}]}}  # fmt: skip
+    assert di.comparison_variants(config, ["base", "t02", "t10"]) == ["base", "t02", "t10"]
+    with pytest.raises(ValueError, match="unknown variant\\(s\\) t10 \\(known: base, t02\\)"):
+        di.comparison_variants(config, ["base", "t02"])

@@ -56,6 +56,21 @@ def _side(entry: Mapping, side: str, default_variant: str, where: str) -> tuple[
     return str(entry[side].get("variant", default_variant)), str(entry[side]["model"])
 
 
+def comparison_variants(comparisons: Mapping, variants: Sequence[str]) -> list[str]:
+    """The variants a comparison config reads (the default's included), each one of ``variants``."""
+    default = comparisons["default_variant"]
+    named = {default}
+    for entries in comparisons["families"].values():
+        for entry in entries:
+            named |= {side.get("variant", default) for side in (entry["reference"], entry["intervened"])}
+    unknown = sorted(named - set(variants))
+    if unknown:
+        raise ValueError(
+            f"dynamics_comparisons names unknown variant(s) {', '.join(unknown)} (known: {', '.join(variants)})"
+        )
+    return sorted(named)
+
+
 def comparison_label(reference: tuple[str, str], intervened: tuple[str, str]) -> str:
     """'model' when the variant is the default's, else 'model@variant', reference -> intervened."""
     return f"{reference[1]}@{reference[0]} -> {intervened[1]}@{intervened[0]}"

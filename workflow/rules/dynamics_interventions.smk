@@ -1,24 +1,13 @@
 # Seed 002 Figure 4: training and inference interventions, over the variants that the config's
 # dynamics_comparisons names (cotdyn.dynamics_interventions).
-
-
-def comparison_variants(comparisons):
-    """The variants a comparison config reads, each checked against the study's variants."""
-    named = {comparisons["default_variant"]}
-    for family, entries in comparisons["families"].items():
-        for entry in entries:
-            named |= {side.get("variant", comparisons["default_variant"]) for side in (entry["reference"], entry["intervened"])}
-    unknown = sorted(named - set(VARIANTS))
-    if unknown:
-        raise WorkflowError(
-            f"{CONFIG_SOURCE}: dynamics_comparisons names unknown variant(s) {', '.join(unknown)} "
-            f"(known: {', '.join(VARIANTS)})"
-        )
-    return sorted(named)
+from cotdyn.dynamics_interventions import comparison_variants
 
 
 if config.get("dynamics_comparisons"):
-    COMPARISON_VARIANTS = comparison_variants(config["dynamics_comparisons"])
+    try:
+        COMPARISON_VARIANTS = comparison_variants(config["dynamics_comparisons"], VARIANTS)
+    except ValueError as e:
+        raise WorkflowError(f"{CONFIG_SOURCE}: {e}") from None
 
     rule dynamics_interventions:
         input:
