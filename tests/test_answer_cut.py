@@ -26,6 +26,9 @@ TOK = ByteTokenizer()
         ("We add 12 and 6.\nShe has 18 eggs.", "gsm8k", "We add 12 and 6.\n"),
         # MATH-500: the last box, even after a later number-free sentence
         ("So x = 3.\nThus $x = \\boxed{3}$. Done", "math500", "So x = 3.\nThus $x = "),
+        # several markers: the statement starts at the first ("\boxed" is a marker too)
+        ("So x = 3.\nThe final answer is \\boxed{3}.", "math500", "So x = 3.\n"),
+        ("x is 3. Final answer: the answer is 3", "gsm8k", "x is 3. "),
         # MATH-500 without a box falls back to the final number, as extraction does
         ("So x = 3.\nFinal answer: 3", "math500", "So x = 3.\n"),
         # no answer at all: everything is reasoning
@@ -84,3 +87,35 @@ def test_prefix_plan_under_the_reasoning_endpoint_ends_at_the_cut():
     assert cut[cut.problem_id == "q1"].prefix_tokens.tolist() == full[full.problem_id == "q1"].prefix_tokens.tolist()
     with pytest.raises(ValueError, match="needs the benchmark"):
         P.prefix_plan(chains, protocol | {"endpoint": "reasoning"}, TOK.decode)
+
+
+@pytest.mark.parametrize("kind, path", [("gsm8k", "gsm8k_test.jsonl"), ("math500", "math500_test.jsonl")])
+def test_the_cut_leaves_the_simulated_chains_answer_to_be_sampled(data_dir, kind, path):
+    """On the simulated backend the reasoning ends before "The final answer is ..." (on MATH-500
+    "... \\boxed{x}"), so the continuation of the last prefix states an answer, the planted one
+    (with the cut at the last marker, \\boxed, the MATH-500 continuations were all empty)."""
+    from cotdyn.backends.simulated import SimulatedBackend
+    from cotdyn.benchmarks import load_benchmark
+    from cotdyn.cache import generate
+
+    problems = load_benchmark({"kind": kind, "path": data_dir / path})[:12]
+    protocol = effective_protocol(load_plan("preregistration/plan.yaml")) | {
+        "checkpoints": "tokens",
+        "endpoint": "reasoning",
+        "m": 2,
+    }
+    backend = SimulatedBackend({p.question: p.gold for p in problems}, kind)
+    prompts = [backend.tokenizer.chat_prompt_ids(protocol["system_prompt"], p.question) for p in problems]
+    chains_out, _ = generate(backend, P.reference_requests(problems, prompts, protocol, "c"), None)
+    chains = P.chains_table(problems, prompts, chains_out, kind)
+    plan = P.prefix_plan(chains, protocol, backend.tokenizer.decode, kind)
+    last = plan[plan["prefix"] == plan.groupby("problem_id")["prefix"].transform("max")]
+    requests = P.continuation_requests(chains, last, protocol, "c")
+    samples = P.samples_table(last, requests, generate(backend, requests, None)[0], kind)
+    assert (samples["status"] == "ok").all()
+    # sample 0 of a prefix states its dominant answer, which the chain states too (no off-mode chains)
+    first = samples[samples["sample"] == 0]
+    own = chains.set_index("problem_id")["chain_answer"]
+    got, want = first["answer"].to_numpy(), own.reindex(first["problem_id"]).to_numpy()
+    stated = pd.notna(want)  # a chain cut by its budget states none: it is all reasoning
+    assert stated.sum() >= 9 and (got[stated] == want[stated]).all(), [(g, w) for g, w in zip(got, want) if g != w]

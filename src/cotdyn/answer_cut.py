@@ -7,9 +7,10 @@ cut by one documented rule:
 1. Locate the answer the extraction rule reads (``answers.extract``): on MATH-500 the last
    ``\\boxed{``/``\\fbox{`` (else the final number, as extraction falls back); on GSM8K and the
    arithmetic benchmark the final number.
-2. The final-answer statement is the line holding that answer, from the last answer marker on that
-   line before the answer ("final answer", "the answer is", "answer:", "####", ``\\boxed``) or, with
-   no marker, from the line's start. The reasoning is everything before it.
+2. The final-answer statement is the line holding that answer, from the first answer marker on
+   that line at or before the answer ("final answer", "the answer is", "answer:", "####",
+   ``\\boxed``; the first, so "The final answer is \\boxed{3}" is cut before "The") or, with no
+   marker, from the line's start. The reasoning is everything before it.
 3. A chain with no answer of its own (no answer found, or cut by its token budget) is all reasoning.
 
 In tokens, the reasoning is the longest run of the chain's own tokens whose text ends at or before
@@ -52,7 +53,7 @@ def reasoning_end(text: str, benchmark: str) -> int:
     line_end = text.find("\n", position)
     line_end = len(text) if line_end < 0 else line_end
     markers = [m.start() for m in _MARKER.finditer(text, line_start, line_end) if m.start() <= position]
-    return markers[-1] if markers else line_start
+    return markers[0] if markers else line_start
 
 
 def reasoning_tokens(
