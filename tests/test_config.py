@@ -60,3 +60,44 @@ def test_reference_settings_name_the_chains_they_share(plan):
     assert reference_id(registered) == "t0.7-b600-s20260829"
     assert reference_id({**registered, "segmentation": "newline"}) == reference_id(registered)
     assert reference_id({**registered, "reference_max_tokens": 1280}) != reference_id(registered)
+
+
+def test_the_reasoning_cut_is_a_generating_choice(plan):
+    config = study(
+        sampled={"endpoint": "reasoning"},
+        forced={"subsample_of": "sampled", "endpoint": "chain_answer"},
+    )
+    assert protocol_for(config, plan, "sampled")["endpoint"] == "reasoning"
+    assert protocol_for(config, plan, "forced")["endpoint"] == "chain_answer"
+    # samples drawn at the whole chain cannot stand for a last state sampled from the reasoning alone
+    with pytest.raises(ConfigError, match="endpoint 'reasoning' cannot reuse the samples of 'registered'"):
+        protocol_for(study(cut={"subsample_of": "registered", "endpoint": "reasoning"}), plan, "cut")
+    # nor the cut's samples for a whole-chain continuation endpoint
+    bad = study(sampled={"endpoint": "reasoning"}, full={"subsample_of": "sampled", "endpoint": "continuation"})
+    with pytest.raises(ConfigError, match="endpoint 'continuation' cannot reuse the samples of 'sampled'"):
+        protocol_for(bad, plan, "full")
+
+
+def test_panel_dynamics_runs_seed_002s_protocol_on_vllm(plan):
+    import yaml
+
+    config = yaml.safe_load(open("config/panel-dynamics.yaml"))
+    cells = resolve_cells(config, plan)
+    assert len(cells) == 8 and {c.model["backend"] for c in cells.values()} == {"vllm"}
+    assert not config.get("confirmatory")  # exploratory, beside the registered study
+    # seed 002 Appendix A.3-A.5 and Def. 1
+    paper = {
+        "reference_temperature": 0.7,
+        "continuation_temperature": 0.7,
+        "top_p": 0.9,
+        "reference_max_tokens": 600,
+        "continuation_max_tokens": 600,
+        "checkpoints": "tokens",
+        "checkpoint_stride": 16,
+        "m": 16,
+        "null_answers": "class",
+    }
+    sampled, forced = protocol_for(config, plan, "sampled"), protocol_for(config, plan, "forced")
+    assert {k: sampled[k] for k in paper} == paper and {k: forced[k] for k in paper} == paper
+    assert (sampled["endpoint"], forced["endpoint"]) == ("reasoning", "chain_answer")
+    assert samples_variant(config, "forced") == "sampled"

@@ -670,3 +670,170 @@ def test_objective_profiles_zero_spread_sits_at_task_mean():
     assert table.loc["high_accuracy", "n_conditions"] == 1  # ceil(25% of 2)
     assert table.loc["high_accuracy", list(dyn.PROFILE_METRICS)].tolist() == [0.0] * 7
     assert table.loc["high_accuracy", "conditions"] == "m0-gsm8k"  # tie on z = 0: (model, task) order
+
+
+# ---------------------------------------------------------------------------------------------
+# Seed 002 Def. 1: the last state sampled from the reasoning alone, or forced to the chain's answer
+
+
+def test_commitment_time_is_in_token_normalised_time():
+    # a >= 0.8 from checkpoint 2 on; checkpoints at 0, 16, 32 and the cut at 40 tokens:
+    # index time 2/3, token time 32/40
+    states = [{"a": 0.9, "b": 0.1}, {"a": 0.7, "b": 0.3}, {"a": 0.85, "b": 0.15}, {"a": 0.8, "b": 0.2}]
+    assert dyn.commitment_time(states, 0.8, positions=(0, 16, 32, 40)) == pytest.approx(0.8)
+    metrics = dyn.trajectory_metrics(states, 0.8, positions=(0, 16, 32, 40))
+    assert metrics["t_commit"] == pytest.approx(0.8) and metrics["t_commit_index"] == pytest.approx(2 / 3)
+    with pytest.raises(ValueError, match="strictly increasing"):
+        dyn.commitment_time(states, 0.8, positions=(0, 16, 16, 40))
+    # profile_table reads the positions from prefix_tokens
+    samples = samples_from_states({"q": [{"a": 0.5, "b": 0.5}, {"a": 0.5, "b": 0.5}, {"a": 1.0}, {"a": 1.0}]})
+    samples.loc[samples["prefix"] == 3, "prefix_tokens"] = 40
+    records = pd.DataFrame(
+        {"cell": ["m-gsm8k"], "problem_id": ["q"], "gold": ["a"], "chain_correct": [True], "reference_tokens": [45]}
+    )
+    row = dyn.profile_table(samples, records).iloc[0]
+    assert row["t_commit"] == pytest.approx(32 / 40) and row["t_commit_index"] == pytest.approx(2 / 3)
+
+
+ENDPOINT_STATES = {
+    # gold 18 dominant at the cut, but the chain states 11: sampled -> stochastic miss
+    "miss": [{"7": 1.0}, {"18": 0.75, "7": 0.25}, {"18": 0.8125, "11": 0.1875}],
+    # 11 dominant at the cut, but the chain states gold 18: sampled -> fragile success
+    "fragile": [{"7": 1.0}, {"11": 0.75, "18": 0.25}, {"11": 0.75, "18": 0.25}],
+}
+
+
+def test_same_trace_sampled_and_forced_endpoint_give_the_two_mechanisms():
+    from cotdyn.protocol import variant_samples
+
+    samples = samples_from_states(ENDPOINT_STATES).assign(cell="m-gsm8k")
+    chains = pd.DataFrame(
+        {"problem_id": ["miss", "fragile"], "chain_answer": ["11", "18"], "reference_truncated": [False, False]}
+    )
+    records = pd.DataFrame(
+        {
+            "cell": "m-gsm8k",
+            "problem_id": ["miss", "fragile"],
+            "gold": ["18", "18"],
+            "chain_correct": [False, True],
+            "reference_tokens": [40, 40],
+        }
+    )
+    protocol = {"m": 16}
+
+    def mechanisms(endpoint):
+        chosen = variant_samples(samples, chains, protocol | {"endpoint": endpoint})
+        table = dyn.profile_table(chosen, records, benchmarks={"m-gsm8k": "gsm8k"})
+        return dict(zip(table["problem_id"], table["mechanism"]))
+
+    assert mechanisms("reasoning") == {"fragile": "fragile_success", "miss": "stochastic_miss"}
+    # forced: the last state is the chain's own answer, so gold dominance at K is the outcome
+    assert mechanisms("chain_answer") == {"fragile": "rescue", "miss": "failed_rescue"}
+    # m keeps the first m samples of each prefix: with m = 4 the cut of "miss" reads {18: 1}
+    few = variant_samples(samples, chains, {"m": 4, "endpoint": "reasoning"})
+    assert few.groupby(["problem_id", "prefix"]).size().eq(4).all()
+    assert dyn.distributions(few)["miss"][-1] == {"18": 1.0}
+
+
+def test_gold_dominance_uses_answer_equivalence():
+    # a MATH-500 class written differently from gold but equivalent to it
+    states = {"q": [{"\\dfrac{1}{2}": 1.0}, {"\\dfrac{1}{2}": 1.0}]}
+    samples = samples_from_states(states).assign(cell="m-math500")
+    records = pd.DataFrame(
+        {
+            "cell": ["m-math500"],
+            "problem_id": ["q"],
+            "gold": ["\\frac{1}{2}"],
+            "chain_correct": [True],
+            "reference_tokens": [16],
+        }
+    )
+    by_string = dyn.profile_table(samples, records).iloc[0]
+    by_equivalence = dyn.profile_table(samples, records, benchmarks={"m-math500": "math500"}).iloc[0]
+    assert (by_string["mechanism"], by_string["gold_dominant_final"]) == ("fragile_success", False)
+    assert (by_equivalence["mechanism"], by_equivalence["gold_dominant_final"]) == ("stable_success", True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Planted truth under Def. 1: the chain's own answer is a draw from p_K, the answer distribution
+# given its reasoning, so fragile successes and stochastic misses arise by chance; their expected
+# shares follow exactly from binomial dominance probabilities (scipy), independent of dynamics.py.
+
+N_DEF1 = 16
+TEMPLATES = {  # true P(gold) at checkpoints 0..3; the other mass on one wrong answer
+    "stays": (0.9, 0.9, 0.9, 0.85),
+    "detour": (0.9, 0.2, 0.9, 0.9),
+    "rescue": (0.1, 0.3, 0.8, 0.9),
+    "escape": (0.9, 0.7, 0.2, 0.15),
+    "never": (0.05, 0.1, 0.1, 0.1),
+    "ambiguous": (0.2, 0.6, 0.5, 0.4),
+    "late": (0.1, 0.2, 0.65, 0.6),
+}
+
+
+def _paper_mechanism(g: tuple[bool, ...], correct: bool) -> str:
+    """Seed 002 section 4.2, written out again from the paper for the planted truth."""
+    if correct:
+        if not g[-1]:
+            return "fragile_success"
+        return "stable_success" if all(g) else ("rescue" if not g[0] else "detour_success")
+    if g[-1]:
+        return "stochastic_miss"
+    if g[0]:
+        return "escape"
+    return "failed_rescue" if any(g[1:-1]) else "never_discovered"
+
+
+def planted_def1_shares() -> dict[str, dict[str, float]]:
+    """Expected mechanism shares among successes and failures, templates equally likely."""
+    from itertools import product
+
+    mass = {"success": {}, "failure": {}}
+    for p_gold in TEMPLATES.values():
+        # gold dominant (ties included) when at least half of the N samples are gold
+        dominant = [scipy.stats.binom.sf(N_DEF1 // 2 - 1, N_DEF1, p) for p in p_gold]
+        for g in product((False, True), repeat=len(p_gold)):
+            p_g = math.prod(d if x else 1 - d for d, x in zip(dominant, g))
+            for outcome, p_outcome in (("success", p_gold[-1]), ("failure", 1 - p_gold[-1])):
+                mech = _paper_mechanism(g, outcome == "success")
+                mass[outcome][mech] = mass[outcome].get(mech, 0.0) + p_g * p_outcome
+    return {o: {m: v / sum(ms.values()) for m, v in ms.items()} for o, ms in mass.items()}
+
+
+def test_def1_planted_mechanisms_including_fragile_success_and_stochastic_miss_are_recovered():
+    rng = np.random.default_rng(2609)
+    n_traces, names = 2100, list(TEMPLATES)
+    which = rng.integers(0, len(names), size=n_traces)
+    p_gold = np.array([TEMPLATES[names[i]] for i in which])  # (trace, checkpoint)
+    is_gold = rng.random((*p_gold.shape, N_DEF1)) < p_gold[..., None]
+    correct = rng.random(n_traces) < p_gold[:, -1]  # the chain's own answer, drawn from p_K
+    trace, k, j = np.meshgrid(np.arange(n_traces), np.arange(p_gold.shape[1]), np.arange(N_DEF1), indexing="ij")
+    samples = pd.DataFrame(
+        {
+            "cell": "m-gsm8k",
+            "problem_id": np.char.mod("q%05d", trace.ravel()),
+            "prefix": k.ravel(),
+            "sample": j.ravel(),
+            "prefix_tokens": 16 * k.ravel(),
+            "answer": np.where(is_gold.ravel(), "18", "11"),
+            "status": "ok",
+        }
+    )
+    records = pd.DataFrame(
+        {
+            "cell": "m-gsm8k",
+            "problem_id": np.char.mod("q%05d", np.arange(n_traces)),
+            "gold": "18",
+            "chain_correct": correct,
+            "reference_tokens": 60,
+        }
+    )
+    shares = dyn.mechanism_shares(dyn.profile_table(samples, records))
+    truth = planted_def1_shares()
+    assert truth["success"]["fragile_success"] > 0.03 and truth["failure"]["stochastic_miss"] > 0.03
+    assert set(shares["mechanism"]) == set(dyn.SUCCESS_MECHANISMS + dyn.FAILURE_MECHANISMS)
+    for row in shares.itertuples():
+        expected = truth[row.outcome].get(row.mechanism, 0.0)
+        assert expected > 0, row.mechanism  # every mechanism is planted
+        se = math.sqrt(expected * (1 - expected) / row.n_outcome)
+        assert abs(row.share - expected) < 4 * se, (row.mechanism, row.share, expected, se)

@@ -300,7 +300,10 @@ def unlisted_targets(config: dict, plan_path: Path, listed: dict[str, str]) -> l
     except ConfigError as e:
         return [f"study targets unknown: {e}"]
     variants = config.get("variants", {"registered": {}})
-    missing = [t for t in study_targets(cells, variants, has_secondary(load_plan(plan_path))) if t not in listed]
+    targets = study_targets(
+        cells, variants, has_secondary(load_plan(plan_path)), bool(config.get("dynamics_comparisons"))
+    )
+    missing = [t for t in targets if t not in listed]
     return [f"study output {t} is not in the manifest" for t in missing]
 
 

@@ -79,7 +79,7 @@ CHOICES = {
     "segmentation": RULES,
     "null_answers": ("drop", "class"),
     "label": ("majority", "chain"),
-    "endpoint": ("continuation", "chain_answer"),
+    "endpoint": ("continuation", "chain_answer", "reasoning"),
     "equivalence": ("normalized", "math_verify"),
     "checkpoints": ("steps", "tokens"),
     "dtype": ("bfloat16", "float16", "float32"),
@@ -127,6 +127,15 @@ def protocol_for(config: dict, plan: dict, variant: str, source: str = "config")
             raise ConfigError(
                 f"{source}: variant '{variant}' reuses the samples of '{parent}' but changes "
                 f"{', '.join(changed)} (only {', '.join(RECORDS_ONLY)} may differ)"
+            )
+        cut, parent_cut = protocol["endpoint"] == "reasoning", generating["endpoint"] == "reasoning"
+        # the reasoning cut moves the last prefix, so samples drawn with it serve only the sampled
+        # (reasoning) or forced (chain_answer) endpoint, and samples drawn without it never the sampled one
+        if cut != parent_cut and not (parent_cut and protocol["endpoint"] == "chain_answer"):
+            raise ConfigError(
+                f"{source}: variant '{variant}': endpoint '{protocol['endpoint']}' cannot reuse the samples of "
+                f"'{parent}' (endpoint '{generating['endpoint']}'): the reasoning cut changes which prefixes "
+                "are sampled"
             )
         if protocol["m"] > generating["m"]:
             raise ConfigError(

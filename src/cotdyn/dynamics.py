@@ -23,8 +23,12 @@ Choices the seed leaves open, taken once here and used everywhere below:
 - Undefined values are float NaN (never None): PR and R_direct when V = 0 (or K = 0); t_commit when
   no answer holds p >= tau through the last checkpoint, or when K = 0; every "per step" value when
   K = 0. Summaries omit NaN (Appendix B).
-- Gold dominance compares answer-class strings with the normalized gold string; classes that are
-  equivalent but not string-identical should be merged upstream.
+- Gold dominance counts an answer class as gold when ``answers.equivalent`` says so under the
+  variant's equivalence, as correctness does (``traces`` with the cell's benchmark); without a
+  benchmark it compares strings.
+- Commitment time is in the seed's token units: t_commit = (tokens at k_commit - tokens at the first
+  observed checkpoint) / (tokens at the last - tokens at the first), the time axis of Figure 3;
+  ``t_commit_index`` = k_commit / K is the checkpoint-index version.
 - "Realized endpoint correctness" (section 4.2, Figure 2) is the trace's own final answer's
   correctness: records column ``chain_correct`` by default. With the registered ``correct`` (the
   majority answer of the last prefix) a fragile success or stochastic miss could only arise through a
@@ -41,7 +45,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from .answers import answer_or_none, answers_or_none, is_answered
+from .answers import answer_or_none, answers_or_none, equivalent, is_answered
 from .columns import require_columns
 from .config import split_cell
 
@@ -232,22 +236,33 @@ def directness(states: Sequence[State]) -> float:
     return _directness(states, step_lengths(states))
 
 
-def commitment_time(states: Sequence[State], tau: float = 0.8) -> float:
+def commitment_time(states: Sequence[State], tau: float = 0.8, positions: Sequence[float] | None = None) -> float:
     """t_commit(tau) = k_commit / K, k_commit = min{k: some a has p_j(a) >= tau for all j >= k}.
 
-    Time is in checkpoint-index units, as the seed's formula. NaN when no answer holds p >= tau
-    through the last checkpoint, and when K = 0 (0/0). tau must lie in (0.5, 1], so at most one
-    answer can hold the threshold at a checkpoint.
+    With ``positions`` (token counts of the checkpoints) time is in the seed's token units:
+    (positions[k_commit] - positions[0]) / (positions[K] - positions[0]); without, checkpoint-index
+    units. NaN when no answer holds p >= tau through the last checkpoint, and when K = 0 (0/0). tau
+    must lie in (0.5, 1], so at most one answer can hold the threshold at a checkpoint.
     """
     _check_tau(tau)
     _check_trajectory(states)
-    return _commitment_time(states, tau)
+    if positions is not None:
+        _check_positions(positions, len(states))
+    return _commitment_time(states, tau, positions)
 
 
-def trajectory_metrics(states: Sequence[State], tau: float = 0.8) -> dict[str, float]:
-    """The dynamical profile of one trajectory: raw metrics and the per-step rates of Table 1."""
+def trajectory_metrics(
+    states: Sequence[State], tau: float = 0.8, positions: Sequence[float] | None = None
+) -> dict[str, float]:
+    """The dynamical profile of one trajectory: raw metrics and the per-step rates of Table 1.
+
+    ``t_commit`` is in token-normalised time when ``positions`` are given (section 4.1: k counts
+    CoT tokens), else in checkpoint-index time; ``t_commit_index`` is always the index version.
+    """
     _check_tau(tau)
     _check_trajectory(states)
+    if positions is not None:
+        _check_positions(positions, len(states))
     K = len(states) - 1
     dominant = [dominant_set(s) for s in states]
     steps = _step_lengths(states)
@@ -261,7 +276,8 @@ def trajectory_metrics(states: Sequence[State], tau: float = 0.8) -> dict[str, f
         "V": v,
         "PR": _participation_ratio(steps),
         "R_direct": _directness(states, steps),
-        "t_commit": _commitment_time(states, tau),
+        "t_commit": _commitment_time(states, tau, positions),
+        "t_commit_index": _commitment_time(states, tau),
         "N_switch_per_step": per_step(switches),
         "N_return_per_step": per_step(returns),
         "V_per_step": per_step(v),
@@ -308,7 +324,12 @@ def _directness(states: Sequence[State], steps: np.ndarray) -> float:
     return total_variation(states[0], states[-1]) / v if v > 0 else math.nan
 
 
-def _commitment_time(states: Sequence[State], tau: float) -> float:
+def _check_positions(positions: Sequence[float], n: int) -> None:
+    if len(positions) != n or any(b <= a for a, b in zip(positions, positions[1:])):
+        raise ValueError(f"positions must be {n} strictly increasing token counts, got {list(positions)}")
+
+
+def _commitment_time(states: Sequence[State], tau: float, positions: Sequence[float] | None = None) -> float:
     K = len(states) - 1
     above = [{a for a, p in s.items() if p >= tau - TIE_TOL} for s in states]
     if K == 0 or not above[-1]:
@@ -319,20 +340,27 @@ def _commitment_time(states: Sequence[State], tau: float) -> float:
         while k > 0 and answer in above[k - 1]:
             k -= 1
         k_commit = min(k_commit, k)
-    return k_commit / K
+    if positions is None:
+        return k_commit / K
+    return (positions[k_commit] - positions[0]) / (positions[K] - positions[0])
 
 
 # ---------------------------------------------------------------------------------------------
 # Mechanisms of success and failure (section 4.2, Appendix B Figure 2)
 
 
-def gold_dominance(states: Sequence[State], gold: str) -> list[bool]:
-    """g_k = gold in D_k, ties included (section 4.2)."""
+def gold_dominance(states: Sequence[State], gold: str, gold_classes: frozenset[str] | None = None) -> list[bool]:
+    """g_k = gold in D_k, ties included (section 4.2).
+
+    ``gold_classes`` are the answer classes that count as gold (those ``answers.equivalent`` to it);
+    by default the gold string alone.
+    """
     _check_trajectory(states)
-    return [gold in dominant_set(s) for s in states]
+    golds = gold_classes or frozenset({gold})
+    return [bool(dominant_set(s) & golds) for s in states]
 
 
-def mechanism(states: Sequence[State], gold: str, correct: bool) -> str:
+def mechanism(states: Sequence[State], gold: str, correct: bool, gold_classes: frozenset[str] | None = None) -> str:
     """The success (correct) or failure (incorrect) mechanism of a trajectory (section 4.2).
 
     Success: stable (gold dominant at every checkpoint), rescue (not at 0, at K), detour (at 0 and
@@ -341,7 +369,7 @@ def mechanism(states: Sequence[State], gold: str, correct: bool) -> str:
     between, not at K), stochastic miss (incorrect yet gold dominant at K). Each set of four
     partitions its outcome, so every trace gets exactly one label.
     """
-    g = gold_dominance(states, gold)
+    g = gold_dominance(states, gold, gold_classes)
     if correct:
         if not g[-1]:
             return "fragile_success"
@@ -373,6 +401,11 @@ class Trace:
     gold: str
     correct: bool
     reference_tokens: float
+    gold_classes: frozenset[str] = frozenset()  # classes equivalent to gold; empty = the gold string
+
+    @property
+    def golds(self) -> frozenset[str]:
+        return self.gold_classes or frozenset({self.gold})
 
 
 def _split_samples(samples: pd.DataFrame, cells: Sequence[str]) -> list[tuple[str, pd.DataFrame]]:
@@ -387,13 +420,19 @@ def _split_samples(samples: pd.DataFrame, cells: Sequence[str]) -> list[tuple[st
 
 
 def traces(
-    samples: pd.DataFrame, records: pd.DataFrame, null_class: bool = True, outcome: str = "chain_correct"
+    samples: pd.DataFrame,
+    records: pd.DataFrame,
+    null_class: bool = True,
+    outcome: str = "chain_correct",
+    benchmarks: dict[str, str] | None = None,
+    equivalence: str = "normalized",
 ) -> list[Trace]:
     """Join each (cell, problem) trajectory of ``samples`` with its record, sorted by (cell, problem).
 
     ``samples`` may hold several cells when it has a ``cell`` column. Every sampled problem needs a
     record (else ValueError); records without samples are skipped. ``outcome`` names the records
-    column of realized endpoint correctness (see module docstring).
+    column of realized endpoint correctness (see module docstring). ``benchmarks`` (cell ->
+    benchmark) makes gold dominance use ``answers.equivalent`` under ``equivalence``.
     """
     require_columns(records, (*RECORD_COLUMNS, outcome), "records")
     dup = records.duplicated(["cell", "problem_id"])
@@ -414,6 +453,13 @@ def traces(
             if gold is None or pd.isna(rec[outcome]):
                 raise ValueError(f"records: 'gold' or {outcome!r} is null for cell {cell!r} problem_id {pid!r}")
             keep = observed_states(dists[pid])
+            bench = (benchmarks or {}).get(cell)
+            classes = {a for k in keep for a in dists[pid][k] if a != NULL}
+            golds = (
+                frozenset({gold} | {a for a in classes if equivalent(a, gold, bench, equivalence)})
+                if bench
+                else frozenset()
+            )
             out.append(
                 Trace(
                     cell=cell,
@@ -426,6 +472,7 @@ def traces(
                     gold=gold,
                     correct=bool(rec[outcome]),
                     reference_tokens=float(rec["reference_tokens"]),
+                    gold_classes=golds,
                 )
             )
     return out
@@ -440,6 +487,7 @@ _UNDEFINED_METRICS = {
     "PR": math.nan,
     "R_direct": math.nan,
     "t_commit": math.nan,
+    "t_commit_index": math.nan,
     "N_switch_per_step": math.nan,
     "N_return_per_step": math.nan,
     "V_per_step": math.nan,
@@ -448,7 +496,7 @@ _UNDEFINED_METRICS = {
 
 def trace_mechanism(trace: Trace) -> str | None:
     """The trace's mechanism, or None when it has no observed checkpoint."""
-    return mechanism(trace.states, trace.gold, trace.correct) if trace.states else None
+    return mechanism(trace.states, trace.gold, trace.correct, trace.golds) if trace.states else None
 
 
 PROFILE_COLUMNS = (
@@ -472,7 +520,7 @@ def profiles_from_traces(trace_list: Sequence[Trace], tau: float = 0.8) -> pd.Da
     """One row per trace: identifiers, record fields, every section 4.1 metric and the mechanism."""
     rows = []
     for t in trace_list:
-        metrics = trajectory_metrics(t.states, tau) if t.states else dict(_UNDEFINED_METRICS)
+        metrics = trajectory_metrics(t.states, tau, t.positions) if t.states else dict(_UNDEFINED_METRICS)
         mech = trace_mechanism(t)
         rows.append(
             {
@@ -486,7 +534,7 @@ def profiles_from_traces(trace_list: Sequence[Trace], tau: float = 0.8) -> pd.Da
                 "n_checkpoints": t.n_checkpoints,
                 "n_observed": len(t.states),
                 **metrics,
-                "gold_dominant_final": (t.gold in dominant_set(t.states[-1])) if t.states else None,
+                "gold_dominant_final": bool(t.golds & dominant_set(t.states[-1])) if t.states else None,
                 "mechanism": mech,
                 "outcome": None if mech is None else ("success" if t.correct else "failure"),
             }
@@ -500,15 +548,17 @@ def profile_table(
     null_class: bool = True,
     tau: float = 0.8,
     outcome: str = "chain_correct",
+    benchmarks: dict[str, str] | None = None,
+    equivalence: str = "normalized",
 ) -> pd.DataFrame:
     """One row per problem with its dynamical profile and mechanism (sections 4.1-4.2).
 
     Columns: cell, model, task, problem_id, gold, correct (from ``outcome``), reference_tokens,
     n_checkpoints, n_observed, K, S_eff, N_switch, N_return, V, PR, R_direct, t_commit,
-    N_switch_per_step, N_return_per_step, V_per_step, gold_dominant_final, mechanism, outcome.
-    A problem with no observed checkpoint gets NaN metrics and no mechanism.
+    t_commit_index, N_switch_per_step, N_return_per_step, V_per_step, gold_dominant_final,
+    mechanism, outcome. A problem with no observed checkpoint gets NaN metrics and no mechanism.
     """
-    return profiles_from_traces(traces(samples, records, null_class, outcome), tau)
+    return profiles_from_traces(traces(samples, records, null_class, outcome, benchmarks, equivalence), tau)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -699,7 +749,7 @@ def normalized_profile(trace: Trace, grid: np.ndarray = GRID) -> NormalizedProfi
     return NormalizedProfile(
         entropy=np.interp(grid, t, h),
         dominant=tuple(dom[i] for i in last),
-        gold_dominant=np.array([trace.gold in dom[i] for i in last]),
+        gold_dominant=np.array([bool(trace.golds & dom[i]) for i in last]),
     )
 
 

@@ -77,7 +77,7 @@ def trajectory_figure(trace_list: Sequence[dyn.Trace], max_answers: int = 6, nco
         layers, labels, colors = [], [], []
         for i, a in enumerate(answers):
             layers.append([s.get(a, 0.0) for s in trace.states])
-            labels.append(f"{a} (gold)" if a == trace.gold else a)
+            labels.append(f"{a} (gold)" if a in trace.golds else a)
             colors.append(ANSWER_COLORS[i % len(ANSWER_COLORS)])
         other = [1.0 - sum(s.get(a, 0.0) for a in answers) - s.get(dyn.NULL, 0.0) for s in trace.states]
         if max(other) > 1e-12:
@@ -206,6 +206,8 @@ def write_dynamics(
     tau: float = 0.8,
     outcome: str = "chain_correct",
     examples: Sequence[tuple[str, str]] | None = None,
+    benchmarks: dict[str, str] | None = None,
+    equivalence: str = "normalized",
 ) -> list[Path]:
     """Compute every seed 002 table and figure from samples + records and write them to ``out_dir``.
 
@@ -214,11 +216,12 @@ def write_dynamics(
     per occurring mechanism. Returns the written paths: profiles.csv, variance_decomposition.csv,
     objective_profiles.csv, mechanism_shares.csv, disagreement_pairs.csv, disagreement_curve.csv,
     disagreement.png, mechanism_shares.png and trajectories.png (a figure with nothing to draw
-    says so in its title).
+    says so in its title). ``benchmarks`` (cell -> benchmark) and ``equivalence`` decide which
+    answer classes count as gold, as correctness does.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    trace_list = dyn.traces(samples, records, null_class=null_class, outcome=outcome)
+    trace_list = dyn.traces(samples, records, null_class, outcome, benchmarks, equivalence)
     profiles = dyn.profiles_from_traces(trace_list, tau)
     shares = dyn.mechanism_shares(profiles)
     pairs = dyn.disagreement_pairs(trace_list)

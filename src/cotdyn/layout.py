@@ -18,6 +18,15 @@ GENERATIONS = "analysis/generations/tables.html"
 ANALYSIS_FILES = ("hypotheses.json", "panel_table.csv", "h2_table.csv", "h3_buckets.csv", "h4_table.csv",
                   "h5_table.csv", "holm_table.csv", "forest_gaps.png", "verdicts_table.csv")  # fmt: skip
 
+# Seed 002's outputs of one variant (cotdyn.dynamics_plots.write_dynamics writes them; rule dynamics).
+DYNAMICS_FILES = ("profiles.csv", "variance_decomposition.csv", "objective_profiles.csv", "mechanism_shares.csv",
+                  "disagreement_pairs.csv", "disagreement_curve.csv", "disagreement.png", "mechanism_shares.png",
+                  "trajectories.png")  # fmt: skip
+
+# Seed 002 Figure 4 over the variants a config's dynamics_comparisons names (rule dynamics_interventions).
+INTERVENTION_FILES = tuple(f"analysis/dynamics_interventions/{name}"
+                           for name in ("conditions.csv", "changes.csv", "effects.csv", "figure4.png"))  # fmt: skip
+
 
 def problems(benchmark: str) -> str:
     return f"problems/{benchmark}.parquet"
@@ -42,14 +51,17 @@ def cell_manifest(cell: str) -> str:
     return f"manifest/cells/{cell}.json"
 
 
-def study_targets(cells: Iterable[str], variants: Iterable[str], secondary: bool = False) -> list[str]:
+def study_targets(
+    cells: Iterable[str], variants: Iterable[str], secondary: bool = False, interventions: bool = False
+) -> list[str]:
     """Every final output of a study but its manifest: what ``rule all`` asks for, what the study
     manifest waits for (so it hashes a finished study), and what the audit expects listed.
-    ``secondary``: the plan pre-specifies seed 003's further analyses (``SECONDARY``, ``GENERATIONS``)."""
+    ``secondary``: the plan pre-specifies seed 003's further analyses (``SECONDARY``, ``GENERATIONS``);
+    ``interventions``: the study's config names seed 002 Figure 4 comparisons."""
     cells, variants = list(cells), list(variants)
     per_variant = [
         *ANALYSIS_FILES,
-        "dynamics/profiles.csv",
+        *(f"dynamics/{name}" for name in DYNAMICS_FILES),
         "exploratory/tables.html",
         "report_header.html",
         "math_shepherd.csv",
@@ -61,4 +73,5 @@ def study_targets(cells: Iterable[str], variants: Iterable[str], secondary: bool
         *SWEEPS,
         *((analysis_file(v, SECONDARY) for v in variants) if secondary else ()),
         *((GENERATIONS,) if secondary else ()),
+        *(INTERVENTION_FILES if interventions else ()),
     ]

@@ -25,16 +25,20 @@ def math_shepherd_labels(completions_correct: np.ndarray) -> tuple[np.ndarray, n
     return hits.mean(axis=1), hits.any(axis=1).astype(float)
 
 
-def math_shepherd_from_samples(samples: pd.DataFrame, records: pd.DataFrame, benchmark: str) -> pd.DataFrame:
+def math_shepherd_from_samples(
+    samples: pd.DataFrame, records: pd.DataFrame, benchmark: str, equivalence: str = "normalized"
+) -> pd.DataFrame:
     """Math-Shepherd labels of LLM traces from the continuations the pipeline already drew.
 
     Each (problem, prefix) row of ``samples`` is one prefix with its m completions; a completion
-    reaches the gold answer when its extracted answer is equivalent to the record's gold.
-    Returns one row per (problem, prefix): ``soft`` (share reaching gold) and ``hard`` (any).
+    reaches the gold answer when its extracted answer is equivalent to the record's gold under
+    ``equivalence`` (the variant's, as correctness uses). Pass the variant's samples
+    (``protocol.variant_samples``: its m and endpoint). Returns one row per (problem, prefix):
+    ``soft`` (share reaching gold) and ``hard`` (any).
     """
     gold = records.set_index("problem_id")["gold"]
     hits = [
-        equivalent(answer_or_none(a), answer_or_none(gold.get(p)), benchmark)
+        equivalent(answer_or_none(a), answer_or_none(gold.get(p)), benchmark, equivalence)
         for p, a in zip(samples["problem_id"], samples["answer"])
     ]
     table = samples[["problem_id", "prefix", "prefix_tokens"]].assign(hit=hits)

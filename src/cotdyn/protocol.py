@@ -15,7 +15,7 @@ from typing import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from . import answers, segment, stats
+from . import answer_cut, answers, segment, stats
 from .backends.base import Completion, Request, Sampling
 from .benchmarks import Problem
 from .prompts import prefix_ids
@@ -87,16 +87,28 @@ def chains_table(
     return pd.DataFrame(rows)
 
 
-def prefix_plan(chains: pd.DataFrame, protocol: dict, decode: Decode) -> pd.DataFrame:
-    """One row per (problem, prefix k): the prefix's token count and the chain's raw unit count."""
+def prefix_plan(chains: pd.DataFrame, protocol: dict, decode: Decode, benchmark: str | None = None) -> pd.DataFrame:
+    """One row per (problem, prefix k): the prefix's token count and the chain's raw unit count.
+
+    With ``endpoint: reasoning`` (seed 002 Def. 1) every chain is first cut before its final-answer
+    statement (``answer_cut``, which needs the ``benchmark``), so its last prefix is the reasoning
+    alone and the last state is sampled from it.
+    """
+    reasoning = protocol["endpoint"] == "reasoning"
+    if reasoning and benchmark is None:
+        raise ValueError("prefix_plan: endpoint 'reasoning' needs the benchmark to find the final-answer statement")
     rows = []
     for chain in chains.itertuples():
-        ids = _ints(chain.token_ids)
+        ids, text = _ints(chain.token_ids), chain.text
+        if reasoning:
+            answered = answers.answer_or_none(chain.chain_answer) is not None and not bool(chain.reference_truncated)
+            ids = ids[: answer_cut.reasoning_tokens(ids, decode, benchmark, answered)]
+            text = decode(ids)
         if protocol["checkpoints"] == "tokens":
             counts = segment.checkpoints(len(ids), protocol["checkpoint_stride"])
             raw_units = len(counts) - 1
         else:
-            counts, raw_units = segment.segment(chain.text, ids, decode, protocol["segmentation"], protocol["cap"])
+            counts, raw_units = segment.segment(text, ids, decode, protocol["segmentation"], protocol["cap"])
         rows += [
             {"problem_id": chain.problem_id, "prefix": k, "prefix_tokens": n, "raw_units": raw_units}
             for k, n in enumerate(counts)
@@ -179,6 +191,17 @@ def with_chain_endpoint(samples: pd.DataFrame, chains: pd.DataFrame) -> pd.DataF
     return out.drop(columns="chain_answer")
 
 
+def variant_samples(samples: pd.DataFrame, chains: pd.DataFrame, protocol: dict, m: int | None = None) -> pd.DataFrame:
+    """The samples a variant reads: the first m of each prefix, with its endpoint applied.
+
+    ``endpoint: chain_answer`` forces the last state to the chain's own answer; ``continuation`` and
+    ``reasoning`` keep the sampled last state (under ``reasoning`` it was sampled from the chain cut
+    before its final-answer statement, seed 002 Def. 1).
+    """
+    samples = samples[samples["sample"] < (m or protocol["m"])]
+    return with_chain_endpoint(samples, chains) if protocol["endpoint"] == "chain_answer" else samples
+
+
 def records_table(
     chains: pd.DataFrame,
     samples: pd.DataFrame,
@@ -192,10 +215,7 @@ def records_table(
 
     ``m`` keeps only the first m samples of each prefix (the m sweep subsamples N = 20 this way).
     """
-    m = m or protocol["m"]
-    samples = samples[samples["sample"] < m]
-    if protocol["endpoint"] == "chain_answer":
-        samples = with_chain_endpoint(samples, chains)
+    samples = variant_samples(samples, chains, protocol, m)
     grouped = {pid: g for pid, g in samples.groupby("problem_id", sort=False)}
     rows = []
     for chain in chains.itertuples():

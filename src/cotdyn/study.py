@@ -86,7 +86,7 @@ def run_continuations(
     problems = read_problems(problems_path)
     chains = pd.read_parquet(chains_path)
     backend = backend or _backend(model, problems, benchmark)
-    plan = P.prefix_plan(chains, protocol, backend.tokenizer.decode)
+    plan = P.prefix_plan(chains, protocol, backend.tokenizer.decode, benchmark)
     requests = P.continuation_requests(chains, plan, protocol, cell, n)
     completions, stats = generate(
         backend, requests, _cache(cache_dir, backend), model.get("chunk_size", 0), desc=f"{cell} continuations"

@@ -45,7 +45,12 @@ wildcard_constraints:
 
 def study_targets():
     """Every final output of the study but its manifest (cotdyn.layout.study_targets)."""
-    return [f"{STUDY_DIR}/{path}" for path in layout.study_targets(CELLS, VARIANTS, has_secondary(PLAN))]
+    return [
+        f"{STUDY_DIR}/{path}"
+        for path in layout.study_targets(
+            CELLS, VARIANTS, has_secondary(PLAN), bool(config.get("dynamics_comparisons"))
+        )
+    ]
 
 
 def exploratory_item(name, kind):

@@ -42,8 +42,38 @@ rule dynamics:
             subcategory="{variant}",
             labels={"variant": "{variant}", "output": "shares_figure"},
         ),
+        objective=report(
+            f"{STUDY_DIR}/analysis/{{variant}}/dynamics/objective_profiles.csv",
+            caption="../report/dynamics_objective_profiles.rst",
+            category="4. Dynamics",
+            subcategory="{variant}",
+            labels={"variant": "{variant}", "output": "objective_profiles"},
+        ),
+        disagreement_pairs=report(
+            f"{STUDY_DIR}/analysis/{{variant}}/dynamics/disagreement_pairs.csv",
+            caption="../report/dynamics_disagreement.rst",
+            category="4. Dynamics",
+            subcategory="{variant}",
+            labels={"variant": "{variant}", "output": "disagreement_pairs"},
+        ),
+        disagreement_curve=report(
+            f"{STUDY_DIR}/analysis/{{variant}}/dynamics/disagreement_curve.csv",
+            caption="../report/dynamics_disagreement.rst",
+            category="4. Dynamics",
+            subcategory="{variant}",
+            labels={"variant": "{variant}", "output": "disagreement_curve"},
+        ),
+        disagreement_figure=report(
+            f"{STUDY_DIR}/analysis/{{variant}}/dynamics/disagreement.png",
+            caption="../report/dynamics_disagreement.rst",
+            category="4. Dynamics",
+            subcategory="{variant}",
+            labels={"variant": "{variant}", "output": "disagreement_figure"},
+        ),
     params:
         cells=CELLS,
+        benchmarks=[CELL_SPECS[c].benchmark["kind"] for c in CELLS],
+        protocol=lambda w: PROTOCOLS[w.variant],
         plan_sha256=PLAN_SHA256,
     conda:
         "../../envs/analysis.yaml"

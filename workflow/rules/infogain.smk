@@ -51,11 +51,13 @@ rule math_shepherd:
     input:
         records=expand(f"{STUDY_DIR}/cells/{{cell}}/{{{{variant}}}}/records.parquet", cell=CELLS),
         samples=lambda w: [samples_path(cell, w.variant) for cell in CELLS],
+        chains=lambda w: [chains_path(cell, w.variant) for cell in CELLS],
     output:
         f"{STUDY_DIR}/analysis/{{variant}}/math_shepherd.csv",
     params:
         cells=CELLS,
         benchmarks=[CELL_SPECS[c].answer_rule for c in CELLS],
+        protocol=lambda w: PROTOCOLS[w.variant],
     conda:
         "../../envs/analysis.yaml"
     log:

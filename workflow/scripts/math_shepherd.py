@@ -2,12 +2,24 @@ import pandas as pd
 
 from cotdyn.logs import tee_to
 from cotdyn.math_shepherd import math_shepherd_from_samples
+from cotdyn.protocol import variant_samples
 
 tee_to(snakemake.log[0])
+# the variant's own m, endpoint and equivalence (its samples may be a parent's)
+protocol = snakemake.params.protocol
 tables = [
-    math_shepherd_from_samples(pd.read_parquet(s), pd.read_parquet(r), benchmark).assign(cell=cell)
-    for cell, benchmark, s, r in zip(
-        snakemake.params.cells, snakemake.params.benchmarks, snakemake.input.samples, snakemake.input.records
+    math_shepherd_from_samples(
+        variant_samples(pd.read_parquet(s), pd.read_parquet(c), protocol),
+        pd.read_parquet(r),
+        benchmark,
+        protocol["equivalence"],
+    ).assign(cell=cell)
+    for cell, benchmark, s, c, r in zip(
+        snakemake.params.cells,
+        snakemake.params.benchmarks,
+        snakemake.input.samples,
+        snakemake.input.chains,
+        snakemake.input.records,
     )
 ]
 table = pd.concat(tables, ignore_index=True)

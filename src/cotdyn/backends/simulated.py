@@ -35,6 +35,10 @@ Each is decided by a hash of what the request shows, like the planted truth abov
   - ``cut_rate``: the chain runs on past its plan, step after step, until the reference budget
     falls inside a number; it ends in that number's first digits, with finish reason "length"
     (so the pipeline records no answer of its own; a naive last-number rule would take the cut one).
+  - ``off_mode_share``: the chain states an answer that is not the dominant answer of its own
+    continuations at its last unit: a chain whose dominant answer is gold states the wrong one (seed
+    002's stochastic miss, when its last state is sampled from the reasoning alone), any other
+    states gold (a fragile success). Continuations keep the planted truth.
 - Per continuation:
   - ``empty_rate``: the model stops at once (text "", no token).
   - ``conflicting_rate``: it states a different answer first, then takes it back and states the
@@ -102,6 +106,7 @@ MISBEHAVIOUR = (
     "boxed_rate",
     "latex_rate",
     "non_ascii_rate",
+    "off_mode_share",
 )
 
 
@@ -123,6 +128,8 @@ class Planted:
     boxed_rate: float = 0.0
     latex_rate: float = 0.0
     non_ascii_rate: float = 0.0
+    # the chain states an answer other than the dominant one of its own continuations (seed 002)
+    off_mode_share: float = 0.0
 
     def __post_init__(self):
         for name in MISBEHAVIOUR:
@@ -237,6 +244,8 @@ class SimulatedBackend:
         else:
             latent = self._latent(question, start, n_units, gold)
             answer = gold if latent.correct else latent.wrong
+            if _hit(p.off_mode_share, "off-mode", question, request.seed):
+                answer = latent.wrong if latent.correct else gold
             final = self._written(answer, "latex", question, request.seed)
             steps = [self._unit(_step(i, n_units, start), filler) for i in range(1, n_units + 1)]
             text = "\n\n".join(steps) + f"\n{_FINAL} {final}."

@@ -1,0 +1,47 @@
+# Seed 002 Figure 4: training and inference interventions, over the variants that the config's
+# dynamics_comparisons names (cotdyn.dynamics_interventions).
+from cotdyn.dynamics_interventions import comparison_variants
+
+
+if config.get("dynamics_comparisons"):
+    try:
+        COMPARISON_VARIANTS = comparison_variants(config["dynamics_comparisons"], VARIANTS)
+    except ValueError as e:
+        raise WorkflowError(f"{CONFIG_SOURCE}: {e}") from None
+
+    rule dynamics_interventions:
+        input:
+            profiles=[f"{STUDY_DIR}/analysis/{v}/dynamics/profiles.csv" for v in COMPARISON_VARIANTS],
+        output:
+            conditions=f"{STUDY_DIR}/{layout.INTERVENTION_FILES[0]}",
+            changes=report(
+                f"{STUDY_DIR}/{layout.INTERVENTION_FILES[1]}",
+                caption="../report/dynamics_interventions.rst",
+                category="4. Dynamics",
+                subcategory="interventions",
+                labels={"output": "changes"},
+            ),
+            effects=report(
+                f"{STUDY_DIR}/{layout.INTERVENTION_FILES[2]}",
+                caption="../report/dynamics_interventions.rst",
+                category="4. Dynamics",
+                subcategory="interventions",
+                labels={"output": "effects"},
+            ),
+            figure=report(
+                f"{STUDY_DIR}/{layout.INTERVENTION_FILES[3]}",
+                caption="../report/dynamics_interventions.rst",
+                category="4. Dynamics",
+                subcategory="interventions",
+                labels={"output": "figure4"},
+            ),
+        params:
+            variants=COMPARISON_VARIANTS,
+            comparisons=config["dynamics_comparisons"],
+            plan_sha256=PLAN_SHA256,
+        conda:
+            "../../envs/analysis.yaml"
+        log:
+            f"{STUDY_DIR}/logs/dynamics_interventions.log",
+        script:
+            "../scripts/dynamics_interventions.py"
