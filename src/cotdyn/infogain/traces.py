@@ -149,12 +149,9 @@ def aggregate_table(steps: pd.DataFrame) -> pd.DataFrame:
     wrong_answer."""
     rows = []
     for split in ("val", "test"):
-        part = steps[steps["split"] == split]
-        for subset, chosen in (
-            ("all", part),
-            ("correct_answer", part[part["chain_correct"]]),
-            ("wrong_answer", part[~part["chain_correct"]]),
-        ):
+        part = steps[(steps["split"] == split).to_numpy(dtype=bool)]
+        correct = part["chain_correct"].to_numpy(dtype=bool)
+        for subset, chosen in (("all", part), ("correct_answer", part[correct]), ("wrong_answer", part[~correct])):
             for t, group in chosen.groupby("step", sort=True):
                 rows.append(
                     {
