@@ -286,7 +286,7 @@ def _check_study(study, cells):
 
 
 def test_infogain_rules_run_on_the_simulated_panel(tmp_path, tiny_model_dir):
-    """Two simulated cells (GSM8K and MATH-500, 30 problems each) with a tiny supervisor."""
+    """Two simulated cells (GSM8K and MATH-500, 20 problems each) with a tiny supervisor."""
     config = {
         "study": "t",
         "plan": str(ROOT / "preregistration" / "plan.yaml"),
@@ -294,8 +294,8 @@ def test_infogain_rules_run_on_the_simulated_panel(tmp_path, tiny_model_dir):
         "cells": ["sim-gsm8k", "sim-math500"],
         "models": {"sim": {"backend": "simulated"}},
         "benchmarks": {
-            "gsm8k": {"kind": "gsm8k", "path": str(DATA / "gsm8k_test.jsonl"), "limit": 30},
-            "math500": {"kind": "math500", "path": str(DATA / "math500_test.jsonl"), "limit": 30},
+            "gsm8k": {"kind": "gsm8k", "path": str(DATA / "gsm8k_test.jsonl"), "limit": 20},
+            "math500": {"kind": "math500", "path": str(DATA / "math500_test.jsonl"), "limit": 20},
         },
         "infogain": _traces_entry(tiny_model_dir),
     }
@@ -306,11 +306,15 @@ def test_infogain_rules_run_on_the_simulated_panel(tmp_path, tiny_model_dir):
     study = tmp_path / "results" / "t"
     ig, detection = _check_study(study, config["cells"])
     assert (ig["split"] == "test").all() and set(ig["subset"]) <= {"all", "correct_answer", "wrong_answer"}
-    assert detection["threshold"].notna().all(), detection  # 30 problems give every split chains
+    assert detection["threshold"].notna().all(), detection  # 20 problems give every split chains
     steps = pd.read_csv(study / "infogain/traces/sim-gsm8k/steps.csv")
     assert steps["ms_soft"].notna().all()  # Math-Shepherd of every step, from the drawn continuations
     report = snakemake("--report", "report.html", "infogain_traces", "--configfile", str(path), cwd=tmp_path)
     assert report.returncode == 0, report.output[-3000:]
+    html = (tmp_path / "report.html").read_text()
+    for caption in ("infogain_traces_ig.rst", "infogain_traces_detection.rst"):
+        first_line = (ROOT / "workflow/report" / caption).read_text().splitlines()[0]
+        assert first_line in html, caption  # both tables are in the report with their captions
 
 
 def test_infogain_rules_run_on_the_embedded_defaults_traces(tmp_path, tiny_model_dir):
