@@ -155,8 +155,15 @@ def test_aggregate_table_is_the_ragged_mean_gain():
     ce = [np.cumsum(rng.normal(0, 1, n)) for n in (2, 3, 5, 4)]
     steps = pd.DataFrame(
         [
-            {"problem_id": f"p{i}", "split": "test", "step": t, "chain_correct": i % 2 == 0,
-             "ce_before": c[t - 1], "ce_after": c[t], "ig": c[t - 1] - c[t]}  # fmt: skip
+            {
+                "problem_id": f"p{i}",
+                "split": "test",
+                "step": t,
+                "chain_correct": i % 2 == 0,
+                "ce_before": c[t - 1],
+                "ce_after": c[t],
+                "ig": c[t - 1] - c[t],
+            }  # fmt: skip
             for i, c in enumerate(ce)
             for t in range(1, len(c))
         ]
