@@ -98,7 +98,7 @@ rule infogain_split:
         fractions=lambda w: INFOGAIN_TRACES.get("split", [0.6, 0.2, 0.2]),
         seed=lambda w: INFOGAIN_TRACES.get("seed", 0),
     conda:
-        "../../envs/analysis.yaml"
+        "../../envs/generate-cpu.yaml"  # cotdyn.infogain imports torch
     log:
         f"{STUDY_DIR}/logs/infogain_split/{{benchmark}}.log",
     script:
