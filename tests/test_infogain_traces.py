@@ -348,3 +348,22 @@ def test_the_7b_supervisor_overlay_plans_the_information_gain_rules_on_the_panel
     assert "reference" in result.output and "continuations" in result.output  # on the panel's own traces
     supervisor = yaml.safe_load((ROOT / overlay).read_text())["infogain"]["traces"]["supervisor"]
     assert supervisor["device"].startswith("cuda") and supervisor["dtype"] == "bfloat16"
+
+
+def test_a_bad_infogain_variant_is_named_with_the_file(tmp_path):
+    config = {
+        "study": "t",
+        "plan": str(ROOT / "preregistration" / "plan.yaml"),
+        "cells": ["sim-gsm8k"],
+        "models": {"sim": {"backend": "simulated"}},
+        "benchmarks": {"gsm8k": {"kind": "gsm8k", "path": str(DATA / "gsm8k_test.jsonl"), "limit": 5}},
+        "infogain": {"traces": {"variant": "nope", "supervisor": {"id": "x"}}},
+    }
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(config))
+    result = snakemake("-n", "--configfile", str(path), cwd=tmp_path)
+    assert result.returncode != 0 and "infogain.traces.variant 'nope'" in result.output and str(path) in result.output
+    config["infogain"]["traces"] = {"supervisor": {"id": "x", "lora": {"rank": 2}}}
+    path.write_text(yaml.safe_dump(config))
+    result = snakemake("-n", "--configfile", str(path), cwd=tmp_path)
+    assert result.returncode != 0 and "rank" in result.output, result.output[-2000:]

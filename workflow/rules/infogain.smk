@@ -70,25 +70,6 @@ rule math_shepherd:
 # config has infogain.traces: the variant's chains cut into its registered units, problems split
 # train / val / test by a seeded hash of their id (shared by every cell of a benchmark), a LoRA
 # supervisor and an ORM per cell on the train chains, thresholds from the validation chains.
-INFOGAIN_TRACES = config.get("infogain", {}).get("traces")
-IG_DIR = f"{STUDY_DIR}/infogain/traces"
-if INFOGAIN_TRACES:
-    IG_VARIANT = INFOGAIN_TRACES.get("variant", "registered")
-    if IG_VARIANT not in VARIANTS:
-        raise WorkflowError(f"infogain.traces.variant '{IG_VARIANT}' is not a variant of {CONFIG_SOURCE}")
-    if PROTOCOLS[IG_VARIANT]["checkpoints"] != "steps":
-        raise WorkflowError(f"infogain.traces.variant '{IG_VARIANT}' must use step checkpoints ({CONFIG_SOURCE})")
-
-
-def infogain_trace_targets():
-    """The cross-cell information-gain tables, when the config asks for them (rule all)."""
-    return [f"{IG_DIR}/ig_table.csv", f"{IG_DIR}/detection_table.csv"] if INFOGAIN_TRACES else []
-
-
-def infogain_gpu(wildcards):
-    return 1 if str(INFOGAIN_TRACES["supervisor"].get("device", "cpu")).startswith("cuda") else 0
-
-
 rule infogain_split:
     input:
         f"{STUDY_DIR}/problems/{{benchmark}}.parquet",
@@ -125,7 +106,7 @@ rule infogain_cell:
         cap=lambda w: PROTOCOLS[IG_VARIANT]["cap"],
     threads: 2
     resources:
-        gpu=infogain_gpu,
+        gpu=lambda w: 1 if str(INFOGAIN_TRACES["supervisor"].get("device", "cpu")).startswith("cuda") else 0,
     conda:
         "../../envs/generate-cpu.yaml"
     log:
