@@ -245,6 +245,9 @@ def test_run_cell_trains_on_train_problems_and_scores_the_others(tiny_model_dir)
     assert out["steps"]["orm_probability"].between(0, 1).all() and np.isfinite(out["steps"]["ce_after"]).all()
     assert set(out["training"]["model"]) == {"supervisor", "orm"}
     assert out["detection"]["method"].tolist() == ["IG", "ORM", "MS"]
+    again = run_cell(chains, split, None, _tiny_spec(tiny_model_dir))  # same seed: the same bytes
+    for name in ("steps", "aggregate", "detection", "training"):
+        assert out[name].to_csv(index=False) == again[name].to_csv(index=False), name
 
 
 def test_run_cell_without_validation_problems_gives_reasons(tiny_model_dir):
