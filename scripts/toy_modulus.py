@@ -19,7 +19,8 @@ import numpy as np
 import pandas as pd
 
 from cotdyn.infogain import toy
-from cotdyn.infogain.experiment import _seed, detection_table, resolve_size, run_model, table1_frame
+from cotdyn.infogain.experiment import _fall_margin, _seed, detection_table, resolve_size, run_model, table1_frame
+from cotdyn.infogain.gain import largest_fall_step
 from cotdyn.writers import write_csv
 
 LLM3 = 3
@@ -35,7 +36,11 @@ def llm3_table1(size: str, seed: int) -> pd.DataFrame:
     run = run_model(model, x0, splits, params, seed, LLM3)
     table = table1_frame(pd.DataFrame(detection_table(model.name, run)), model.name)
     wrong = ~run["traces"]["test"].correct
+    # the ORM check of toy_experiment's acceptance: wrong-answer chains' mean probability falls most at step 2
+    orm = run["orm_test"][wrong].mean(axis=0)
     return table.assign(
+        orm_fall_step=largest_fall_step(orm),
+        orm_step2_margin=_fall_margin(orm, 2)["margin"],
         size=size,
         modulus=params["modulus"],
         n_test_chains=len(wrong),
@@ -55,7 +60,7 @@ def main() -> None:
     table = pd.concat([llm3_table1(s, args.seed) for s in sizes], ignore_index=True)
     primary = table[table["primary"]]
     columns = ["size", "modulus", "method", "accuracy", "tpr", "fpr", "paper_accuracy", "paper_tpr", "paper_fpr",
-               "n_wrong_test_chains", "seconds"]  # fmt: skip
+               "n_wrong_test_chains", "orm_fall_step", "orm_step2_margin", "seconds"]  # fmt: skip
     print(primary[columns].to_string(index=False))
     if args.out:
         write_csv(table, args.out / f"llm3_table1_{args.size}_seed{args.seed}.csv")
