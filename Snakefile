@@ -27,4 +27,5 @@ rule all:
     input:
         study_targets(),
         f"{STUDY_DIR}/{STUDY_MANIFEST}",
+        infogain_trace_targets(),
     default_target: True

@@ -152,7 +152,9 @@ def write_hash_checked_outputs(study: Path, chains: Path, cell_dir: Path, plan: 
     )
     write_exploratory(records, analysis / "exploratory", m=5, epsilon=0.01, seed=1, resamples=50)
     write_header("registered", analysis / "hypotheses.json", study / PLAN_CHECK, analysis / "report_header.html")
-    math_shepherd_from_samples(samples, records, "gsm8k").to_csv(analysis / "math_shepherd.csv", index=False)
+    math_shepherd_from_samples(samples, records, "gsm8k", chains=pd.read_parquet(chains)).to_csv(
+        analysis / "math_shepherd.csv", index=False
+    )
     summary = json.loads((cell_dir / "summary.json").read_text())
     sweeps = sweep_frame({"registered": {CELL: summary}}, {"registered": {CELL: records}})
     write_csv(sweeps, study / "analysis" / "sweeps.csv")

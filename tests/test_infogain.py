@@ -234,14 +234,14 @@ def test_detection_thresholds_come_from_the_validation_split_only():
 # The toy problems and the five synthetic LLMs.
 
 
-def _gold_reference(x):
+def _gold_reference(x, m=300):
     """The five operations written out by hand, one prompt at a time."""
     z = [int(v) for v in x]
-    z[0] = (z[0] + z[4]) % 300
-    z[1] = (z[1] * z[0]) % 300
-    z[2] = (z[2] - z[1]) % 300
-    z[3] = (z[3] + 2 * z[2]) % 300
-    z[4] = (z[4] * z[3] + z[4]) % 300
+    z[0] = (z[0] + z[4]) % m
+    z[1] = (z[1] * z[0]) % m
+    z[2] = (z[2] - z[1]) % m
+    z[3] = (z[3] + 2 * z[2]) % m
+    z[4] = (z[4] * z[3] + z[4]) % m
     return z
 
 
@@ -249,6 +249,27 @@ def test_gold_answers_follow_the_documented_operations():
     x0 = toy.sample_prompts(50, np.random.default_rng(0))
     assert toy.gold_answers(x0).tolist() == [_gold_reference(x) for x in x0]
     assert x0.min() >= 0 and x0.max() < toy.MODULUS
+    x0 = toy.sample_prompts(50, np.random.default_rng(0), toy.PRIME_MODULUS)
+    assert toy.gold_answers(x0, 307).tolist() == [_gold_reference(x, 307) for x in x0]
+    assert x0.max() < 307 and toy.PRIME_MODULUS == 307 and all(307 % d for d in range(2, 18))
+
+
+def test_the_prime_modulus_hides_the_product_and_moves_the_error_range():
+    """The toy's known gap: mod 300 a product of uniform operands is 0 in 2.8% of cases (its factors
+    of 2, 3 and 5 show in the operands); mod 307 only when an operand is 0. Errors stay disjoint."""
+    rng = np.random.default_rng(5)
+    for m, low, high in ((300, 0.02, 0.04), (307, 0.003, 0.01)):
+        a, b = rng.integers(0, m, size=(2, 200_000))
+        assert low < np.mean(a * b % m == 0) < high, m
+    model = toy.ToyModel("LLM2", 2, error_rate=1.0, modulus=307)
+    tr = toy.generate_traces(model, toy.sample_prompts(300, rng, 307), rng)
+    assert tr.states[:, 1, 1].min() >= 307 and tr.states[:, 1, 1].max() < 407 == toy.error_range(307)[1]
+    assert toy.error_range() == (toy.ERROR_LOW, toy.ERROR_HIGH) == (300, 400)
+    assert [m.modulus for m in toy.toy_models(modulus=307)] == [307] * 5
+    full, prime = experiment.resolve_size("full"), experiment.resolve_size("full-prime")
+    assert prime.pop("modulus") == 307 and full.pop("modulus") == 300 and prime == full
+    with pytest.raises(ValueError, match="modulus"):
+        toy.ToyModel("x", 2, modulus=100)
 
 
 @pytest.fixture(scope="module")

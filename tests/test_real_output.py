@@ -134,6 +134,9 @@ def test_summaries_dynamics_and_math_shepherd_read_missing_answers(plan):
     assert label_coupling(records)["n"] == int((~records["excluded"]).sum())
     shepherd = math_shepherd_from_samples(samples, records, "gsm8k")
     assert len(shepherd) == 9 and shepherd["soft"].between(0, 1).all()
+    # the endpoint: each chain's last prefix is completed by the chain ("6" reaches gold; none, "7" do not)
+    ends = math_shepherd_from_samples(samples, records, "gsm8k", chains=chains).query("prefix == 2")
+    assert ends["soft"].tolist() == [1.0, 0.0, 0.0] and ends["endpoint"].all()
 
 
 def test_the_command_line_takes_null_and_numeric_answers():

@@ -125,6 +125,22 @@ def generation_logs(cell):
     return logs
 
 
+# Seed 000 on the study's own traces (workflow/rules/infogain.smk), when the config has infogain.traces.
+INFOGAIN_TRACES = config.get("infogain", {}).get("traces")
+IG_DIR = f"{STUDY_DIR}/infogain/traces"
+if INFOGAIN_TRACES:
+    IG_VARIANT = INFOGAIN_TRACES.get("variant", "registered")
+    if IG_VARIANT not in VARIANTS:
+        raise WorkflowError(f"infogain.traces.variant '{IG_VARIANT}' is not a variant of {CONFIG_SOURCE}")
+    if PROTOCOLS[IG_VARIANT]["checkpoints"] != "steps":
+        raise WorkflowError(f"infogain.traces.variant '{IG_VARIANT}' must use step checkpoints ({CONFIG_SOURCE})")
+
+
+def infogain_trace_targets():
+    """The cross-cell information-gain tables, when the config asks for them (rule all)."""
+    return [f"{IG_DIR}/ig_table.csv", f"{IG_DIR}/detection_table.csv"] if INFOGAIN_TRACES else []
+
+
 onstart:
     from cotdyn.announce import run_summary
 

@@ -13,6 +13,8 @@ tables = [
         pd.read_parquet(r),
         benchmark,
         protocol["equivalence"],
+        # the last prefix is the whole chain only under the registered endpoint
+        pd.read_parquet(c) if protocol["endpoint"] == "continuation" else None,
     ).assign(cell=cell)
     for cell, benchmark, s, c, r in zip(
         snakemake.params.cells,

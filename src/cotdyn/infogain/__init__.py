@@ -4,7 +4,8 @@ Modules: ``toy`` (problems and the five synthetic LLMs), ``supervisor`` (instanc
 cross-entropy scoring), ``gain`` (information gain, thresholds, detection metrics), ``baselines``
 (ORM; the Math-Shepherd labels, which need no torch, are ``cotdyn.math_shepherd``), ``lora`` (the
 real-trace LoRA supervisor), ``experiment`` (the toy experiment end to end), ``report`` (tables and
-heatmaps).
+heatmaps), ``traces`` (a study's own chains as steps, the seeded problem split, the tables and
+chain-level detection) and ``real`` (supervisor and ORM per cell on those chains).
 """
 
 from ..math_shepherd import math_shepherd_labels

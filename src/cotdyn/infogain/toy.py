@@ -4,18 +4,23 @@ The seed fixes only the skeleton: 5 sequential operations on 5-element integer v
 synthetic generators LLM1-LLM5 where LLMk errs at step k, and LLM3's step-3 error triggered by the
 step-2 state (``z_2[2] > 150``). Every other choice is ours and is written down here:
 
-- Values live in ``[0, MODULUS)`` with ``MODULUS = 300``; the prompt ``x_0`` is 5 integers drawn
-  uniformly from that range. Arithmetic is modulo 300 so that the vocabulary stays bounded and a
-  small supervisor cannot shortcut an operation by magnitude alone (multiplication mod 300 keeps
-  some structure, e.g. 2.8% zeros, which a wider supervisor partly learns from the prompt).
+- Values live in ``[0, modulus)`` with ``modulus = MODULUS = 300`` by default; the prompt ``x_0`` is
+  5 integers drawn uniformly from that range. Arithmetic is modulo the modulus so that the vocabulary
+  stays bounded and a small supervisor cannot shortcut an operation by magnitude alone.
+  Multiplication mod 300 keeps structure (300 = 2^2 3 5^2: 2.8% of products are 0, and a product's
+  factors of 2, 3 and 5 are visible in its operands), which a wider supervisor partly learns from
+  the prompt, so the multiply step reveals less than it should. ``PRIME_MODULUS = 307`` is the
+  documented fix (``modulus`` in a ``ToyModel`` and in the presets): modulo a prime, the product of
+  two uniform operands is nearly uniform (0 only when an operand is 0), so the prompt says little
+  about it before the step.
 - Step t (1-based) rewrites element t (1-based) only, from element t and the element step t-1 wrote
   (step 1 reads element 5), with the operation ``OPERATIONS[t-1]``. So ``z_t[t]`` is final from step
   t on, the answer ``Y = z_5`` is revealed one element per correct step, and an error at step k
   propagates into every later element. ``z_2[2]`` is read 1-based: the element step 2 writes.
 - An erroneous step writes a value the correct operation could not have produced. Default
-  (``error_values="disjoint"``): uniform on ``[300, 400)``, an operation outside the span of the
+  (``error_values="disjoint"``): uniform on ``[modulus, modulus + 100)`` (``error_range``), an operation outside the span of the
   correct ones whose output is independent of every correct state (the Bayesian network of
-  Assumption 3.1). ``"in_range"``: uniform on ``[0, 300)`` minus the correct value, a harder
+  Assumption 3.1). ``"in_range"``: uniform on ``[0, modulus)`` minus the correct value, a harder
   variant where an error cannot be seen from the value itself.
 - LLM1, LLM2, LLM4, LLM5 err at their step independently with probability ``error_rate`` (0.5);
   LLM3 errs at step 3 exactly when ``z_2[2] > 150`` (about 48% of prompts under these operations).
@@ -29,31 +34,38 @@ from dataclasses import dataclass
 import numpy as np
 
 MODULUS = 300
-ERROR_LOW, ERROR_HIGH = 300, 400  # disjoint range of an unidentifiable operation's outputs
+PRIME_MODULUS = 307  # the smallest prime above 300 (see the module docstring)
+ERROR_WIDTH = 100  # disjoint error values: [modulus, modulus + ERROR_WIDTH)
+ERROR_LOW, ERROR_HIGH = MODULUS, MODULUS + ERROR_WIDTH  # the default modulus's error range
 N_ELEMENTS = 5
 N_STEPS = 5
 LLM3_TRIGGER = 150  # seed 000, section 5.1: step 3 fails iff z_2[2] > 150
 ERROR_VALUE_MODES = ("disjoint", "in_range")
 
 
-def _add(own: np.ndarray, prev: np.ndarray) -> np.ndarray:
-    return (own + prev) % MODULUS
+def error_range(modulus: int = MODULUS) -> tuple[int, int]:
+    """[low, high) of the disjoint error values under ``modulus``."""
+    return int(modulus), int(modulus) + ERROR_WIDTH
 
 
-def _multiply(own: np.ndarray, prev: np.ndarray) -> np.ndarray:
-    return (own * prev) % MODULUS
+def _add(own: np.ndarray, prev: np.ndarray, modulus: int) -> np.ndarray:
+    return (own + prev) % modulus
 
 
-def _subtract(own: np.ndarray, prev: np.ndarray) -> np.ndarray:
-    return (own - prev) % MODULUS
+def _multiply(own: np.ndarray, prev: np.ndarray, modulus: int) -> np.ndarray:
+    return (own * prev) % modulus
 
 
-def _add_twice(own: np.ndarray, prev: np.ndarray) -> np.ndarray:
-    return (own + 2 * prev) % MODULUS
+def _subtract(own: np.ndarray, prev: np.ndarray, modulus: int) -> np.ndarray:
+    return (own - prev) % modulus
 
 
-def _multiply_add(own: np.ndarray, prev: np.ndarray) -> np.ndarray:
-    return (own * prev + own) % MODULUS
+def _add_twice(own: np.ndarray, prev: np.ndarray, modulus: int) -> np.ndarray:
+    return (own + 2 * prev) % modulus
+
+
+def _multiply_add(own: np.ndarray, prev: np.ndarray, modulus: int) -> np.ndarray:
+    return (own * prev + own) % modulus
 
 
 # (sub-task name, operation) for steps 1..5; the name is the sub-task label that per-sub-task
@@ -81,6 +93,7 @@ class ToyModel:
     trigger: str = "random"
     error_rate: float = 0.5
     error_values: str = "disjoint"
+    modulus: int = MODULUS
 
     def __post_init__(self):
         if not 1 <= self.error_step <= N_STEPS:
@@ -93,12 +106,15 @@ class ToyModel:
             raise ValueError(f"error_rate must be in [0, 1], got {self.error_rate}")
         if self.error_values not in ERROR_VALUE_MODES:
             raise ValueError(f"error_values must be one of {ERROR_VALUE_MODES}, got {self.error_values!r}")
+        if self.modulus <= LLM3_TRIGGER + 1:
+            raise ValueError(f"modulus must exceed the LLM3 trigger {LLM3_TRIGGER} + 1, got {self.modulus}")
 
 
-def toy_models(error_rate: float = 0.5, error_values: str = "disjoint") -> tuple[ToyModel, ...]:
+def toy_models(error_rate: float = 0.5, error_values: str = "disjoint", modulus: int = MODULUS) -> tuple[ToyModel, ...]:
     """LLM1..LLM5 of seed 000, section 5.1: LLMk errs at step k; LLM3's error is state-triggered."""
     return tuple(
-        ToyModel(f"LLM{k}", k, "state" if k == 3 else "random", error_rate, error_values) for k in range(1, N_STEPS + 1)
+        ToyModel(f"LLM{k}", k, "state" if k == 3 else "random", error_rate, error_values, modulus)
+        for k in range(1, N_STEPS + 1)
     )
 
 
@@ -128,24 +144,24 @@ class ToyTraces:
         return ToyTraces(self.model, self.x0[index], self.states[index], self.gold[index], self.error_step[index])
 
 
-def sample_prompts(n: int, rng: np.random.Generator) -> np.ndarray:
-    """x_0: n vectors of 5 integers uniform on [0, MODULUS)."""
-    return rng.integers(0, MODULUS, size=(n, N_ELEMENTS))
+def sample_prompts(n: int, rng: np.random.Generator, modulus: int = MODULUS) -> np.ndarray:
+    """x_0: n vectors of 5 integers uniform on [0, modulus)."""
+    return rng.integers(0, modulus, size=(n, N_ELEMENTS))
 
 
-def apply_step(state: np.ndarray, step: int) -> np.ndarray:
+def apply_step(state: np.ndarray, step: int, modulus: int = MODULUS) -> np.ndarray:
     """The correct operation lambda_step applied to a batch of states (n, 5); returns a new array."""
     _, op = OPERATIONS[step - 1]
     out = state.copy()
-    out[:, step - 1] = op(state[:, step - 1], state[:, step - 2])  # step 1 reads element 5 (index -1)
+    out[:, step - 1] = op(state[:, step - 1], state[:, step - 2], modulus)  # step 1 reads element 5 (index -1)
     return out
 
 
-def gold_answers(x0: np.ndarray) -> np.ndarray:
+def gold_answers(x0: np.ndarray, modulus: int = MODULUS) -> np.ndarray:
     """Y = lambda_5 o ... o lambda_1 (x_0), the correct final state."""
     state = np.asarray(x0)
     for step in range(1, N_STEPS + 1):
-        state = apply_step(state, step)
+        state = apply_step(state, step, modulus)
     return state
 
 
@@ -157,8 +173,8 @@ def _errs(model: ToyModel, state: np.ndarray, rng: np.random.Generator) -> np.nd
 
 def _error_values(model: ToyModel, correct: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     if model.error_values == "disjoint":
-        return rng.integers(ERROR_LOW, ERROR_HIGH, size=len(correct))
-    return (correct + rng.integers(1, MODULUS, size=len(correct))) % MODULUS
+        return rng.integers(*error_range(model.modulus), size=len(correct))
+    return (correct + rng.integers(1, model.modulus, size=len(correct))) % model.modulus
 
 
 def run_steps(
@@ -172,7 +188,7 @@ def run_steps(
     state = np.asarray(state)
     states, erred = [], np.zeros(len(state), dtype=bool)
     for step in range(first_step, N_STEPS + 1):
-        nxt = apply_step(state, step)
+        nxt = apply_step(state, step, model.modulus)
         if step == model.error_step:
             # the trigger must be drawn for every row, so that rng consumption is batch-independent
             errs = _errs(model, state, rng)
@@ -189,7 +205,7 @@ def generate_traces(model: ToyModel, x0: np.ndarray, rng: np.random.Generator) -
     x0 = np.asarray(x0)
     states, erred = run_steps(model, x0, 1, rng)
     error_step = np.where(erred, model.error_step, 0)
-    return ToyTraces(model.name, x0, states, gold_answers(x0), error_step)
+    return ToyTraces(model.name, x0, states, gold_answers(x0, model.modulus), error_step)
 
 
 def prefix_state(traces: ToyTraces, t: int) -> np.ndarray:

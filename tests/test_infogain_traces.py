@@ -1,0 +1,372 @@
+"""Seed 000 on the study's own traces: split, steps, Math-Shepherd endpoint, detection, the tiny
+supervisor, and the rules through the DAG (docs/design.md section 9)."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from conftest import DATA, ROOT
+from scipy import stats
+from sklearn.metrics import confusion_matrix
+from test_workflow import snakemake
+
+from cotdyn import segment
+from cotdyn.infogain import gain
+from cotdyn.infogain.traces import (
+    aggregate_table,
+    chain_scores,
+    detection_table,
+    leakage,
+    split_problems,
+    step_chains,
+    step_texts,
+)
+from cotdyn.math_shepherd import math_shepherd_from_samples
+
+# ---------------------------------------------------------------------------------------------
+# The split.
+
+
+def test_split_depends_on_the_seed_and_the_id_only():
+    ids = [f"q{i}" for i in range(400)]
+    whole = split_problems(ids, [0.6, 0.2, 0.2], 3).set_index("problem_id")["split"]
+    part = split_problems(ids[::-3][:50], [0.6, 0.2, 0.2], 3).set_index("problem_id")["split"]
+    assert (part == whole.loc[part.index]).all()  # order and company do not matter
+    other = split_problems(ids, [0.6, 0.2, 0.2], 4).set_index("problem_id")["split"]
+    assert (other != whole).mean() > 0.3
+    assert split_problems(ids, [0.6, 0.2, 0.2], 3)["problem_id"].tolist() == ids
+
+
+def test_split_fractions_hold_in_distribution():
+    """Chi-square goodness of fit of 6000 hashed ids against 0.6 / 0.2 / 0.2."""
+    split = split_problems([f"id-{i}" for i in range(6000)], [0.6, 0.2, 0.2], 0)
+    counts = split["split"].value_counts().reindex(["train", "val", "test"]).to_numpy()
+    assert stats.chisquare(counts, np.array([0.6, 0.2, 0.2]) * 6000).pvalue > 1e-3
+    assert (split_problems(["a", "b", "c"], [1.0, 0.0, 0.0], 0)["split"] == "train").all()
+
+
+def test_split_refuses_bad_fractions_and_duplicate_ids():
+    with pytest.raises(ValueError, match="infogain split"):
+        split_problems(["a"], [0.5, 0.5], 0)
+    with pytest.raises(ValueError, match="infogain split"):
+        split_problems(["a"], [0.6, 0.6, -0.2], 0)
+    with pytest.raises(ValueError, match="duplicate"):
+        split_problems(["a", "a"], [0.6, 0.2, 0.2], 0)
+
+
+def test_leakage_check_names_what_leaks():
+    split = pd.DataFrame({"problem_id": ["a", "b", "c"], "split": ["train", "val", "test"]})
+    assert leakage(split, ["a"]) == {"ok": True, "in_two_splits": [], "trained_outside_train": []}
+    assert leakage(split, ["a", "c"])["trained_outside_train"] == ["c"]
+    doubled = pd.concat([split, pd.DataFrame({"problem_id": ["b"], "split": ["test"]})])
+    assert leakage(doubled, ["a"]) == {"ok": False, "in_two_splits": ["b"], "trained_outside_train": []}
+
+
+# ---------------------------------------------------------------------------------------------
+# Steps are the registered units.
+
+
+def test_steps_are_the_registered_units_with_the_cap():
+    text = "\n\n".join(f"Unit {i}: {i} + 1 = {i + 1}." for i in range(1, 11)) + "\n\nSo the answer is 11."
+    steps = step_texts(text, "blank_line", 8)
+    spans = segment.cap_units(segment.units(text, "blank_line"), 8)
+    assert len(steps) == 8 and steps == [text[a:b] for a, b in spans]
+    assert steps[0] == "Unit 1: 1 + 1 = 2." and steps[-1].endswith("So the answer is 11.")
+    assert "Unit 9" in steps[-1]  # units 8..N merged into the 8th
+    assert step_texts(text, "blank_line", None)[-1] == "So the answer is 11."
+    assert step_texts("", "blank_line", 8) == [] and step_texts(None, "newline", 8) == []
+    with pytest.raises(ValueError, match="token_window"):
+        step_texts(text, "token_window", 8)
+
+
+def test_step_chains_record_a_status_for_every_chain():
+    chains = pd.DataFrame(
+        {"problem_id": ["a", "b", "c"], "text": ["x\n\ny", "", "z ٣ Ä"], "chain_correct": [True, False, None]}
+    )
+    problems = pd.DataFrame({"problem_id": ["a", "b", "c"], "question": ["qa", "qb", "qc"], "gold": ["1", "2", " "]})
+    out = step_chains(chains, problems, "blank_line", 8).set_index("problem_id")
+    assert out["status"].to_dict() == {"a": "ok", "b": "no_steps", "c": "no_gold"}
+    assert out.loc["a", "steps"] == ("x", "y") and out["n_steps"].tolist() == [2, 0, 1]
+    assert out["chain_correct"].tolist() == [True, False, False]
+    with pytest.raises(KeyError, match="chains.parquet lacks column"):
+        step_chains(chains.drop(columns="text"), problems, "blank_line", 8)
+
+
+# ---------------------------------------------------------------------------------------------
+# Math-Shepherd on pipeline samples: the endpoint.
+
+
+def test_math_shepherd_completes_a_finished_chains_last_prefix_with_the_chain():
+    """Problem a: a finished correct chain whose last prefix continues with nothing. Without the
+    chain its last step scores 0; with it, 1. b: finished, no answer: 0 either way. c: cut by its
+    budget: its sampled completions stand."""
+    samples = pd.DataFrame(
+        {
+            "problem_id": ["a"] * 4 + ["b"] * 4 + ["c"] * 4,
+            "prefix": [0, 0, 1, 1] * 3,
+            "prefix_tokens": [0, 0, 7, 7] * 3,
+            "answer": ["5", "4", None, None, "2", "2", "2", None, "1", "3", "3", None],
+        }
+    )
+    records = pd.DataFrame({"problem_id": ["a", "b", "c"], "gold": ["5", "2", "3"]})
+    chains = pd.DataFrame(
+        {"problem_id": ["a", "b", "c"], "chain_answer": ["5", None, None], "reference_truncated": [False, False, True]}
+    )
+    old = math_shepherd_from_samples(samples, records, "gsm8k").set_index(["problem_id", "prefix"])
+    new = math_shepherd_from_samples(samples, records, "gsm8k", chains=chains).set_index(["problem_id", "prefix"])
+    assert old.loc[("a", 1), "soft"] == 0.0 and new.loc[("a", 1), ["soft", "hard"]].tolist() == [1.0, 1.0]
+    assert new.loc[("b", 1), "soft"] == 0.0 and old.loc[("b", 1), "soft"] == 0.5
+    assert new.loc[("c", 1), "soft"] == old.loc[("c", 1), "soft"] == 0.5
+    assert new["endpoint"].tolist() == [False, True, False, True, False, False]
+    assert (new.xs(0, level="prefix")["soft"] == old.xs(0, level="prefix")["soft"]).all()
+
+
+# ---------------------------------------------------------------------------------------------
+# Tables and detection.
+
+
+def _steps_frame(seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(60):
+        split = ("val", "test")[i % 2]
+        correct = bool(rng.random() < 0.5)
+        for t in range(1, int(rng.integers(1, 5)) + 1):
+            rows.append(
+                {
+                    "problem_id": f"p{i}",
+                    "split": split,
+                    "step": t,
+                    "chain_correct": correct,
+                    "ce_before": 0.0,
+                    "ce_after": 0.0,
+                    "ig": rng.normal(0.5 if correct else 0.0, 0.3),
+                    "orm_probability": rng.random(),
+                    "ms_soft": rng.random() if t < 3 else np.nan,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def test_aggregate_table_is_the_ragged_mean_gain():
+    rng = np.random.default_rng(1)
+    ce = [np.cumsum(rng.normal(0, 1, n)) for n in (2, 3, 5, 4)]
+    steps = pd.DataFrame(
+        [
+            {
+                "problem_id": f"p{i}",
+                "split": "test",
+                "step": t,
+                "chain_correct": i % 2 == 0,
+                "ce_before": c[t - 1],
+                "ce_after": c[t],
+                "ig": c[t - 1] - c[t],
+            }  # fmt: skip
+            for i, c in enumerate(ce)
+            for t in range(1, len(c))
+        ]
+    )
+    table = aggregate_table(steps)
+    every = table[(table["split"] == "test") & (table["subset"] == "all")]
+    np.testing.assert_allclose(every["ig"], gain.aggregate_gain_ragged(ce))
+    assert every["n_chains"].tolist() == [4, 3, 2, 1]
+    right = table[(table["split"] == "test") & (table["subset"] == "correct_answer")]
+    np.testing.assert_allclose(right["ig"], gain.aggregate_gain_ragged([ce[0], ce[2]]))
+    assert table[table["split"] == "val"].empty
+
+
+def test_detection_thresholds_come_from_validation_chains_only():
+    steps = _steps_frame()
+    table = detection_table(steps).set_index("method")
+    # the test half changed entirely: thresholds stay, test metrics move
+    flipped = steps.copy()
+    test = flipped["split"] == "test"
+    flipped.loc[test, "chain_correct"] = ~flipped.loc[test, "chain_correct"]
+    again = detection_table(flipped).set_index("method")
+    assert (again["threshold"] == table["threshold"]).all()
+    assert (again["accuracy"] != table["accuracy"]).any()
+    # the threshold is the validation-accuracy maximiser of the chains' lowest scores
+    val = chain_scores(steps, "IG").query("split == 'val'")
+    assert table.loc["IG", "threshold"] == gain.select_threshold(val["score"], ~val["chain_correct"].astype(bool))
+    per_chain = steps.groupby("problem_id")["ig"].min()
+    assert (val.set_index("problem_id")["score"] == per_chain.loc[val["problem_id"]]).all()
+    # test metrics against sklearn's confusion matrix
+    test_scores = chain_scores(steps, "ORM").query("split == 'test'")
+    flagged = test_scores["score"] <= table.loc["ORM", "threshold"]
+    tn, fp, fn, tp = confusion_matrix(~test_scores["chain_correct"].astype(bool), flagged, labels=[False, True]).ravel()
+    assert table.loc["ORM", ["tp", "fp", "tn", "fn"]].tolist() == [tp, fp, tn, fn]
+    assert table.loc["MS", "n_val"] == 30 and table["threshold_source"].eq("val").all()
+
+
+def test_detection_without_validation_chains_says_why():
+    steps = _steps_frame().query("split == 'test'")
+    table = detection_table(steps)
+    assert table["threshold"].isna().all()
+    assert table["reason"].eq("no validation chain with a step score").all()
+
+
+# ---------------------------------------------------------------------------------------------
+# The supervisor and ORM on a tiny random causal model.
+
+
+def _tiny_spec(model_dir, seed=0):
+    from cotdyn.infogain.real import SupervisorSpec
+
+    entry = {
+        "id": str(model_dir),
+        "lora": {"r": 2, "alpha": 4, "dropout": 0.0, "target_modules": ["q_proj", "v_proj"]},
+        "train": {"max_epochs": 2, "batch_size": 8},
+    }
+    return SupervisorSpec.from_config(entry, seed)
+
+
+def _toy_cell(n=16):
+    ids = [f"p{i}" for i in range(n)]
+    text = [f"{i} plus one.\n\nThat is {i + 1}.\n\nAnswer: {i + 1}" if i % 5 else "" for i in range(n)]
+    chains = pd.DataFrame({"problem_id": ids, "text": text, "chain_correct": [i % 3 == 0 for i in range(n)]})
+    problems = pd.DataFrame({"problem_id": ids, "question": [f"{i}+1?" for i in range(n)], "gold": [str(i + 1) for i in range(n)]})  # fmt: skip
+    return step_chains(chains, problems, "blank_line", 8), ids
+
+
+def test_run_cell_trains_on_train_problems_and_scores_the_others(tiny_model_dir):
+    from cotdyn.infogain.real import run_cell
+
+    chains, ids = _toy_cell()
+    split = split_problems(ids, [0.5, 0.25, 0.25], 0)
+    out = run_cell(chains, split, None, _tiny_spec(tiny_model_dir))
+    train = set(split.loc[split["split"] == "train", "problem_id"])
+    assert out["summary"]["leakage"]["ok"] and set(out["summary"]["train_problem_ids"]) == train
+    assert not set(out["steps"]["problem_id"]) & train and set(out["steps"]["split"]) == {"val", "test"}
+    scored = chains[~chains["problem_id"].isin(train) & (chains["n_steps"] > 0)]
+    assert len(out["steps"]) == scored["n_steps"].sum()  # every step of every scored chain, once
+    np.testing.assert_allclose(out["steps"]["ig"], out["steps"]["ce_before"] - out["steps"]["ce_after"])
+    assert out["steps"]["orm_probability"].between(0, 1).all() and np.isfinite(out["steps"]["ce_after"]).all()
+    assert set(out["training"]["model"]) == {"supervisor", "orm"}
+    assert out["detection"]["method"].tolist() == ["IG", "ORM", "MS"]
+    again = run_cell(chains, split, None, _tiny_spec(tiny_model_dir))  # same seed: the same bytes
+    for name in ("steps", "aggregate", "detection", "training"):
+        assert out[name].to_csv(index=False) == again[name].to_csv(index=False), name
+
+
+def test_run_cell_without_validation_problems_gives_reasons(tiny_model_dir):
+    from cotdyn.infogain.real import run_cell
+
+    chains, ids = _toy_cell(6)
+    split = pd.DataFrame({"problem_id": ids, "split": ["train"] * 4 + ["test"] * 2})
+    out = run_cell(chains, split, None, _tiny_spec(tiny_model_dir))
+    assert out["summary"]["reason"] == "no validation chain" and out["steps"].empty
+    assert out["detection"]["reason"].str.startswith("no validation").all()
+
+
+# ---------------------------------------------------------------------------------------------
+# Through the DAG.
+
+
+def _traces_entry(model_dir, **extra):
+    entry = {
+        "seed": 0,
+        "supervisor": {
+            "id": str(model_dir),
+            "lora": {"r": 2, "alpha": 4, "dropout": 0.0, "target_modules": ["q_proj", "v_proj"]},
+            "train": {"max_epochs": 1, "batch_size": 16},
+        },
+    }
+    return {"size": "reduced", "seed": 0, "traces": {**entry, **extra}}
+
+
+def _check_study(study, cells):
+    """Every cell wrote its tables; the split is one per benchmark, the supervisor saw train only."""
+    ig = pd.read_csv(study / "infogain/traces/ig_table.csv")
+    detection = pd.read_csv(study / "infogain/traces/detection_table.csv")
+    assert set(detection["cell"]) == set(cells) and set(detection["method"]) == {"IG", "ORM", "MS"}
+    for cell in cells:
+        summary = json.loads((study / f"infogain/traces/{cell}/summary.json").read_text())
+        assert summary["leakage"]["ok"], summary["leakage"]
+        benchmark = cell.rsplit("-", 1)[1]
+        split = pd.read_csv(study / f"infogain/traces/split/{benchmark}.csv", dtype={"problem_id": str})
+        steps = pd.read_csv(study / f"infogain/traces/{cell}/steps.csv", dtype={"problem_id": str})
+        train = set(split.loc[split["split"] == "train", "problem_id"])
+        assert set(summary.get("train_problem_ids", [])) <= train
+        assert not set(steps["problem_id"]) & train
+        truth = split.set_index("problem_id")["split"]
+        assert (steps["split"] == truth.loc[steps["problem_id"]].to_numpy()).all()
+    return ig, detection
+
+
+def test_infogain_rules_run_on_the_simulated_panel(tmp_path, tiny_model_dir):
+    """Two simulated cells (GSM8K and MATH-500, 20 problems each) with a tiny supervisor."""
+    config = {
+        "study": "t",
+        "plan": str(ROOT / "preregistration" / "plan.yaml"),
+        "cache": str(tmp_path / "cache"),
+        "cells": ["sim-gsm8k", "sim-math500"],
+        "models": {"sim": {"backend": "simulated"}},
+        "benchmarks": {
+            "gsm8k": {"kind": "gsm8k", "path": str(DATA / "gsm8k_test.jsonl"), "limit": 20},
+            "math500": {"kind": "math500", "path": str(DATA / "math500_test.jsonl"), "limit": 20},
+        },
+        "infogain": _traces_entry(tiny_model_dir),
+    }
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(config))
+    result = snakemake("--cores", "2", "infogain_traces", "--configfile", str(path), cwd=tmp_path)
+    assert result.returncode == 0, result.output[-3000:]
+    study = tmp_path / "results" / "t"
+    ig, detection = _check_study(study, config["cells"])
+    assert (ig["split"] == "test").all() and set(ig["subset"]) <= {"all", "correct_answer", "wrong_answer"}
+    assert detection["threshold"].notna().all(), detection  # 20 problems give every split chains
+    steps = pd.read_csv(study / "infogain/traces/sim-gsm8k/steps.csv")
+    assert steps["ms_soft"].notna().all()  # Math-Shepherd of every step, from the drawn continuations
+    report = snakemake("--report", "report.html", "infogain_traces", "--configfile", str(path), cwd=tmp_path)
+    assert report.returncode == 0, report.output[-3000:]
+    html = (tmp_path / "report.html").read_text()
+    for caption in ("infogain_traces_ig.rst", "infogain_traces_detection.rst"):
+        first_line = (ROOT / "workflow/report" / caption).read_text().splitlines()[0]
+        assert first_line in html, caption  # both tables are in the report with their captions
+
+
+def test_infogain_rules_run_on_the_embedded_defaults_traces(tmp_path, tiny_model_dir):
+    """config/config.yaml (its 6 arithmetic problems, transformers backend) with the tiny model as
+    generator and supervisor, budgets cut to keep the test short."""
+    config = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    config["plan"] = str(ROOT / config["plan"])
+    config["cache"] = str(tmp_path / "cache")
+    config["models"]["smollm2"] = {"backend": "transformers", "id": str(tiny_model_dir), "device": "cpu"}
+    config["protocol"].update(reference_max_tokens=48, continuation_max_tokens=12)
+    config["infogain"] = _traces_entry(tiny_model_dir, split=[0.34, 0.33, 0.33])
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(config))
+    result = snakemake("--cores", "2", "infogain_traces", "--configfile", str(path), cwd=tmp_path)
+    assert result.returncode == 0, result.output[-3000:]
+    _check_study(tmp_path / "results" / "default", config["cells"])
+
+
+def test_the_7b_supervisor_overlay_plans_the_information_gain_rules_on_the_panel():
+    overlay = "config/infogain/supervisor-7b.yaml"
+    result = snakemake("-n", "--forceall", "infogain_traces", "--configfile", "config/panel.yaml", overlay)
+    assert result.returncode == 0, result.output[-2000:]
+    assert "infogain_cell" in result.output and "infogain_tables" in result.output
+    assert "reference" in result.output and "continuations" in result.output  # on the panel's own traces
+    supervisor = yaml.safe_load((ROOT / overlay).read_text())["infogain"]["traces"]["supervisor"]
+    assert supervisor["device"].startswith("cuda") and supervisor["dtype"] == "bfloat16"
+
+
+def test_a_bad_infogain_variant_is_named_with_the_file(tmp_path):
+    config = {
+        "study": "t",
+        "plan": str(ROOT / "preregistration" / "plan.yaml"),
+        "cells": ["sim-gsm8k"],
+        "models": {"sim": {"backend": "simulated"}},
+        "benchmarks": {"gsm8k": {"kind": "gsm8k", "path": str(DATA / "gsm8k_test.jsonl"), "limit": 5}},
+        "infogain": {"traces": {"variant": "nope", "supervisor": {"id": "x"}}},
+    }
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(config))
+    result = snakemake("-n", "--configfile", str(path), cwd=tmp_path)
+    assert result.returncode != 0 and "infogain.traces.variant 'nope'" in result.output and str(path) in result.output
+    config["infogain"]["traces"] = {"supervisor": {"id": "x", "lora": {"rank": 2}}}
+    path.write_text(yaml.safe_dump(config))
+    result = snakemake("-n", "--configfile", str(path), cwd=tmp_path)
+    assert result.returncode != 0 and "rank" in result.output, result.output[-2000:]

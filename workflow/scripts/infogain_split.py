@@ -1,0 +1,13 @@
+"""Snakemake entry point of rule infogain_split: a benchmark's problems into train / val / test."""
+
+import pandas as pd
+
+from cotdyn.infogain.traces import split_problems
+from cotdyn.logs import tee_to
+from cotdyn.writers import write_csv
+
+tee_to(snakemake.log[0])
+problems = pd.read_parquet(snakemake.input[0])
+split = split_problems(problems["problem_id"].astype(str), snakemake.params.fractions, int(snakemake.params.seed))
+print(split["split"].value_counts().sort_index().to_string())
+write_csv(split, snakemake.output[0])
