@@ -25,4 +25,5 @@ rule all:
     input:
         study_targets(),
         f"{STUDY_DIR}/{STUDY_MANIFEST}",
+        report_targets(),
     default_target: True
