@@ -29,13 +29,30 @@ def result():
 
 
 def table(page: str, heading: str) -> list[list[str]]:
-    """The rows (cell texts) of the first table after ``heading`` in an HTML page."""
+    """The rows (cell texts, row spans filled down) of the first table after ``heading``."""
     section = page[page.index(heading) :]
     body = section[section.index("<table>") : section.index("</table>")]
-    return [
-        [html.unescape(re.sub("<[^>]+>", "", c)) for c in re.findall(r"<t[hd][^>]*>.*?</t[hd]>", row)]
-        for row in re.findall(r"<tr>(.*?)</tr>", body)
-    ]
+    rows, pending = [], {}  # column -> (text, rows still spanned)
+    for tr in re.findall(r"<tr>(.*?)</tr>", body):
+        cells = iter(re.findall(r"<t[hd]([^>]*)>(.*?)</t[hd]>", tr))
+        row, column = [], 0
+        while True:
+            if column in pending:
+                text, left = pending.pop(column)
+                if left > 1:
+                    pending[column] = (text, left - 1)
+            else:
+                attrs, content = next(cells, (None, None))
+                if attrs is None:
+                    break
+                text = html.unescape(re.sub("<[^>]+>", "", content))
+                span = re.search(r'rowspan="(\d+)"', attrs)
+                if span:
+                    pending[column] = (text, int(span.group(1)) - 1)
+            row.append(text)
+            column += 1
+        rows.append(row)
+    return rows
 
 
 def test_scope_names_cells_run_and_absent(result):
@@ -122,7 +139,7 @@ def test_pages_show_the_audit_status_and_the_tamper_warning(tmp_path, result):
     study = _study(tmp_path)
     audit = integrity.stored_check(study) | {"check": "audit"}
     page = pages.registered_results_html("registered", result, audit, integrity.stored_check(study)).decode()
-    assert 'id="audit-status">Audit: <strong>PASS' in page and "integrity-warning" not in page
+    assert 'id="audit-status">Audit after the run: <strong>PASS' in page and "integrity-warning" not in page
     assert audit["manifest_sha256"] in page
     (study / "cells/c/samples.parquet").write_text("edited")
     tampered = integrity.stored_check(study)
@@ -131,7 +148,7 @@ def test_pages_show_the_audit_status_and_the_tamper_warning(tmp_path, result):
     assert "mismatch: cells/c/samples.parquet" in warning[: warning.index("</div>")]
     header = report_header("registered", result | {"plan_sha256": "sha"}, {"cells": {}}, audit, tampered)
     assert ".. warning::" in header and "mismatch: cells/c/samples.parquet" in header
-    assert "Audit: **PASS**" in header
+    assert "Audit after the run: **PASS**" in header
     not_run = next(line for line in header.splitlines() if line.startswith("Registered cells not run:"))
     assert all(f"``{c}``" in not_run for c in pages.cells_absent(result)) and "qwen7b" not in not_run
 
@@ -163,7 +180,7 @@ def test_a_report_over_a_tampered_study_warns_on_the_page_and_the_console(tmp_pa
     ]
     study = tmp_path / "results" / "t"
     page = (study / "report/registered/registered_results.html").read_text()
-    assert "Audit: <strong>PASS" in page and "integrity-warning" not in page
+    assert "Audit after the run: <strong>PASS" in page and "integrity-warning" not in page
     assert [r[0] for r in table(page, "Verdicts")[1:3]] == ["H1", "H1"]
     samples = study / "cells/sim-gsm8k/registered/samples.parquet"
     frame = pd.read_parquet(samples)
@@ -176,3 +193,22 @@ def test_a_report_over_a_tampered_study_warns_on_the_page_and_the_console(tmp_pa
     for name in ("registered_results.html", "header.html"):
         embedded = embedded_page(tmp_path / "report.html", name)
         assert "no longer matched the study manifest" in embedded and line in embedded, name
+
+
+def test_the_forest_plot_leaves_out_cells_not_run_and_never_draws_a_zero_width_interval(result):
+    from cotdyn.hypotheses.outputs import forest_figure, forest_rows
+
+    changed = copy.deepcopy(result)
+    changed["cells"]["qwen7b-math500"]["H1"].update(gap_pp=0.0, ci=[0.0, 0.0])  # accuracy 0 in both groups
+    rows, not_run = forest_rows(changed)
+    assert not_run == pages.cells_absent(result) and [r["label"] for r in rows] == list(RUN)
+    gsm8k, math500 = rows
+    lo, hi = result["cells"]["qwen7b-gsm8k"]["H1"]["ci"]
+    assert gsm8k["ci"] == (lo, hi) and gsm8k["status"] == f"95% CI {'excludes' if lo > 0 or hi < 0 else 'includes'} 0"
+    assert math500["gap"] is None and math500["status"] == "not estimable (zero-width interval: constant outcome)"
+    fig = forest_figure(changed)
+    ax = fig.axes[0]
+    assert ax.get_title() and ax.get_legend() is not None
+    texts = [t.get_text() for t in ax.texts] + [t.get_text() for t in fig.texts]
+    assert math500["status"] in texts and any(t.startswith("not run, left out: ") for t in texts)
+    assert min(t.get_fontsize() for t in ax.texts + fig.texts + ax.get_legend().get_texts()) >= 8

@@ -62,8 +62,9 @@ def stored_file(path: str, listed: str, stored: str | None) -> FileCheck:
 
 
 def failures(result: dict) -> list[str]:
-    """One line per failing file or problem of an audit_result or stored_check."""
-    lines = [f"{f['status']}: {f['path']} ({f['detail']})" for f in result["files"] if f["status"] != MATCH]
+    """One line per failing file or problem of an audit_result or stored_check (the hashes are in
+    the per-file table)."""
+    lines = [f"{f['status']}: {f['path']}" for f in result["files"] if f["status"] != MATCH]
     return lines + [f"problem: {p}" for p in result["problems"]]
 
 

@@ -193,12 +193,25 @@ def _cell(value) -> str:
     return f'<td class="{css}">{text}</td>' if css else f"<td>{text}</td>"
 
 
-def table_html(rows: list[dict], empty: str) -> str:
+def table_html(rows: list[dict], empty: str, merged: tuple[str, ...] = ()) -> str:
+    """An HTML table; the ``merged`` columns span the consecutive rows that share their values."""
     if not rows:
         return f"<p><em>{html.escape(empty)}</em></p>"
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in rows[0])
-    body = "".join("<tr>" + "".join(_cell(r[c]) for c in rows[0]) + "</tr>" for r in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    columns = list(rows[0])
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+    key = [tuple(r[c] for c in merged) for r in rows]
+    body = []
+    for i, r in enumerate(rows):
+        span = next((j for j in range(i + 1, len(rows)) if key[j] != key[i]), len(rows)) - i
+        first = i == 0 or key[i - 1] != key[i]
+        cells = []
+        for c in columns:
+            if c in merged and not first:
+                continue
+            cell = _cell(r[c])
+            cells.append(cell.replace("<td", f'<td rowspan="{span}"', 1) if c in merged and span > 1 else cell)
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
 def integrity_html(audit: dict | None, stored: dict | None) -> str:
@@ -212,8 +225,10 @@ def integrity_html(audit: dict | None, stored: dict | None) -> str:
     if audit is not None:
         counts = ", ".join(f"{n} {s}" for s, n in audit["counts"].items())
         verdict = "PASS" if audit["ok"] else "FAIL"
-        css = "ok" if audit["ok"] else "warning"
-        parts.append(f'<p class="{css}" id="audit-status">Audit: <strong>{verdict}</strong> ({counts} files).</p>')
+        css = "ok" if audit["ok"] and (stored is None or stored["ok"]) else "warning"
+        parts.append(
+            f'<p class="{css}" id="audit-status">Audit after the run: <strong>{verdict}</strong> ({counts} files).</p>'
+        )
     if stored is not None and stored["ok"]:
         parts.append("<p>When this page was written every stored file matched the study manifest.</p>")
     return "\n".join(parts)
@@ -240,7 +255,7 @@ Registered cells not run: {html.escape(", ".join(absent) or "none")} (shown as "
 {integrity_html(audit, stored)}
 <h2>Verdicts (H1-H5)</h2>
 <ul>{scope}</ul>
-{table_html(verdict_rows(result), "the plan registers no hypotheses")}
+{table_html(verdict_rows(result), "the plan registers no hypotheses", ("hypothesis", "verdict", "criterion"))}
 <h2>Panel (seed 003 section 4's table)</h2>
 <p>n analysed: records kept after the exclusion rule; n total: records of the cell; excl.: the share
 excluded. The gap is monotone minus non-monotone accuracy in percentage points with its 95% bootstrap CI.</p>
