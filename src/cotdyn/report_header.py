@@ -41,7 +41,10 @@ def scope_and_integrity(hypotheses: dict, audit: dict | None, stored: dict | Non
     lines += [f"Study manifest SHA-256: ``{source.get('manifest_sha256')}``", ""]
     if audit is not None:
         counts = ", ".join(f"{n} {s}" for s, n in audit["counts"].items())
-        lines += [f"Audit after the run: **{'PASS' if audit['ok'] else 'FAIL'}** ({counts} files; {audit['check']}).", ""]
+        lines += [
+            f"Audit after the run: **{'PASS' if audit['ok'] else 'FAIL'}** ({counts} files; {audit['check']}).",
+            "",
+        ]
     return lines
 
 
