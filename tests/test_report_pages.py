@@ -212,3 +212,25 @@ def test_the_forest_plot_leaves_out_cells_not_run_and_never_draws_a_zero_width_i
     texts = [t.get_text() for t in ax.texts] + [t.get_text() for t in fig.texts]
     assert math500["status"] in texts and any(t.startswith("not run, left out: ") for t in texts)
     assert min(t.get_fontsize() for t in ax.texts + fig.texts + ax.get_legend().get_texts()) >= 8
+
+
+def test_figures_keep_coinciding_curves_apart_and_say_when_there_is_nothing_to_draw():
+    import pandas as pd
+
+    from cotdyn import dynamics_plots, figures
+
+    records = pd.DataFrame({
+        "cell": "c", "problem_id": [f"p{i}" for i in range(6)], "excluded": [False] * 4 + [True] * 2,
+        "correct": [True, False, True, True, False, False], "monotone": [True, True, False, False, True, True],
+        "violations": [0, 0, 1, 2, 0, 0], "coherence": [0.5, 0.1, 0.2, 0.3, 0.0, 0.0],
+        "final_entropy": [0.0, 0.5, 0.7, 0.2, 1.0, 1.0],
+    })  # fmt: skip
+    lines = figures.risk_coverage_figure(records, draws=5, seed=1).axes[0].get_lines()[:4]
+    assert len({str(line._dash_pattern) for line in lines}) == 4  # matplotlib keeps the dashes there only
+    ax = figures.risk_coverage_figure(records, draws=5, seed=1).axes[0]
+    assert min(t.get_fontsize() for t in ax.get_legend().get_texts()) >= 8
+    blank = figures.violation_bucket_figure(records.assign(excluded=True)).axes[0]
+    assert blank.get_title() and any(t.get_text().startswith("nothing to draw") for t in blank.texts)
+    empty = pd.DataFrame(columns=["rmse_lo", "rmse_hi", "rmse_mid", *(c for c, _ in dynamics_plots.DISAGREEMENTS)])
+    ax = dynamics_plots.disagreement_figure(empty).axes[0]
+    assert ax.get_title() and [t.get_text() for t in ax.texts] == ["nothing to draw: no pairs of chains to compare"]
