@@ -70,12 +70,17 @@ def test_verdict_table_holds_every_hypothesis_cell_with_holm_and_not_run(result)
     rows = table(page, "Verdicts (H1-H5)")
     header, rows = rows[0], rows[1:]
     assert header[:8] == ["hypothesis", "verdict", "criterion", "cell", "cell verdict", "estimate", "95% CI", "Holm"]
-    expected = [(h, c) for h, v in result["verdicts"].items() for c in v["cells"]]
-    assert [(r[0], r[3].removesuffix(" (not run)")) for r in rows] == expected
+    ran = set(RUN)
+    expected = [(h, c) for h, v in result["verdicts"].items() if ran & set(v["cells"]) for c in v["cells"]]
+    assert [(r[0], r[3].removesuffix(" (not run)")) for r in rows if not r[3].startswith("none of")] == expected
     for r in rows:
         v = result["verdicts"][r[0]]
+        if r[3].startswith("none of"):  # a hypothesis none of whose cells ran: one row naming them all
+            assert not ran & set(v["cells"]) and r[3].endswith(", ".join(v["cells"])) and r[6] == "not estimable"
+            continue
         assert r[1] == v["verdict"] and r[4] == v["cells"][r[3].removesuffix(" (not run)")]["verdict"]
         assert r[3].endswith("(not run)") == (r[3].split(" ")[0] not in RUN)
+    assert [r[0] for r in rows if r[3].startswith("none of")] == ["H4"]
     h1 = next(r for r in rows if r[:1] == ["H1"] and r[3] == "qwen7b-gsm8k")
     holm = next(m for m in result["holm"] if m["id"] == "H1" and m["cell"] == "qwen7b-gsm8k")
     assert h1[7].startswith("rejected" if holm["reject"] else "not rejected")

@@ -45,7 +45,7 @@ def scope_lines(result: dict) -> list[str]:
         if not cells:
             what = "names no cells"
         elif not have:
-            what = f"none of its {len(cells)} registered cells ran, so its verdict ({verdict}) says nothing about it"
+            what = f"none of its {len(cells)} registered cells ran: its verdict ({verdict}) reflects their absence, not the data"
         elif len(have) < len(cells):
             what = (
                 f"{len(have)} of its {len(cells)} registered cells ran ({', '.join(have)}); "
@@ -54,6 +54,13 @@ def scope_lines(result: dict) -> list[str]:
         else:
             what = f"all {len(cells)} registered cells ran; verdict {verdict}"
         lines.append(f"{hid}: {what}")
+    named = {c for v in result.get("verdicts", {}).values() for c in v.get("cells", {})}
+    described = [c for c in cells_run(result) if c not in named]
+    if described:
+        lines.append(
+            f"{', '.join(described)}: not a registered cell of any hypothesis; described in the panel table, "
+            "no verdict rests on it"
+        )
     return lines
 
 
@@ -115,12 +122,32 @@ def holm_text(hid: str, cell: str, block: dict, holm: list[dict]) -> str:
 # --- rows -------------------------------------------------------------------------------------
 
 
+def _joined(cells: dict, key: str) -> str:
+    """The distinct values of one key over the cells, in order."""
+    return "; ".join(dict.fromkeys(str(b.get(key)) for b in cells.values() if b.get(key)))
+
+
+def absent_row(hid: str, v: dict, cells: dict, holm: list[dict]) -> dict:
+    """The row of a hypothesis none of whose registered cells ran."""
+    in_family = any(m.get("id") == hid and m.get("cell") in cells for m in holm)
+    return {
+        "hypothesis": hid, "verdict": v.get("verdict"), "criterion": criterion_text(v.get("criterion")),
+        "cell": f"none of its {len(cells)} cells ran ({NOT_RUN}): {', '.join(cells)}",
+        "cell verdict": _joined(cells, "verdict"), "estimate": "", "95% CI": "not estimable",
+        "Holm": "not decided (no cell ran)" if in_family else "not in the family", "reason": _joined(cells, "reason"),
+        "details": "",
+    }  # fmt: skip
+
+
 def verdict_rows(result: dict) -> list[dict]:
     """One row per (hypothesis, registered cell); the hypothesis verdict heads its rows."""
     run, holm, rows = set(cells_run(result)), result.get("holm", []), []
     for hid, v in result.get("verdicts", {}).items():
         statistic = v.get("statistic", "")
         cells = v.get("cells", {}) or {"": {}}
+        if cells and not run & set(cells) and "" not in cells:
+            rows.append(absent_row(hid, v, cells, holm))  # one row, not one per absent cell
+            continue
         for cell, block in cells.items():
             rows.append({
                 "hypothesis": hid, "verdict": v.get("verdict"), "criterion": criterion_text(v.get("criterion")),
@@ -142,7 +169,8 @@ PANEL_COLUMNS = {  # seed 003 section 4's table, with n analysed and n total kep
 def panel_rows(result: dict) -> list[dict]:
     absent = set(cells_absent(result))
     rows = []
-    for row in table_rows(result)["panel_table"]:
+    # the cells that ran first, then the registered cells that did not
+    for row in sorted(table_rows(result)["panel_table"], key=lambda r: r["cell"] in absent):
         cell = row["cell"]
         if cell in absent:
             rows.append({"cell": cell, "role": row["role"], "reason": NOT_RUN})
@@ -168,7 +196,7 @@ def holm_rows(result: dict) -> list[dict]:
             "value": number(m["p"]),
             "adjusted": number(m["p_adjusted"]),
             "alpha": number(m["alpha"]),
-            "decision": "" if m["reject"] is None else ("rejected" if m["reject"] else "not rejected"),
+            "decision": "not decided" if m["reject"] is None else ("rejected" if m["reject"] else "not rejected"),
             "reason": m["reason"] or "",
         }  # fmt: skip
         for m in table_rows(result)["holm_table"]
@@ -188,7 +216,7 @@ padding:0.5em 1em}code{font-size:12px}"""
 def _cell(value) -> str:
     text = html.escape(str(value))
     css = str(value).split(" ")[0] if str(value) in ("supported", "not_supported", "not_estimable") else ""
-    if str(value).endswith(f"({NOT_RUN})") or value == NOT_RUN:
+    if f"({NOT_RUN})" in str(value) or value == NOT_RUN:
         css = "not-run"
     return f'<td class="{css}">{text}</td>' if css else f"<td>{text}</td>"
 
