@@ -186,7 +186,8 @@ def test_a_report_over_a_tampered_study_warns_on_the_page_and_the_console(tmp_pa
     study = tmp_path / "results" / "t"
     page = (study / "report/registered/registered_results.html").read_text()
     assert "Audit after the run: <strong>PASS" in page and "integrity-warning" not in page
-    assert [r[0] for r in table(page, "Verdicts")[1:3]] == ["H1", "H1"]
+    rows = table(page, "Verdicts")[1:]  # its one cell is no registered cell: each hypothesis has one row
+    assert [r[0] for r in rows] == ["H1", "H2", "H3", "H4", "H5"] and all(r[3].startswith("none of") for r in rows)
     samples = study / "cells/sim-gsm8k/registered/samples.parquet"
     frame = pd.read_parquet(samples)
     frame.loc[0, "text"] = "The answer is 41."

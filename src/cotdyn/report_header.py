@@ -84,7 +84,7 @@ def report_header(
         lines.append(f"- ``{cell}`` ({role}): {text}")
     lines += ["", *scope_and_integrity(hypotheses, audit, stored)]
     lines += [
-        "Everything under *exploratory* and *sweeps* is outside the registration (docs/design.md section 6).",
+        "Everything under *exploratory* and *sweeps* is outside the registration: no registered verdict rests on it.",
         "",
     ]
     return "\n".join(lines)

@@ -6,11 +6,6 @@
 report: "../report/workflow.rst"
 
 
-def report_targets():
-    """The audit's result and every variant's report pages (cotdyn.layout.report_targets)."""
-    return [f"{STUDY_DIR}/{path}" for path in layout.report_targets(VARIANTS)]
-
-
 # Building the report runs no rule, so the stored files are checked against the manifest here: a
 # report over outputs that no longer match says so on its pages and on the console.
 if any(arg == "--report" or arg.startswith("--report=") for arg in sys.argv):
@@ -30,7 +25,7 @@ rule audit_result:
     output:
         f"{STUDY_DIR}/{layout.AUDIT_RESULT}",
     params:
-        study_dir=STUDY_DIR,
+        study_dir=lambda w, input: str(Path(input.manifest).parents[1]),
     conda:
         "../../envs/analysis.yaml"
     log:
@@ -54,7 +49,7 @@ rule report_header:
         ),
     params:
         plan_sha256=PLAN_SHA256,
-        study_dir=STUDY_DIR,
+        study_dir=lambda w, input: str(Path(input.hypotheses).parents[2]),
     conda:
         "../../envs/analysis.yaml"
     log:
@@ -77,7 +72,7 @@ rule registered_results:
             labels={"variant": "{variant}", "output": "0. registered results"},
         ),
     params:
-        study_dir=STUDY_DIR,
+        study_dir=lambda w, input: str(Path(input.hypotheses).parents[2]),
     conda:
         "../../envs/analysis.yaml"
     log:
