@@ -240,3 +240,28 @@ def test_figures_keep_coinciding_curves_apart_and_say_when_there_is_nothing_to_d
     empty = pd.DataFrame(columns=["rmse_lo", "rmse_hi", "rmse_mid", *(c for c, _ in dynamics_plots.DISAGREEMENTS)])
     ax = dynamics_plots.disagreement_figure(empty).axes[0]
     assert ax.get_title() and [t.get_text() for t in ax.texts] == ["nothing to draw: no pairs of chains to compare"]
+
+
+def test_refresh_for_report_rewrites_the_pages_only_when_the_integrity_changes(tmp_path, result):
+    from cotdyn.layout import AUDIT_RESULT, PLAN_CHECK, analysis_file, report_page
+
+    study = _study(tmp_path)
+    (study / analysis_file("registered", "hypotheses.json")).parent.mkdir(parents=True)
+    (study / analysis_file("registered", "hypotheses.json")).write_text(json.dumps(result | {"plan_sha256": "sha"}))
+    (study / PLAN_CHECK).parent.mkdir(parents=True)
+    (study / PLAN_CHECK).write_text(json.dumps({"cells": {}}))
+    (study / AUDIT_RESULT).parent.mkdir(parents=True)
+    (study / AUDIT_RESULT).write_text(json.dumps(integrity.stored_check(study) | {"check": "audit"}))
+    pages_ = [study / report_page("registered", name) for name in ("header.html", "registered_results.html")]
+    assert pages.refresh_for_report(study, ["registered", "absent-variant"]) is None
+    first = [p.read_bytes() for p in pages_]
+    stamps = [p.stat().st_mtime_ns for p in pages_]
+    assert pages.refresh_for_report(study, ["registered"]) is None
+    assert [p.read_bytes() for p in pages_] == first and [p.stat().st_mtime_ns for p in pages_] == stamps
+    original = (study / "a.csv").read_text()
+    (study / "a.csv").write_text("tampered\n")
+    warning = pages.refresh_for_report(study, ["registered"])
+    assert "mismatch: a.csv" in warning and all(b"mismatch: a.csv" in p.read_bytes() for p in pages_)
+    (study / "a.csv").write_text(original)
+    assert pages.refresh_for_report(study, ["registered"]) is None
+    assert [p.read_bytes() for p in pages_] == first
