@@ -265,3 +265,20 @@ def test_refresh_for_report_rewrites_the_pages_only_when_the_integrity_changes(t
     (study / "a.csv").write_text(original)
     assert pages.refresh_for_report(study, ["registered"]) is None
     assert [p.read_bytes() for p in pages_] == first
+
+
+def test_the_sweep_table_keeps_n_total_and_n_analysed_apart_and_says_when_nothing_was_swept():
+    import pandas as pd
+
+    from cotdyn import exploratory as ex
+    from cotdyn.exploratory_report import sweeps_html
+
+    summary = {"n": 6, "n_analyzed": 5, "n_excluded": 1, "accuracy": 0.4, "gap_pp": 10.0}
+    rows = ex.sweep_table({"registered": {"c": summary}, "m10": {"c": summary | {"n_analyzed": 4, "n_excluded": 2}}})
+    assert [(r["n"], r["n_analyzed"], r["n_excluded"], r["delta_n_analyzed"]) for r in rows] == [
+        (6, 5, 1, 0.0),
+        (6, 4, 2, -1.0),
+    ]
+    assert "<td>4</td>" in sweeps_html(pd.DataFrame(rows)) and "n_analyzed" in sweeps_html(pd.DataFrame(rows))
+    alone = sweeps_html(pd.DataFrame(rows[:1]))
+    assert "runs no sweep variant" in alone and "<table" not in alone

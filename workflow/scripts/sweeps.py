@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from cotdyn.exploratory_report import sweep_frame, tables_html
+from cotdyn.exploratory_report import sweep_frame, sweeps_html
 from cotdyn.logs import tee_to
 from cotdyn.writers import write_csv
 
@@ -17,5 +17,5 @@ for s, r in zip(sorted(snakemake.input.summaries), sorted(snakemake.input.record
     records.setdefault(variant, {})[cell] = pd.read_parquet(r, columns=["reference_tokens"])
 frame = sweep_frame(summaries, records, snakemake.params.registered)
 print(write_csv(frame, Path(snakemake.output.csv)))
-Path(snakemake.output.html).write_text(tables_html({"sweeps": frame}, "Sensitivity sweeps against the registered cell"))
+Path(snakemake.output.html).write_text(sweeps_html(frame, snakemake.params.registered))
 print(snakemake.output.html)
