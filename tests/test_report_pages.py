@@ -238,8 +238,11 @@ def test_figures_keep_coinciding_curves_apart_and_say_when_there_is_nothing_to_d
     blank = figures.violation_bucket_figure(records.assign(excluded=True)).axes[0]
     assert blank.get_title() and any(t.get_text().startswith("nothing to draw") for t in blank.texts)
     empty = pd.DataFrame(columns=["rmse_lo", "rmse_hi", "rmse_mid", *(c for c, _ in dynamics_plots.DISAGREEMENTS)])
-    ax = dynamics_plots.disagreement_figure(empty).axes[0]
-    assert ax.get_title() and [t.get_text() for t in ax.texts] == ["nothing to draw: no pairs of chains to compare"]
+    bins = pd.DataFrame({"rmse_lo": [0.0, 0.01], "rmse_hi": [0.0, 0.02], "rmse_mid": [0.0, 0.015]})
+    no_pairs = bins.assign(**{c: float("nan") for c, _ in dynamics_plots.DISAGREEMENTS})  # bins without pairs
+    for curve in (empty, no_pairs):
+        ax = dynamics_plots.disagreement_figure(curve).axes[0]
+        assert ax.get_title() and [t.get_text() for t in ax.texts] == ["nothing to draw: no pairs of chains to compare"]
 
 
 def test_refresh_for_report_rewrites_the_pages_only_when_the_integrity_changes(tmp_path, result):
