@@ -192,6 +192,7 @@ def disagreement_figure(curve: pd.DataFrame) -> Figure:
     if curve[[c for c, _ in DISAGREEMENTS]].isna().all().all():  # no bin holds a pair
         ax.text(0.5, 0.5, "nothing to draw: no pairs of chains to compare", ha="center", va="center", fontsize=9,
                 color="0.3", transform=ax.transAxes)  # fmt: skip
+        ax.set_xticks([]), ax.set_yticks([])  # an empty scale would read as measured zeros
         return fig
     ax.set_xlim(-0.005, float(curve["rmse_hi"].max()) + 0.005)
     ax.legend(fontsize=8, frameon=False)
