@@ -28,4 +28,5 @@ rule all:
         study_targets(),
         f"{STUDY_DIR}/{STUDY_MANIFEST}",
         infogain_trace_targets(),
+        report_targets(),
     default_target: True

@@ -91,7 +91,7 @@ def trajectory_figure(trace_list: Sequence[dyn.Trace], max_answers: int = 6, nco
         ax.set_xlabel("CoT tokens (checkpoint)")
         ax.set_ylabel("probability")
         ax.set_title(f"{trace.cell} / {trace.problem_id}: {dyn.trace_mechanism(trace) or 'unlabelled'}", fontsize=9)
-        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     for ax in axes[n:]:
         ax.set_axis_off()
     return fig
@@ -152,7 +152,7 @@ def mechanism_figure(shares: pd.DataFrame) -> Figure:
         ax.set_xlim(0, 100)
         ax.set_xlabel(f"% of {'correct' if outcome == 'success' else 'incorrect'} traces")
         ax.set_title(f"{outcome.capitalize()} mechanisms", fontsize=10)
-        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.55 / bars_in), ncol=2, frameon=False)
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.55 / bars_in), ncol=2, frameon=False)
     return fig
 
 
@@ -170,7 +170,7 @@ def disagreement_figure(curve: pd.DataFrame) -> Figure:
     """Mean disagreement (%) per RMSE bin, exact matches as open squares at 0 (seed 002 Fig. 3)."""
     require_columns(curve, ("rmse_mid", *(c for c, _ in DISAGREEMENTS)), "curve")
     fig = Figure(figsize=(6, 3.5))
-    fig.subplots_adjust(left=0.12, right=0.97, bottom=0.15, top=0.95)
+    fig.subplots_adjust(left=0.12, right=0.97, bottom=0.15, top=0.9)
     ax = fig.subplots()
     exact = curve["rmse_hi"] <= 0  # exact matches are reported apart from the binned curve
     for (column, label), color in zip(DISAGREEMENTS, ("#4477aa", "#ee6677", "#228833")):
@@ -188,6 +188,12 @@ def disagreement_figure(curve: pd.DataFrame) -> Figure:
         )
     ax.set_xlabel("Entropy-profile RMSE (nats)")
     ax.set_ylabel("Disagreement (%)")
+    ax.set_title("Answer disagreement between chains by entropy-profile distance", fontsize=10)
+    if curve[[c for c, _ in DISAGREEMENTS]].isna().all().all():  # no bin holds a pair
+        ax.text(0.5, 0.5, "nothing to draw: no pairs of chains to compare", ha="center", va="center", fontsize=9,
+                color="0.3", transform=ax.transAxes)  # fmt: skip
+        ax.set_xticks([]), ax.set_yticks([])  # an empty scale would read as measured zeros
+        return fig
     ax.set_xlim(-0.005, float(curve["rmse_hi"].max()) + 0.005)
     ax.legend(fontsize=8, frameon=False)
     return fig

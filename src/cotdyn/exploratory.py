@@ -452,7 +452,8 @@ def coverage_rows(cell: str, curve: CoverageCurve) -> list[dict]:
 # Sensitivity sweeps against the registered cell (docs/design.md section 6)
 
 SWEEP_FIELDS = (
-    "n",
+    "n",  # every record of the cell; n_analyzed those kept after exclusions (the panel table's n)
+    "n_analyzed",
     "n_excluded",
     "accuracy",
     "monotone_coverage",

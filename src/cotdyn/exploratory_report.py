@@ -172,6 +172,17 @@ def sweep_frame(
     return pd.DataFrame(ex.sweep_table(summaries, registered, lengths))
 
 
+def sweeps_html(frame: pd.DataFrame, registered: str = "registered") -> str:
+    """The sweep table as a page; a study without sweep variants says so instead of showing a
+    row of zero deltas."""
+    title = "Sensitivity sweeps against the registered cell"
+    if set(frame.get("variant", [])) <= {registered}:
+        note = f"This study runs no sweep variant: there is nothing to compare with the {registered} cells."
+        html = tables_html({}, title)
+        return html.replace("</body>", f"<p>{note}</p></body>")
+    return tables_html({"sweeps": frame}, title)
+
+
 def _cell_text(value) -> str:
     """A table cell as the CSVs write it: fixed float format, missing values empty."""
     if value is None or (isinstance(value, float) and value != value):

@@ -16,6 +16,13 @@ from cotdyn import exploratory as ex
 from cotdyn.hypotheses import H3_BUCKETS, violation_buckets
 
 SIGNAL_COLORS = {"monotone": "#4477aa", "violations": "#228833", "final_entropy": "#ee6677", "coherence": "#aa3377"}
+# distinct dashes as well as colours: curves that coincide (a small cell) stay distinguishable
+SIGNAL_STYLES = {
+    "monotone": "-",
+    "violations": (0, (6, 3)),
+    "final_entropy": (0, (1, 2)),
+    "coherence": (0, (6, 2, 1, 2)),
+}
 SIGNAL_LABELS = {
     "monotone": "monotone flag",
     "violations": "-violations",
@@ -70,7 +77,8 @@ def risk_coverage_figure(records: pd.DataFrame, draws: int, seed: int) -> Figure
                     coverage,
                     ex.selective_risk_curve(read(rows), y, draws, seed),
                     color=SIGNAL_COLORS[name],
-                    linewidth=1.2,
+                    linestyle=SIGNAL_STYLES[name],
+                    linewidth=1.4,
                     label=SIGNAL_LABELS[name],
                 )
         ax.axvline(ex.TRUNCATED_COVERAGE, color="0.5", linestyle="--", linewidth=0.8)
@@ -80,7 +88,7 @@ def risk_coverage_figure(records: pd.DataFrame, draws: int, seed: int) -> Figure
         ax.set_ylabel("selective risk (error rate)")
         ax.set_title(f"{cell} (n={len(rows)})", fontsize=9)
         if len(rows):
-            ax.legend(fontsize=7, frameon=False)
+            ax.legend(fontsize=8, frameon=False)
         else:
             ax.set_title(f"{cell}: nothing to draw", fontsize=9)
             _note_empty_panel(ax, "no analyzed chains (every chain excluded)")
@@ -172,6 +180,10 @@ def trajectory_figure(records: pd.DataFrame, per_label: int = 4) -> Figure:
     return fig
 
 
+def ax_heights(ax) -> list[float]:
+    return [p.get_height() for p in ax.patches] or [np.nan]
+
+
 def violation_bucket_figure(records: pd.DataFrame) -> Figure:
     """Accuracy by violation count 0, 1, 2, >=3 per cell (seed 003 section 4.3), bars labelled with n."""
     cells = _by_cell(records)
@@ -188,10 +200,13 @@ def violation_bucket_figure(records: pd.DataFrame) -> Figure:
         acc = [b["accuracy"] if b["accuracy"] is not None else np.nan for b in buckets]
         ax.bar(x, acc, width=width, color=f"C{i % 10}", label=cell)
         for xi, a, b in zip(x, acc, buckets):
-            ax.text(xi, (0.0 if np.isnan(a) else a) + 0.01, f"n={b['n']}", ha="center", va="bottom", fontsize=6)
+            ax.text(xi, (0.0 if np.isnan(a) else a) + 0.01, f"n={b['n']}", ha="center", va="bottom", fontsize=8)
     ax.set_xticks(np.arange(len(H3_BUCKETS)), [f"{b} violations" for b in H3_BUCKETS])
     ax.set_ylim(0, 1.1)
     ax.set_ylabel("accuracy")
+    ax.set_title("Accuracy by violation count (n above each bar)", fontsize=10)
     ax.legend(fontsize=8, frameon=False)
+    if all(np.isnan(a) for a in ax_heights(ax)):
+        _note_empty_panel(ax, "nothing to draw: no analyzed chains in any bucket")
     fig.tight_layout()
     return fig

@@ -63,7 +63,6 @@ def study_targets(
         *ANALYSIS_FILES,
         *(f"dynamics/{name}" for name in DYNAMICS_FILES),
         "exploratory/tables.html",
-        "report_header.html",
         "math_shepherd.csv",
     ]
     return [
@@ -75,3 +74,19 @@ def study_targets(
         *((GENERATIONS,) if secondary else ()),
         *(INTERVENTION_FILES if interventions else ()),
     ]
+
+
+# The report's pages, written after the study manifest from the audit's result (so neither is in
+# the manifest: cotdyn.provenance leaves the report folder out).
+REPORT_DIR = "report"
+AUDIT_RESULT = f"{REPORT_DIR}/audit.json"
+REPORT_PAGES = ("header.html", "registered_results.html")
+
+
+def report_page(variant: str, name: str) -> str:
+    return f"{REPORT_DIR}/{variant}/{name}"
+
+
+def report_targets(variants: Iterable[str]) -> list[str]:
+    """The audit's result and every variant's report pages: what ``rule all`` asks for after the manifest."""
+    return [AUDIT_RESULT, *(report_page(v, name) for v in variants for name in REPORT_PAGES)]

@@ -21,9 +21,9 @@ from typing import Any
 import pandas as pd
 
 from .benchmarks import content_sha256, problems_from_table
-from .layout import STUDY_MANIFEST
+from .layout import REPORT_DIR, STUDY_MANIFEST
 
-EXCLUDED_DIRS = ("logs",)  # logs carry timings and paths: not outputs
+EXCLUDED_DIRS = ("logs", REPORT_DIR)  # logs carry timings and paths; report pages follow the manifest
 PACKAGES = (
     "cotdyn",
     "numpy",

@@ -53,6 +53,11 @@ def study_targets():
     ]
 
 
+def report_targets():
+    """The audit's result and every variant's report pages (cotdyn.layout.report_targets)."""
+    return [f"{STUDY_DIR}/{path}" for path in layout.report_targets(VARIANTS)]
+
+
 def exploratory_item(name, kind):
     """An exploratory output of a variant, flagged for the study report with its caption."""
     stem = name.rsplit(".", 1)[0]

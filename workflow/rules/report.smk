@@ -1,17 +1,47 @@
 # The study report: `snakemake --report report.html --configfile <study config>` (docs/design.md section 7).
-# The header names the plan hash and the declared deviations and is shown first; every other
-# output is flagged with report() in the rule that produces it.
+# The header (plan hash, deviations, scope, integrity) is shown first, then the Registered results
+# page; every other output is flagged with report() in the rule that produces it. Both pages follow
+# the study manifest and the audit, so they live under report/, outside the manifest.
 
 report: "../report/workflow.rst"
+
+
+# Building the report runs no rule, so the stored files are checked against the manifest here: a
+# report over outputs that no longer match says so on its pages and on the console.
+if any(arg == "--report" or arg.startswith("--report=") for arg in sys.argv):
+    from snakemake.logging import logger
+    from cotdyn.report_pages import refresh_for_report
+
+    _report_warning = refresh_for_report(STUDY_DIR, VARIANTS)
+    if _report_warning:
+        logger.warning(_report_warning)
+
+
+# The audit as the report shows it: unlike rule audit it does not fail, it records the result.
+rule audit_result:
+    input:
+        manifest=f"{STUDY_DIR}/{STUDY_MANIFEST}",
+        plan=PLAN_PATH,
+    output:
+        f"{STUDY_DIR}/{layout.AUDIT_RESULT}",
+    params:
+        study_dir=lambda w, input: str(Path(input.manifest).parents[1]),
+    conda:
+        "../../envs/analysis.yaml"
+    log:
+        f"{STUDY_DIR}/logs/report/audit.log",
+    script:
+        "../scripts/audit_result.py"
 
 
 rule report_header:
     input:
         hypotheses=f"{STUDY_DIR}/analysis/{{variant}}/hypotheses.json",
         plan_check=f"{STUDY_DIR}/{PLAN_CHECK}",
+        audit=f"{STUDY_DIR}/{layout.AUDIT_RESULT}",
     output:
         report(
-            f"{STUDY_DIR}/analysis/{{variant}}/report_header.html",
+            f"{STUDY_DIR}/{layout.report_page('{variant}', 'header.html')}",
             caption="../report/header.rst",
             category="0. Study header",
             subcategory="{variant}",
@@ -19,9 +49,33 @@ rule report_header:
         ),
     params:
         plan_sha256=PLAN_SHA256,
+        study_dir=lambda w, input: str(Path(input.hypotheses).parents[2]),
     conda:
         "../../envs/analysis.yaml"
     log:
         f"{STUDY_DIR}/logs/report_header/{{variant}}.log",
     script:
         "../scripts/report_header.py"
+
+
+rule registered_results:
+    input:
+        hypotheses=f"{STUDY_DIR}/analysis/{{variant}}/hypotheses.json",
+        audit=f"{STUDY_DIR}/{layout.AUDIT_RESULT}",
+    output:
+        report(
+            f"{STUDY_DIR}/{layout.report_page('{variant}', 'registered_results.html')}",
+            caption="../report/registered_results.rst",
+            category="1. Registered analysis",
+            subcategory="{variant}",
+            # "0." sorts the page before the analysis files, whose labels are their names
+            labels={"variant": "{variant}", "output": "0. registered results"},
+        ),
+    params:
+        study_dir=lambda w, input: str(Path(input.hypotheses).parents[2]),
+    conda:
+        "../../envs/analysis.yaml"
+    log:
+        f"{STUDY_DIR}/logs/registered_results/{{variant}}.log",
+    script:
+        "../scripts/registered_results.py"

@@ -1,9 +1,15 @@
+from cotdyn.integrity import stored_check
 from cotdyn.logs import tee_to
 from cotdyn.report_header import write_header
 
 tee_to(snakemake.log[0])
 print(
     write_header(
-        snakemake.wildcards.variant, snakemake.input.hypotheses, snakemake.input.plan_check, snakemake.output[0]
+        snakemake.wildcards.variant,
+        snakemake.input.hypotheses,
+        snakemake.input.plan_check,
+        snakemake.output[0],
+        snakemake.input.audit,
+        stored_check(snakemake.params.study_dir),
     )
 )

@@ -4,7 +4,7 @@ from pathlib import Path
 import pandas as pd
 
 from cotdyn.exploratory import analyzed
-from cotdyn.exploratory_report import sweep_frame, tables_html
+from cotdyn.exploratory_report import sweep_frame, sweeps_html
 from cotdyn.logs import tee_to
 from cotdyn.secondary import sweep_columns
 from cotdyn.stats import cell_resamples
@@ -25,5 +25,5 @@ for s, r in zip(sorted(snakemake.input.summaries), sorted(snakemake.input.record
     extras.setdefault(variant, {})[cell] = sweep_columns(frame, idx, float(p.level))
 frame = sweep_frame(summaries, records, p.registered, extras)
 print(write_csv(frame, Path(snakemake.output.csv)))
-Path(snakemake.output.html).write_text(tables_html({"sweeps": frame}, "Sensitivity sweeps against the registered cell"))
+Path(snakemake.output.html).write_text(sweeps_html(frame, p.registered))
 print(snakemake.output.html)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -136,29 +137,60 @@ def json_ready(value: Any) -> Any:
     return value
 
 
-def forest_figure(result: dict):
-    """Forest plot of every cell's H1 gap with its 95% CI; undefined gaps are labelled, not drawn."""
-    from matplotlib.figure import Figure
-
-    cells = list(result["cells"])
-    fig = Figure(figsize=(7.0, 0.45 * len(cells) + 1.2))
-    ax = fig.add_subplot()
-    for y, cell in enumerate(cells):
-        h1 = result["cells"][cell]["H1"]
-        if h1["gap_pp"] is None:
-            ax.text(0.0, y, "undefined", va="center", ha="center", fontsize=8, color="0.4")
+def forest_rows(result: dict) -> tuple[list[dict], list[str]]:
+    """The forest plot's rows (cells that ran) and the registered cells that did not run, which it
+    leaves out. A gap without an interval, or with a zero-width one (a constant outcome: every
+    chain right, or every chain wrong, in both groups), is not estimable, never a precise zero."""
+    rows, not_run = [], []
+    for cell, block in result["cells"].items():
+        if block.get("summary", {}).get("status") == "missing":
+            not_run.append(cell)
             continue
-        lo, hi = h1["ci"]
-        if lo is not None:
-            ax.plot([lo, hi], [y, y], color="0.2", linewidth=1.2)
-        ax.plot([h1["gap_pp"]], [y], marker="s", color="C0" if lo is not None and lo > 0 else "C3")
+        h1 = block["H1"]
+        gap, (lo, hi) = h1["gap_pp"], h1["ci"]
+        label = cell if block["role"] == "registered" else f"{cell} (descriptive)"
+        if gap is None or lo is None or hi is None or lo == hi:
+            reason = h1.get("reason") or ("zero-width interval: constant outcome" if lo == hi else "no interval")
+            rows.append({"label": label, "gap": None, "ci": None, "status": f"not estimable ({reason})"})
+        else:
+            status = "95% CI excludes 0" if lo > 0 or hi < 0 else "95% CI includes 0"
+            rows.append({"label": label, "gap": gap, "ci": (lo, hi), "status": status})
+    return rows, not_run
+
+
+def forest_figure(result: dict):
+    """Forest plot of every run cell's H1 gap with its 95% CI (docs/design.md section 5); a gap
+    that is not estimable is labelled, not drawn, and cells that did not run are named below."""
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+
+    rows, not_run = forest_rows(result)
+    fig = Figure(figsize=(7.0, 0.45 * max(len(rows), 1) + 2.2))
+    ax = fig.add_subplot()
+    colours = {"95% CI excludes 0": "C0", "95% CI includes 0": "C3"}
+    for y, row in enumerate(rows):
+        if row["gap"] is None:
+            # across the axes, not at x = 0: a not estimable gap has no position on the scale
+            ax.text(0.5, y, row["status"], va="center", ha="center", fontsize=8, color="0.3",
+                    transform=ax.get_yaxis_transform())  # fmt: skip
+            continue
+        ax.plot(row["ci"], [y, y], color="0.2", linewidth=1.2)
+        ax.plot([row["gap"]], [y], marker="s", linestyle="none", color=colours[row["status"]])
+    if not rows:
+        ax.text(0.5, 0.5, "nothing to draw: no cell ran", transform=ax.transAxes, ha="center", fontsize=9)
     ax.axvline(0.0, color="0.5", linestyle="--", linewidth=0.8)
-    ax.set_yticks(
-        range(len(cells)), [c if result["cells"][c]["role"] == "registered" else f"{c} (descriptive)" for c in cells]
-    )
-    ax.invert_yaxis()
+    ax.set_yticks(range(len(rows)), [r["label"] for r in rows])
+    ax.set_ylim(len(rows) - 0.5, -0.5) if rows else ax.set_yticks([])
     ax.set_xlabel("accuracy gap, monotone minus non-monotone (pp), 95% bootstrap CI")
-    fig.tight_layout()
+    ax.set_title("H1: accuracy gap of epsilon-monotone chains, by cell", fontsize=10)
+    used = sorted({r["status"] for r in rows if r["gap"] is not None})
+    if used:
+        handles = [Line2D([], [], marker="s", linestyle="none", color=colours[s], label=s) for s in used]
+        ax.legend(handles=handles, fontsize=8, loc="best")
+    if not_run:
+        note = f"not run, left out: {', '.join(not_run)}"
+        fig.text(0.01, 0.01, "\n".join(textwrap.wrap(note, 110)), fontsize=8, color="0.3", va="bottom")
+    fig.tight_layout(rect=(0, 0.1 if not_run else 0, 1, 1))
     return fig
 
 

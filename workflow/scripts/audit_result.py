@@ -1,0 +1,6 @@
+from cotdyn.integrity import write_audit_result
+from cotdyn.logs import tee_to
+
+tee_to(snakemake.log[0])
+result = write_audit_result(snakemake.params.study_dir, snakemake.input.plan, snakemake.output[0])
+print(f"audit: {'PASS' if result['ok'] else 'FAIL'} {result['counts']}")

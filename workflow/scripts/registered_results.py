@@ -1,0 +1,14 @@
+from cotdyn.integrity import stored_check
+from cotdyn.logs import tee_to
+from cotdyn.report_pages import write_registered_results
+
+tee_to(snakemake.log[0])
+print(
+    write_registered_results(
+        snakemake.wildcards.variant,
+        snakemake.input.hypotheses,
+        snakemake.input.audit,
+        stored_check(snakemake.params.study_dir),
+        snakemake.output[0],
+    )
+)
