@@ -56,6 +56,19 @@ def test_result_has_the_design_structure(result, plan):
     assert result["verdicts"]["H4"]["verdict"] in hyp.ESTIMATION_VERDICTS
 
 
+def test_tables_count_records_one_way_and_fill_the_h2_criterion(result, panel_records, plan):
+    tables = hyp.table_rows(result)
+    for row in tables["panel_table"]:
+        cell = panel_records[panel_records["cell"] == row["cell"]]
+        assert row["n"] == len(cell) and row["n_analyzed"] == int((~cell["excluded"]).sum())
+    h2_cells = next(h["cells"] for h in plan["hypotheses"] if h["id"] == "H2")
+    for row in tables["h2_table"]:
+        expected = (
+            result["verdicts"]["H2"]["cells"][row["cell"]]["verdict"] if row["cell"] in h2_cells else "not an H2 cell"
+        )
+        assert row["criterion"] == expected
+
+
 def test_h1_point_estimates_equal_scipy(result, panel_records):
     for cell in ("qwen7b-gsm8k", "mistral7b-math500"):
         rows = _used(panel_records, cell)

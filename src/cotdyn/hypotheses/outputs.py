@@ -40,7 +40,7 @@ def table_rows(result: dict) -> dict[str, list[dict]]:
     for cell, r in cells.items():
         s, h1 = r["summary"], r["H1"]
         panel.append({
-            "cell": cell, "role": r["role"], "n": h1["n"], "n_excluded": h1["n_excluded"], "excluded_share": s["excluded_share"],
+            "cell": cell, "role": r["role"], "n": _n_total(h1), "n_analyzed": h1["n"], "n_excluded": h1["n_excluded"], "excluded_share": s["excluded_share"],
             "accuracy": h1["accuracy"], "median_points": s["median_points"], "coverage": h1["coverage"],
             "gap_pp": h1["gap_pp"], "ci_lo": h1["ci"][0], "ci_hi": h1["ci"][1], "ci_n_kept": h1["ci_n_kept"],
             "odds_ratio": h1["odds_ratio"], "p_fisher": h1["p_fisher"], "ci_excludes_0": _excludes_zero(h1["ci"]),
@@ -51,7 +51,7 @@ def table_rows(result: dict) -> dict[str, list[dict]]:
         # H2 is reported beside the shape effect (docs/design.md section 5): the gap and the violation rho.
         h2.append({
             "cell": cell, "rho": b2["rho"], "ci_lo": b2["ci"][0], "ci_hi": b2["ci"][1], "ci_n_kept": b2["ci_n_kept"],
-            "p_spearman": b2["p_spearman"], "criterion": verdict_h2.get(cell, {}).get("verdict"),
+            "p_spearman": b2["p_spearman"], "criterion": verdict_h2.get(cell, {}).get("verdict", "not an H2 cell"),
             "shape_gap_pp": h1["gap_pp"], "violations_rho": r["H3"]["rho"], "flags": _flags(b2), "reason": b2["reason"],
         })  # fmt: skip
         b3 = r["H3"]
@@ -95,6 +95,11 @@ def table_rows(result: dict) -> dict[str, list[dict]]:
         "holm_table": holm_rows,
         "verdicts_table": verdict_rows(result["verdicts"]),
     }
+
+
+def _n_total(h1: dict) -> int | None:
+    """Every record of the cell, analysed or excluded (the sweeps table's n; n_analyzed is H1's n)."""
+    return None if h1["n"] is None else h1["n"] + h1["n_excluded"]
 
 
 def _flags(block: dict) -> str | None:
