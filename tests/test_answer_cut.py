@@ -43,8 +43,8 @@ def test_reasoning_end_per_benchmark(text, kind, reasoning):
 
 
 def test_reasoning_end_rejects_an_unknown_benchmark():
-    with pytest.raises(ValueError, match="unknown benchmark 'svamp'"):
-        reasoning_end("1", "svamp")
+    with pytest.raises(ValueError, match="unknown benchmark 'no-such-benchmark'"):
+        reasoning_end("1", "no-such-benchmark")
 
 
 def test_reasoning_tokens_end_on_a_character_boundary():

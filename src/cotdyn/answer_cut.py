@@ -4,9 +4,11 @@ Seed 002 Def. 1 splits a generation into reasoning tokens C_1..C_K and an answer
 and samples the last state p_K from the reasoning alone. A chain marks no such boundary, so it is
 cut by one documented rule:
 
-1. Locate the answer the extraction rule reads (``answers.extract``): on MATH-500 the last
-   ``\\boxed{``/``\\fbox{`` (else the final number, as extraction falls back); on GSM8K and the
-   arithmetic benchmark the final number.
+1. Locate the answer the extraction rule reads (``answers.extract``), by the benchmark's answer
+   type (``answers.answer_type``): ``boxed`` (MATH-500) the last ``\\boxed{``/``\\fbox{`` (else the
+   final number, as extraction falls back); ``number`` (GSM8K, SVAMP, arithmetic) the final number;
+   ``choice`` and ``string``, whose answer may be a letter or free text, the last answer marker
+   (below), else the last non-empty line.
 2. The final-answer statement is the line holding that answer, from the first answer marker on
    that line at or before the answer ("final answer", "the answer is", "answer:", "####",
    ``\\boxed``; the first, so "The final answer is \\boxed{3}" is cut before "The") or, with no
@@ -34,7 +36,11 @@ def _answer_position(text: str, benchmark: str) -> int | None:
     """Character offset of the answer extraction reads, None when it finds none."""
     if answers.extract(text, benchmark).answer is None:
         return None
-    if benchmark == "math500":
+    kind = answers.answer_type(benchmark)
+    if kind in ("choice", "string"):
+        markers = [m.start() for m in _MARKER.finditer(text)]
+        return markers[-1] if markers else text.rstrip().rfind("\n") + 1
+    if kind == "boxed":
         boxes = [m.start() for m in _BOXED.finditer(text)]
         if boxes and answers.last_boxed(text) is not None:
             return boxes[-1]
@@ -44,8 +50,6 @@ def _answer_position(text: str, benchmark: str) -> int | None:
 
 def reasoning_end(text: str, benchmark: str) -> int:
     """Character offset where the final-answer statement starts (len(text) when there is none)."""
-    if benchmark not in answers.BENCHMARKS:
-        raise ValueError(f"unknown benchmark {benchmark!r} (known: {', '.join(answers.BENCHMARKS)})")
     position = _answer_position(text, benchmark)
     if position is None:
         return len(text)
