@@ -27,6 +27,5 @@ rule all:
     input:
         study_targets(),
         f"{STUDY_DIR}/{STUDY_MANIFEST}",
-        infogain_trace_targets(),
         report_targets(),
     default_target: True

@@ -370,3 +370,23 @@ def test_a_bad_infogain_variant_is_named_with_the_file(tmp_path):
     path.write_text(yaml.safe_dump(config))
     result = snakemake("-n", "--configfile", str(path), cwd=tmp_path)
     assert result.returncode != 0 and "rank" in result.output, result.output[-2000:]
+
+
+def test_information_gain_tables_are_study_targets_the_manifest_and_audit_expect(tiny_model_dir):
+    """Without this the manifest would hash the tables only when their rule happened to run first."""
+    from cotdyn import audit, layout
+
+    plain = layout.study_targets(["sim-gsm8k"], ["registered"])
+    with_ig = layout.study_targets(["sim-gsm8k"], ["registered"], infogain_traces=True)
+    assert set(with_ig) - set(plain) == set(layout.INFOGAIN_TRACE_FILES)
+    config = {
+        "cells": ["sim-gsm8k"],
+        "models": {"sim": {"backend": "simulated"}},
+        "benchmarks": {"gsm8k": {"kind": "gsm8k", "path": str(DATA / "gsm8k_test.jsonl"), "limit": 4}},
+        "infogain": _traces_entry(tiny_model_dir),
+    }
+    plan_path = ROOT / "preregistration" / "plan.yaml"
+    without_ig = {k: v for k, v in config.items() if k != "infogain"}
+    every_other = [p.split(" ")[2] for p in audit.unlisted_targets(without_ig, plan_path, {})]
+    problems = audit.unlisted_targets(config, plan_path, dict.fromkeys(every_other, "x"))
+    assert problems == [f"study output {t} is not in the manifest" for t in layout.INFOGAIN_TRACE_FILES]

@@ -120,8 +120,15 @@ class AuditReport:
 
 
 # Analysis outputs the audit does not yet re-derive (seed 002 dynamics, exploratory tables, sweep
-# table, Math-Shepherd labels, report headers): the audit checks their stored hashes only.
-HASH_CHECKED_ONLY = ("/dynamics/", "/exploratory/", "math_shepherd.csv", "report_header.html", "analysis/sweeps.")
+# table, Math-Shepherd labels, report headers, information gain on traces): the audit checks their stored hashes only.
+HASH_CHECKED_ONLY = (
+    "/dynamics/",
+    "/exploratory/",
+    "math_shepherd.csv",
+    "report_header.html",
+    "analysis/sweeps.",
+    "infogain/traces/",
+)
 
 
 def is_derived(path: str) -> bool:
@@ -301,7 +308,11 @@ def unlisted_targets(config: dict, plan_path: Path, listed: dict[str, str]) -> l
         return [f"study targets unknown: {e}"]
     variants = config.get("variants", {"registered": {}})
     targets = study_targets(
-        cells, variants, has_secondary(load_plan(plan_path)), bool(config.get("dynamics_comparisons"))
+        cells,
+        variants,
+        has_secondary(load_plan(plan_path)),
+        bool(config.get("dynamics_comparisons")),
+        bool(config.get("infogain", {}).get("traces")),
     )
     missing = [t for t in targets if t not in listed]
     return [f"study output {t} is not in the manifest" for t in missing]

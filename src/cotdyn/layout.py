@@ -27,6 +27,9 @@ DYNAMICS_FILES = ("profiles.csv", "variance_decomposition.csv", "objective_profi
 INTERVENTION_FILES = tuple(f"analysis/dynamics_interventions/{name}"
                            for name in ("conditions.csv", "changes.csv", "effects.csv", "figure4.png"))  # fmt: skip
 
+# Seed 000 on the study's own traces: the cross-cell tables (rule infogain_tables).
+INFOGAIN_TRACE_FILES = ("infogain/traces/ig_table.csv", "infogain/traces/detection_table.csv")
+
 
 def problems(benchmark: str) -> str:
     return f"problems/{benchmark}.parquet"
@@ -52,12 +55,17 @@ def cell_manifest(cell: str) -> str:
 
 
 def study_targets(
-    cells: Iterable[str], variants: Iterable[str], secondary: bool = False, interventions: bool = False
+    cells: Iterable[str],
+    variants: Iterable[str],
+    secondary: bool = False,
+    interventions: bool = False,
+    infogain_traces: bool = False,
 ) -> list[str]:
     """Every final output of a study but its manifest: what ``rule all`` asks for, what the study
     manifest waits for (so it hashes a finished study), and what the audit expects listed.
     ``secondary``: the plan pre-specifies seed 003's further analyses (``SECONDARY``, ``GENERATIONS``);
-    ``interventions``: the study's config names seed 002 Figure 4 comparisons."""
+    ``interventions``: the study's config names seed 002 Figure 4 comparisons;
+    ``infogain_traces``: the study's config has ``infogain.traces`` (seed 000 on its own traces)."""
     cells, variants = list(cells), list(variants)
     per_variant = [
         *ANALYSIS_FILES,
@@ -73,6 +81,7 @@ def study_targets(
         *((analysis_file(v, SECONDARY) for v in variants) if secondary else ()),
         *((GENERATIONS,) if secondary else ()),
         *(INTERVENTION_FILES if interventions else ()),
+        *(INFOGAIN_TRACE_FILES if infogain_traces else ()),
     ]
 
 

@@ -48,7 +48,11 @@ def study_targets():
     return [
         f"{STUDY_DIR}/{path}"
         for path in layout.study_targets(
-            CELLS, VARIANTS, has_secondary(PLAN), bool(config.get("dynamics_comparisons"))
+            CELLS,
+            VARIANTS,
+            has_secondary(PLAN),
+            bool(config.get("dynamics_comparisons")),
+            bool(config.get("infogain", {}).get("traces")),
         )
     ]
 
@@ -142,8 +146,8 @@ if INFOGAIN_TRACES:
 
 
 def infogain_trace_targets():
-    """The cross-cell information-gain tables, when the config asks for them (rule all)."""
-    return [f"{IG_DIR}/ig_table.csv", f"{IG_DIR}/detection_table.csv"] if INFOGAIN_TRACES else []
+    """The cross-cell information-gain tables, when the config asks for them (also study targets)."""
+    return [f"{STUDY_DIR}/{path}" for path in layout.INFOGAIN_TRACE_FILES] if INFOGAIN_TRACES else []
 
 
 onstart:
