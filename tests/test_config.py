@@ -65,10 +65,10 @@ def test_reference_settings_name_the_chains_they_share(plan):
 def test_the_reasoning_cut_is_a_generating_choice(plan):
     config = study(
         sampled={"endpoint": "reasoning"},
-        forced={"subsample_of": "sampled", "endpoint": "chain_answer"},
+        forced={"subsample_of": "sampled", "endpoint": "forced"},
     )
     assert protocol_for(config, plan, "sampled")["endpoint"] == "reasoning"
-    assert protocol_for(config, plan, "forced")["endpoint"] == "chain_answer"
+    assert protocol_for(config, plan, "forced")["endpoint"] == "forced"
     # samples drawn at the whole chain cannot stand for a last state sampled from the reasoning alone
     with pytest.raises(ConfigError, match="endpoint 'reasoning' cannot reuse the samples of 'registered'"):
         protocol_for(study(cut={"subsample_of": "registered", "endpoint": "reasoning"}), plan, "cut")
@@ -99,5 +99,5 @@ def test_panel_dynamics_runs_seed_002s_protocol_on_vllm(plan):
     }
     sampled, forced = protocol_for(config, plan, "sampled"), protocol_for(config, plan, "forced")
     assert {k: sampled[k] for k in paper} == paper and {k: forced[k] for k in paper} == paper
-    assert (sampled["endpoint"], forced["endpoint"]) == ("reasoning", "chain_answer")
+    assert (sampled["endpoint"], forced["endpoint"]) == ("reasoning", "forced")
     assert samples_variant(config, "forced") == "sampled"

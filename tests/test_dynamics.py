@@ -728,7 +728,7 @@ def test_same_trace_sampled_and_forced_endpoint_give_the_two_mechanisms():
 
     assert mechanisms("reasoning") == {"fragile": "fragile_success", "miss": "stochastic_miss"}
     # forced: the last state is the chain's own answer, so gold dominance at K is the outcome
-    assert mechanisms("chain_answer") == {"fragile": "rescue", "miss": "failed_rescue"}
+    assert mechanisms("forced") == {"fragile": "rescue", "miss": "failed_rescue"}
     # m keeps the first m samples of each prefix: with m = 4 the cut of "miss" reads {18: 1}
     few = variant_samples(samples, chains, {"m": 4, "endpoint": "reasoning"})
     assert few.groupby(["problem_id", "prefix"]).size().eq(4).all()

@@ -24,7 +24,7 @@ def test_sampled_and_forced_endpoints_and_figure4_run_through_the_dag(tmp_path):
         "benchmarks": {"gsm8k": {"kind": "gsm8k", "path": str(DATA / "gsm8k_test.jsonl"), "limit": 16}},
         "variants": {
             "sampled": {**seed002, "endpoint": "reasoning"},
-            "forced": {**seed002, "endpoint": "chain_answer", "subsample_of": "sampled"},
+            "forced": {**seed002, "endpoint": "forced", "subsample_of": "sampled"},
         },
         "dynamics_comparisons": {
             "default_variant": "sampled",

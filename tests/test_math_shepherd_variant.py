@@ -32,7 +32,7 @@ def test_math_shepherd_honours_the_variants_m_endpoint_and_equivalence():
     assert two["n"].tolist() == [2, 2] and two["soft"].tolist() == [0.5, 0.0]
     # forced endpoint: the last prefix is the chain's own (correct) answer
     forced = math_shepherd_from_samples(
-        variant_samples(samples, chains, {"m": 4, "endpoint": "chain_answer"}), records, "gsm8k"
+        variant_samples(samples, chains, {"m": 4, "endpoint": "forced"}), records, "gsm8k"
     )
     assert forced["soft"].tolist() == [0.25, 1.0]
 

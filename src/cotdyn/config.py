@@ -79,7 +79,7 @@ CHOICES = {
     "segmentation": RULES,
     "null_answers": ("drop", "class"),
     "label": ("majority", "chain"),
-    "endpoint": ("continuation", "chain_answer", "reasoning"),
+    "endpoint": ("continuation", "chain_answer", "reasoning", "forced"),
     "equivalence": ("normalized", "math_verify"),
     "checkpoints": ("steps", "tokens"),
     "dtype": ("bfloat16", "float16", "float32"),
@@ -130,8 +130,8 @@ def protocol_for(config: dict, plan: dict, variant: str, source: str = "config")
             )
         cut, parent_cut = protocol["endpoint"] == "reasoning", generating["endpoint"] == "reasoning"
         # the reasoning cut moves the last prefix, so samples drawn with it serve only the sampled
-        # (reasoning) or forced (chain_answer) endpoint, and samples drawn without it never the sampled one
-        if cut != parent_cut and not (parent_cut and protocol["endpoint"] == "chain_answer"):
+        # (reasoning) or forced endpoint, and samples drawn without it never the sampled one
+        if cut != parent_cut and not (parent_cut and protocol["endpoint"] == "forced"):
             raise ConfigError(
                 f"{source}: variant '{variant}': endpoint '{protocol['endpoint']}' cannot reuse the samples of "
                 f"'{parent}' (endpoint '{generating['endpoint']}'): the reasoning cut changes which prefixes "

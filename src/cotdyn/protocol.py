@@ -191,15 +191,36 @@ def with_chain_endpoint(samples: pd.DataFrame, chains: pd.DataFrame) -> pd.DataF
     return out.drop(columns="chain_answer")
 
 
+def with_forced_endpoint(samples: pd.DataFrame, chains: pd.DataFrame) -> pd.DataFrame:
+    """Samples whose every answer at the final prefix of every finished, answered chain is the chain's
+    own answer: seed 002's forced last state (a point mass on what the chain concluded), the named
+    alternative to its sampled last state (Def. 1). Truncated and unanswered chains keep their samples."""
+    answered = answers.is_answered(chains["chain_answer"])
+    finished = chains.loc[
+        ~chains["reference_truncated"].to_numpy(dtype=bool) & answered, ["problem_id", "chain_answer"]
+    ]
+    last = samples.groupby("problem_id")["prefix"].transform("max")
+    out = samples.merge(finished, on="problem_id", how="left")
+    replace = (out["prefix"].to_numpy() == last.to_numpy()) & answers.is_answered(out["chain_answer"])
+    out.loc[replace, "answer"] = out.loc[replace, "chain_answer"]
+    out.loc[replace, "status"] = answers.OK
+    return out.drop(columns="chain_answer")
+
+
+ENDPOINTS = {"chain_answer": with_chain_endpoint, "forced": with_forced_endpoint}
+
+
 def variant_samples(samples: pd.DataFrame, chains: pd.DataFrame, protocol: dict, m: int | None = None) -> pd.DataFrame:
     """The samples a variant reads: the first m of each prefix, with its endpoint applied.
 
-    ``endpoint: chain_answer`` forces the last state to the chain's own answer; ``continuation`` and
-    ``reasoning`` keep the sampled last state (under ``reasoning`` it was sampled from the chain cut
-    before its final-answer statement, seed 002 Def. 1).
+    ``endpoint: chain_answer`` (seed 003 section 5.2) fills the null answers of the last state with the
+    chain's own answer; ``forced`` (seed 002) makes the whole last state the chain's own answer;
+    ``continuation`` and ``reasoning`` keep the sampled last state (under ``reasoning`` it was sampled
+    from the chain cut before its final-answer statement, seed 002 Def. 1).
     """
     samples = samples[samples["sample"] < (m or protocol["m"])]
-    return with_chain_endpoint(samples, chains) if protocol["endpoint"] == "chain_answer" else samples
+    endpoint = ENDPOINTS.get(protocol["endpoint"])
+    return endpoint(samples, chains) if endpoint else samples
 
 
 def records_table(
