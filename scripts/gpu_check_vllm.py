@@ -75,6 +75,7 @@ from cotdyn.math_shepherd import math_shepherd_from_samples
 from cotdyn.plan import load_plan
 from cotdyn.provenance import write_cell_manifest, write_study_manifest
 from cotdyn.report_header import write_header
+from cotdyn.secondary_report import derive_generations, derive_secondary, has_secondary
 from cotdyn.study import derive_records, run_continuations, run_reference
 from cotdyn.writers import write_csv, write_json, write_parquet
 
@@ -200,7 +201,7 @@ def run_study(config: dict, study: Path, backend) -> dict:
     grow an output this does not write, the audit fails: it checks every one of layout.study_targets."""
     plan_path, plan = config["plan"], load_plan(config["plan"])
     spec, protocol = the_cell(config)
-    cell, kind, ref = spec.name, spec.benchmark["kind"], reference_id(protocol)
+    cell, kind, ref = spec.name, spec.answer_rule, reference_id(protocol)
     model = model_entry(spec, protocol)
     at = lambda rel: study / rel  # noqa: E731
     problems, check = at(L.problems(spec.benchmark_key)), at(L.PLAN_CHECK)
@@ -268,11 +269,14 @@ def write_cell_analyses(
     records: Path,
     summary: Path,
 ) -> None:
-    """The rules dynamics, exploratory, report_header, math_shepherd and sweeps, for one cell."""
+    """The rules dynamics, exploratory, report_header, math_shepherd, sweeps, secondary and
+    generations, for one cell."""
     out = lambda name: study / L.analysis_file(VARIANT, name)  # noqa: E731
     sample_rows, record_rows = pd.read_parquet(samples), pd.read_parquet(records)
     write_dynamics(
-        P.with_chain_endpoint(sample_rows, pd.read_parquet(chains)).assign(cell=cell), record_rows, out("dynamics")
+        P.variant_samples(sample_rows, pd.read_parquet(chains), protocol).assign(cell=cell),
+        record_rows,
+        out("dynamics"),
     )
     bootstrap = plan["analysis"]["bootstrap"]
     write_exploratory(
@@ -297,6 +301,11 @@ def write_cell_analyses(
     csv, html = (study / p for p in L.SWEEPS)
     write_csv(frame, csv)
     html.write_text(tables_html({"sweeps": frame}, "Sensitivity sweeps against the registered cell"))
+    if has_secondary(plan):
+        derive_secondary([records], out("hypotheses.json"), plan, protocol["epsilon"], out("secondary"))
+        derive_generations(
+            [records], [out("hypotheses.json")], {VARIANT: protocol}, plan, (study / L.GENERATIONS).parent
+        )
 
 
 # --- what the GPU adds: throughput, the per-prefix baseline, reproducibility -------------------

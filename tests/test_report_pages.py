@@ -80,7 +80,10 @@ def test_verdict_table_holds_every_hypothesis_cell_with_holm_and_not_run(result)
             continue
         assert r[1] == v["verdict"] and r[4] == v["cells"][r[3].removesuffix(" (not run)")]["verdict"]
         assert r[3].endswith("(not run)") == (r[3].split(" ")[0] not in RUN)
-    assert [r[0] for r in rows if r[3].startswith("none of")] == ["H4"]
+    assert [r[0] for r in rows if r[3].startswith("none of")] == [
+        "H1-replication",
+        "H4",
+    ]  # Mistral and Llama, and the distilled cells, did not run
     h1 = next(r for r in rows if r[:1] == ["H1"] and r[3] == "qwen7b-gsm8k")
     holm = next(m for m in result["holm"] if m["id"] == "H1" and m["cell"] == "qwen7b-gsm8k")
     assert h1[7].startswith("rejected" if holm["reject"] else "not rejected")
@@ -187,7 +190,9 @@ def test_a_report_over_a_tampered_study_warns_on_the_page_and_the_console(tmp_pa
     page = (study / "report/registered/registered_results.html").read_text()
     assert "Audit after the run: <strong>PASS" in page and "integrity-warning" not in page
     rows = table(page, "Verdicts")[1:]  # its one cell is no registered cell: each hypothesis has one row
-    assert [r[0] for r in rows] == ["H1", "H2", "H3", "H4", "H5"] and all(r[3].startswith("none of") for r in rows)
+    assert [r[0] for r in rows] == ["H1", "H1-replication", "H2", "H3", "H4", "H5"] and all(
+        r[3].startswith("none of") for r in rows
+    )
     samples = study / "cells/sim-gsm8k/registered/samples.parquet"
     frame = pd.read_parquet(samples)
     frame.loc[0, "text"] = "The answer is 41."

@@ -72,7 +72,7 @@ rule dynamics:
         ),
     params:
         cells=CELLS,
-        benchmarks=[CELL_SPECS[c].benchmark["kind"] for c in CELLS],
+        benchmarks=[CELL_SPECS[c].answer_rule for c in CELLS],
         protocol=lambda w: PROTOCOLS[w.variant],
         plan_sha256=PLAN_SHA256,
     conda:
