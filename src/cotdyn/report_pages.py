@@ -177,7 +177,7 @@ def panel_rows(result: dict) -> list[dict]:
             continue
         share = row["excluded_share"]
         rows.append({
-            "cell": cell, "role": row["role"], "n": row["n"], "n_total": result["cells"][cell]["summary"].get("n_records"),
+            "cell": cell, "role": row["role"], "n": row["n_analyzed"], "n_total": row["n"],
             "excluded_share": "" if share is None else f"{100 * share:.1f}%", "accuracy": number(row["accuracy"]),
             "median_points": number(row["median_points"]), "coverage": number(row["coverage"]),
             "gap_pp": number(row["gap_pp"], "_pp"), "ci": interval([row["ci_lo"], row["ci_hi"]], "_pp"),
