@@ -1,5 +1,10 @@
-from cotdyn.announce import problem_count, run_summary
+from pathlib import Path
+
+from cotdyn.announce import problem_count, registered_sizes, run_summary
 from cotdyn.config import Cell
+from cotdyn.plan import load_plan
+
+PLAN = load_plan(Path(__file__).resolve().parents[1] / "preregistration" / "plan.yaml")
 
 
 def test_run_summary_names_study_cells_problems_and_budgets():
@@ -16,15 +21,18 @@ def test_run_summary_names_study_cells_problems_and_budgets():
         ),
     }
     protocol = {"reference_max_tokens": 600, "continuation_max_tokens": 150, "m": 5}
-    lines = run_summary("default", cells, protocol, "results/cache")
+    lines = run_summary("default", cells, protocol, "results/cache", registered_sizes(PLAN))
     assert lines[0] == "cotdyn: study 'default', outputs under results/default/, generations cached in results/cache/"
     assert "m.gguf (transformers backend, cpu), 6 arithmetic problems" in lines[1]
     assert "Qwen/x (vllm backend, cuda), 1319 gsm8k problems" in lines[2]
     assert "at most 600 tokens" in lines[3] and "m = 5" in lines[3] and "at most 150 tokens" in lines[3]
 
 
-def test_problem_count_takes_n_then_limit_then_the_full_benchmark():
-    assert problem_count({"kind": "arithmetic", "n": 6}) == 6
-    assert problem_count({"kind": "math500", "limit": 40}) == 40
-    assert problem_count({"kind": "math500"}) == 500
-    assert problem_count({"kind": "gsm8k", "path": "x.jsonl"}) == 1319
+def test_problem_count_takes_n_then_limit_then_the_plans_size():
+    sizes = registered_sizes(PLAN)
+    assert sizes == {"gsm8k": 1319, "math500": 500}
+    assert problem_count({"kind": "arithmetic", "n": 6}, sizes) == 6
+    assert problem_count({"kind": "math500", "limit": 40}, sizes) == 40
+    assert problem_count({"kind": "math500"}, sizes) == 500
+    assert problem_count({"kind": "gsm8k", "path": "x.jsonl"}, sizes) == 1319
+    assert problem_count({"kind": "jsonl", "path": "own.jsonl"}, sizes) is None

@@ -151,6 +151,10 @@ def infogain_trace_targets():
 
 
 onstart:
-    from cotdyn.announce import run_summary
+    from cotdyn.announce import registered_sizes, run_summary
 
-    print("\n".join(run_summary(config["study"], CELL_SPECS, PROTOCOLS[VARIANTS[0]], CACHE_DIR)))
+    print(
+        "\n".join(
+            run_summary(config["study"], CELL_SPECS, PROTOCOLS[VARIANTS[0]], CACHE_DIR, registered_sizes(PLAN))
+        )
+    )
