@@ -280,7 +280,8 @@ def test_undeclared_deviation_stops_the_study(tmp_path, data_dir):
 
 def test_declared_deviation_runs_and_is_reported(tmp_path, data_dir):
     study = build_study(tmp_path, data_dir, {"reference_temperature": 0.6}, [DEVIATION])
-    assert (study / "cells" / CELL / "reference" / "t0.6-b600-s20260829" / "chains.parquet").exists()
+    (reference,) = (study / "cells" / CELL / "reference").glob("t0.6-b600-s20260829-*")
+    assert (reference / "chains.parquet").exists()
     check = json.loads((study / PLAN_CHECK).read_text())
     assert check["cells"][CELL]["deviations"] == [DEVIATION]
     hypotheses = json.loads((study / "analysis" / "registered" / "hypotheses.json").read_text())
@@ -288,7 +289,7 @@ def test_declared_deviation_runs_and_is_reported(tmp_path, data_dir):
     assert hypotheses["plan_sha256"] == plan_sha256(tmp_path / "preregistration" / "plan.yaml")
     manifest = json.loads((study / "manifest" / "cells" / f"{CELL}.json").read_text())
     assert manifest["plan_check"]["deviations"] == [DEVIATION]
-    assert manifest["effective_sampling"]["reference/t0.6-b600-s20260829"]["temperature"] == 0.6
+    assert manifest["effective_sampling"][f"reference/{reference.name}"]["temperature"] == 0.6
     assert audit(study).ok
     # Withdrawing the declaration afterwards: the audit names the now-undeclared deviation.
     (tmp_path / "preregistration" / "deviations.yaml").write_text("[]\n")

@@ -1,6 +1,18 @@
+import hashlib
+import json
+
 import pytest
 
-from cotdyn.config import ConfigError, protocol_for, reference_id, resolve_cells, samples_variant
+from cotdyn.config import (
+    REFERENCE_FIELDS,
+    STUDY_WIDE,
+    ConfigError,
+    check_study_wide,
+    protocol_for,
+    reference_id,
+    resolve_cells,
+    samples_variant,
+)
 
 
 def study(**variants):
@@ -57,9 +69,50 @@ def test_records_only_variants_reuse_samples_and_may_not_change_generation(plan)
 
 def test_reference_settings_name_the_chains_they_share(plan):
     registered = protocol_for(study(), plan, "registered")
-    assert reference_id(registered) == "t0.7-b600-s20260829"
-    assert reference_id({**registered, "segmentation": "newline"}) == reference_id(registered)
-    assert reference_id({**registered, "reference_max_tokens": 1280}) != reference_id(registered)
+    assert (
+        reference_id(registered)
+        == "t0.7-b600-s20260829-"
+        + hashlib.sha256(json.dumps({f: registered[f] for f in REFERENCE_FIELDS}, sort_keys=True).encode()).hexdigest()[
+            :8
+        ]
+    )
+    for field in ("segmentation", "continuation_temperature", "m", "epsilon", "checkpoints"):
+        assert reference_id({**registered, field: "changed"}) == reference_id(registered), field
+
+
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("reference_temperature", 0.1),
+        ("reference_max_tokens", 1280),
+        ("seed", 1),
+        ("top_p", 0.95),  # the same temperature, budget and seed: only the digest tells them apart
+        ("top_k", 50),
+        ("repetition_penalty", 1.1),
+        ("system_prompt", "Answer."),
+    ],
+)
+def test_every_field_a_reference_chain_reads_changes_its_name(plan, field, value):
+    registered = protocol_for(study(), plan, "registered")
+    assert reference_id({**registered, field: value}) != reference_id(registered)
+
+
+def test_every_protocol_parameter_is_classified_for_the_reference_chains(plan):
+    # a new parameter must be placed: read by the reference chain, study-wide, or read only after it
+    after_the_chain = {
+        "m", "continuation_temperature", "continuation_max_tokens", "segmentation", "cap", "epsilon",
+        "null_answers", "label", "endpoint", "equivalence", "checkpoints", "checkpoint_stride",
+    }  # fmt: skip
+    assert set(plan["protocol"]) == set(REFERENCE_FIELDS) | set(STUDY_WIDE) | after_the_chain
+    assert not set(REFERENCE_FIELDS) & after_the_chain
+
+
+def test_a_variant_may_not_change_a_study_wide_parameter(plan):
+    config = study(half={"dtype": "float16"})
+    protocols = {v: protocol_for(config, plan, v) for v in config["variants"]}
+    with pytest.raises(ConfigError, match="dtype is one value for the whole study.*half: float16"):
+        check_study_wide(protocols, "config.yaml")
+    check_study_wide({"registered": protocols["registered"]})
 
 
 def test_the_reasoning_cut_is_a_generating_choice(plan):

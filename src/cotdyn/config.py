@@ -7,6 +7,8 @@ with the config's entry laid over them.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass
 
 from .plan import effective_protocol
@@ -145,6 +147,36 @@ def protocol_for(config: dict, plan: dict, variant: str, source: str = "config")
     return protocol
 
 
+# The protocol parameters a reference chain depends on (cotdyn.protocol.reference_requests and the
+# prompt); variants equal in all of them share one chains file.
+REFERENCE_FIELDS = (
+    "system_prompt",
+    "reference_temperature",
+    "reference_max_tokens",
+    "top_p",
+    "top_k",
+    "repetition_penalty",
+    "seed",
+)
+
+# Parameters of the model rather than of a variant: one value for the whole study.
+STUDY_WIDE = ("dtype",)
+
+
 def reference_id(protocol: dict) -> str:
-    """Name of a reference setting: variants that share it share their chains."""
-    return f"t{protocol['reference_temperature']}-b{protocol['reference_max_tokens']}-s{protocol['seed']}"
+    """Name of a reference setting: temperature, budget and seed, readable, then a digest of every
+    field in REFERENCE_FIELDS, so variants differing only in, say, top-p never share chains."""
+    setting = {field: protocol[field] for field in REFERENCE_FIELDS}
+    digest = hashlib.sha256(json.dumps(setting, sort_keys=True).encode()).hexdigest()[:8]
+    return f"t{protocol['reference_temperature']}-b{protocol['reference_max_tokens']}-s{protocol['seed']}-{digest}"
+
+
+def check_study_wide(protocols: dict[str, dict], source: str = "config") -> None:
+    """Variants may not differ in a study-wide parameter: a cell's model is built once for all of them."""
+    for key in STUDY_WIDE:
+        values = {variant: protocol[key] for variant, protocol in protocols.items()}
+        if len(set(values.values())) > 1:
+            listed = ", ".join(f"{variant}: {value}" for variant, value in values.items())
+            raise ConfigError(
+                f"{source}: {key} is one value for the whole study (set it under protocol:), got {listed}"
+            )

@@ -6,7 +6,14 @@ from snakemake.utils import validate
 
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 from cotdyn import layout
-from cotdyn.config import ConfigError, protocol_for, reference_id, resolve_cells, samples_variant
+from cotdyn.config import (
+    ConfigError,
+    check_study_wide,
+    protocol_for,
+    reference_id,
+    resolve_cells,
+    samples_variant,
+)
 from cotdyn.layout import ANALYSIS_FILES, PLAN_CHECK, STUDY_MANIFEST
 from cotdyn.preregistration import sibling_paths
 from cotdyn.plan import load_plan, plan_sha256
@@ -28,6 +35,7 @@ try:
     CELL_SPECS = resolve_cells(config, PLAN, CONFIG_SOURCE)
     VARIANTS = list(config["variants"])
     PROTOCOLS = {v: protocol_for(config, PLAN, v, CONFIG_SOURCE) for v in VARIANTS}
+    check_study_wide(PROTOCOLS, CONFIG_SOURCE)
 except ConfigError as e:
     raise WorkflowError(str(e)) from None
 CELLS = list(CELL_SPECS)
