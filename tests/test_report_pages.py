@@ -111,6 +111,35 @@ def test_verdict_fields_are_read_generically(result):
     assert "ci_criterion: ci_lower_above 0.0: not met" in h1[-1]
 
 
+@pytest.mark.parametrize(
+    "block,details",
+    [
+        # the CI criterion that is the verdict, a full bootstrap, no flags, the Holm decision: all said elsewhere
+        (
+            {"verdict": "supported", "ci_criterion": "supported", "ci_n_kept": 1000, "flags": [], "holm_reject": True},
+            "",
+        ),
+        ({"verdict": "not_supported", "ci_criterion": "supported", "holm_reject": False}, "ci_criterion: supported"),
+        (
+            {
+                "verdict": "imprecise",
+                "ci_n_kept": 871,
+                "flags": ["kept 871 of 1000 resamples", "imprecise: 12 monotone"],
+            },
+            "ci_n_kept: 871; flags: kept 871 of 1000 resamples; imprecise: 12 monotone",
+        ),
+        # a cell that never ran kept no resamples and has no interval: nothing to add to "not estimable"
+        ({"verdict": "not_estimable", "ci": [None, None], "ci_n_kept": 0, "ci_criterion": "not_estimable"}, ""),
+        (
+            {"verdict": "estimated", "group_sizes": {"monotone": 3, "not": 40}},
+            'group_sizes: {"monotone": 3, "not": 40}',
+        ),
+    ],
+)
+def test_the_details_column_shows_only_what_no_other_column_says(block, details):
+    assert pages.details_text(block, resamples=1000) == details
+
+
 def test_a_degenerate_interval_is_not_shown_as_precise():
     assert pages.interval([None, None]) == "not estimable"
     assert pages.interval([0.0, 0.0], "gap_pp").startswith("zero width at +0.00: constant outcome")

@@ -18,8 +18,9 @@ from .integrity import warning_text
 from .writers import write_bytes
 
 NOT_RUN = "not run"
-# cell-verdict keys with a column of their own; any other key goes to the "details" column
-SHOWN = ("verdict", "estimate", "ci", "reason")
+# cell-verdict keys with a column of their own (holm_reject: the Holm column); any other key goes
+# to the "details" column, where it is left out when it says nothing (see details_text)
+SHOWN = ("verdict", "estimate", "ci", "reason", "holm_reject")
 
 
 # --- scope ------------------------------------------------------------------------------------
@@ -97,12 +98,31 @@ def criterion_text(criterion) -> str:
     return f"{kind} ({rest})" if rest else str(kind)
 
 
-def details_text(block: dict) -> str:
-    return "; ".join(
-        f"{k}: {number(v) if not isinstance(v, (dict, list)) else json.dumps(v, sort_keys=True)}"
-        for k, v in block.items()
-        if k not in SHOWN
+def says_nothing(key: str, value, block: dict, resamples: int | None) -> bool:
+    """An empty value, a CI criterion that is the cell verdict itself, or a bootstrap that kept
+    every resample."""
+    return (
+        value in (None, "", [], {})
+        or (key == "ci_criterion" and value == block.get("verdict"))
+        or (key == "ci_n_kept" and (value == resamples or value == 0 and block.get("ci") == [None, None]))
     )
+
+
+def details_text(block: dict, resamples: int | None = None) -> str:
+    """The cell verdict's other fields, each as ``key: value``; ``resamples``: the bootstrap size of
+    the analysis settings, so only a bootstrap that dropped resamples says how many it kept."""
+    shown = []
+    for key, value in block.items():
+        if key in SHOWN or says_nothing(key, value, block, resamples):
+            continue
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            text = "; ".join(value)
+        elif isinstance(value, (dict, list)):
+            text = json.dumps(value, sort_keys=True)
+        else:
+            text = number(value)
+        shown.append(f"{key}: {text}")
+    return "; ".join(shown)
 
 
 def holm_text(hid: str, cell: str, block: dict, holm: list[dict]) -> str:
@@ -142,6 +162,7 @@ def absent_row(hid: str, v: dict, cells: dict, holm: list[dict]) -> dict:
 def verdict_rows(result: dict) -> list[dict]:
     """One row per (hypothesis, registered cell); the hypothesis verdict heads its rows."""
     run, holm, rows = set(cells_run(result)), result.get("holm", []), []
+    resamples = result.get("settings", {}).get("bootstrap", {}).get("resamples")
     for hid, v in result.get("verdicts", {}).items():
         statistic = v.get("statistic", "")
         cells = v.get("cells", {}) or {"": {}}
@@ -154,7 +175,7 @@ def verdict_rows(result: dict) -> list[dict]:
                 "cell": cell if cell in run or not cell else f"{cell} ({NOT_RUN})",
                 "cell verdict": block.get("verdict"), "estimate": number(block.get("estimate"), statistic),
                 "95% CI": interval(block.get("ci"), statistic), "Holm": holm_text(hid, cell, block, holm),
-                "reason": block.get("reason") or "", "details": details_text(block),
+                "reason": block.get("reason") or "", "details": details_text(block, resamples),
             })  # fmt: skip
     return rows
 
