@@ -224,6 +224,11 @@ def module(
             if with_config:
                 self.llm_engine.vllm_config = vllm_config(kwargs)
 
+        def reset_prefix_cache(self, reset_running_requests: bool = False, reset_connector: bool = False) -> bool:
+            calls.setdefault("reset_prefix_cache", 0)
+            calls["reset_prefix_cache"] += 1
+            return True
+
         def get_tokenizer(self):
             return tokenizer
 
