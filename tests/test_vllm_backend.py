@@ -409,10 +409,6 @@ def test_settings_a_vllm_does_not_expose_are_recorded_as_such(monkeypatch):
             {"max_cudagraph_capture_size": 512, "compilation_config": {"max_cudagraph_capture_size": 256}},
             r"vllm\.max_cudagraph_capture_size and vllm\.compilation_config\.max_cudagraph_capture_size are both set",
         ),
-        (
-            {"cudagraph_capture_sizes": [8, 16], "max_cudagraph_capture_size": 32},
-            r"vllm\.max_cudagraph_capture_size \(32\) must equal the largest of vllm\.cudagraph_capture_sizes \(16\)",
-        ),
     ],
 )
 def test_a_bad_engine_setting_is_an_error_naming_the_model_and_key_before_an_engine_is_built(fake, options, message):

@@ -197,7 +197,7 @@ ENGINE_SETTINGS = {
 
 def engine_options(options: dict, where: str) -> dict:
     """A model entry's ``vllm:`` mapping, checked: each named engine setting (``ENGINE_OPTIONS``) of
-    its type, none of the keywords the backend sets itself, CUDA graph sizes named once. Other
+    its type, none of the keywords the backend sets itself, CUDA graph settings named once. Other
     keys pass through to ``vllm.LLM`` as they are. ``where`` names the model in errors."""
     if not isinstance(options, dict):
         raise ValueError(f"{where}: 'vllm' must be a mapping of vllm.LLM arguments, not {options!r}")
@@ -211,13 +211,9 @@ def engine_options(options: dict, where: str) -> dict:
         for key in ("cudagraph_capture_sizes", "max_cudagraph_capture_size"):
             if key in options and key in compilation:
                 raise ValueError(f"{where}: vllm.{key} and vllm.compilation_config.{key} are both set; name it once")
-    sizes, largest = options.get("cudagraph_capture_sizes"), options.get("max_cudagraph_capture_size")
-    if sizes is not None and largest is not None and largest != max(sizes):
-        # vLLM refuses the pair at engine start; say so before the model is loaded.
-        raise ValueError(
-            f"{where}: vllm.max_cudagraph_capture_size ({largest}) must equal the largest of "
-            f"vllm.cudagraph_capture_sizes ({max(sizes)})"
-        )
+    # Whether cudagraph_capture_sizes and max_cudagraph_capture_size agree depends on
+    # max_num_batched_tokens (vLLM drops the sizes above it first); vLLM checks that itself, in
+    # VllmConfig, before any weights load.
     return dict(options)
 
 
