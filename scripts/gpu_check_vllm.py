@@ -123,6 +123,12 @@ def parameters(config: dict) -> dict:
     return {"total": total, "embedding": embedding, "matmul": layers * layer + h + vocab * h}
 
 
+def flops_per_generated_token(config: dict) -> float:
+    """2 x the parameters in matrix products: the model FLOPs a generated token costs (prefill and
+    attention scores not counted, so the rates it gives are lower bounds). gpu_sweep_vllm.py uses it too."""
+    return 2.0 * parameters(config)["matmul"]
+
+
 def write_model_dir(out: Path, tokenizer_dir: Path | None) -> dict:
     """config.json of the Qwen2-7B shape and, unless None (a dry run), the tokenizer's files."""
     out.mkdir(parents=True, exist_ok=True)
@@ -440,7 +446,7 @@ def main(argv: list[str] | None = None) -> int:
 def measurements(backend, study: dict, model_config: dict, peak_tflops: float, baseline_problems: int) -> dict:
     """Tokens/s and model FLOP rate per phase, the per-prefix baseline, and the equal shares."""
     counts = parameters(model_config)
-    flops = 2.0 * counts["matmul"]
+    flops = flops_per_generated_token(model_config)
     protocol = study["protocol"]
     phases = {
         "reference": study["generation"][f"reference/{reference_id(protocol)}"],

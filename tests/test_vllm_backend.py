@@ -321,3 +321,164 @@ def test_the_gpu_check_dry_run_takes_a_cell_through_every_rule_and_reports(tmp_p
     assert pipeline["audit"] == {"ok": True, "problems": [], "failures": []}
     manifest = json.loads((tmp_path / "study" / layout.cell_manifest(report["cell"])).read_text())
     assert {s["omitted_fields"][0] for s in manifest["effective_sampling"].values()} == {"watermarking"}
+
+
+# --- engine settings: the named options of a model entry's vllm: and what the engine made of them ---
+
+H200_DEFAULTS = {  # vLLM's own, for the LLM class on an H200 (see cotdyn.backends.vllm's docstring)
+    "max_num_seqs": 1024,
+    "max_num_batched_tokens": 16384,
+    "enable_chunked_prefill": True,
+    "cudagraph_mode": "FULL_AND_PIECEWISE",
+    "cudagraph_capture_sizes": [1, 2, 4] + list(range(8, 256, 8)) + list(range(256, 513, 16)),
+    "max_cudagraph_capture_size": 512,
+    "enforce_eager": False,
+    "max_model_len": 32768,
+    "gpu_memory_utilization": 0.9,  # MODEL's
+    "enable_prefix_caching": True,
+    "block_size": 16,
+    "num_gpu_blocks": 4096,
+}
+
+
+def test_describe_records_the_engine_settings_in_effect_read_from_the_engine(fake):
+    assert make_backend(MODEL).describe()["engine_settings"] == H200_DEFAULTS
+    options = {
+        "max_num_seqs": 2048,
+        "max_num_batched_tokens": 32768,
+        "enable_chunked_prefill": True,
+        "max_cudagraph_capture_size": 2048,
+        "load_format": "dummy",  # not a named setting: passed through unchecked
+    }
+    backend = make_backend({**MODEL, "vllm": options})
+    backend_set = {k: v for k, v in fake["llm"][0].items() if k not in MODEL["vllm"]}
+    assert fake["llm"][-1] == backend_set | options  # every option reaches vllm.LLM as a keyword
+    described = backend.describe()
+    assert described["engine_extra"] == options
+    assert described["engine_settings"] == H200_DEFAULTS | {
+        "max_num_seqs": 2048,
+        "max_num_batched_tokens": 32768,
+        "cudagraph_capture_sizes": [1, 2, 4] + list(range(8, 256, 8)) + list(range(256, 2049, 16)),
+        "max_cudagraph_capture_size": 2048,
+        "gpu_memory_utilization": 0.92,
+    }
+    json.dumps(described)  # generation.json holds it as it is
+
+
+def test_explicit_cuda_graph_sizes_and_eager_mode_are_what_the_engine_reports(fake):
+    sizes = make_backend({**MODEL, "vllm": {"cudagraph_capture_sizes": [64, 8, 1024]}}).describe()["engine_settings"]
+    assert (sizes["cudagraph_capture_sizes"], sizes["max_cudagraph_capture_size"]) == ([8, 64, 1024], 1024)
+    eager = make_backend({**MODEL, "vllm": {"enforce_eager": True}}).describe()["engine_settings"]
+    assert (eager["cudagraph_mode"], eager["cudagraph_capture_sizes"], eager["enforce_eager"]) == ("NONE", [], True)
+
+
+def test_settings_a_vllm_does_not_expose_are_recorded_as_such(monkeypatch):
+    _install(monkeypatch, engine_config=False, version="0.20.0")
+    settings = make_backend(MODEL).describe()["engine_settings"]
+    assert settings == {name: "not exposed by vllm 0.20.0" for name in H200_DEFAULTS}
+
+    _install(monkeypatch)
+    backend = make_backend(MODEL)
+    del backend.llm.llm_engine.vllm_config.compilation_config.cudagraph_mode
+    del backend.llm.llm_engine.vllm_config.cache_config
+    settings = backend.describe()["engine_settings"]
+    absent = {"cudagraph_mode", "gpu_memory_utilization", "enable_prefix_caching", "block_size", "num_gpu_blocks"}
+    assert {k for k, v in settings.items() if v == "not exposed by vllm 0.32.0-standin"} == absent
+    assert settings["max_num_seqs"] == 1024
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"max_num_seqs": 0}, r"vllm\.max_num_seqs must be a positive integer, not 0"),
+        ({"max_num_seqs": "512"}, r"vllm\.max_num_seqs must be a positive integer, not '512'"),
+        ({"max_num_batched_tokens": True}, r"vllm\.max_num_batched_tokens must be a positive integer, not True"),
+        ({"max_num_batched_tokens": 16384.0}, r"vllm\.max_num_batched_tokens must be a positive integer"),
+        ({"enable_chunked_prefill": "yes"}, r"vllm\.enable_chunked_prefill must be true or false, not 'yes'"),
+        ({"enforce_eager": 1}, r"vllm\.enforce_eager must be true or false, not 1"),
+        ({"cudagraph_capture_sizes": []}, r"vllm\.cudagraph_capture_sizes must be a non-empty list"),
+        ({"cudagraph_capture_sizes": [8, -1]}, r"vllm\.cudagraph_capture_sizes must be a non-empty list"),
+        ({"cudagraph_capture_sizes": 512}, r"vllm\.cudagraph_capture_sizes must be a non-empty list"),
+        ({"max_cudagraph_capture_size": 0}, r"vllm\.max_cudagraph_capture_size must be a positive integer"),
+        ({"gpu_memory_utilization": 1.5}, r"vllm\.gpu_memory_utilization must be a number in \(0, 1\], not 1\.5"),
+        ({"max_model_len": -1}, r"vllm\.max_model_len must be a positive integer, not -1"),
+        ({"seed": 3}, r"vllm\.seed is set by the backend"),
+        ({"enable_prefix_caching": False}, r"vllm\.enable_prefix_caching is set by the backend"),
+        ({"generation_config": "auto"}, r"vllm\.generation_config is set by the backend"),
+        (
+            {"max_cudagraph_capture_size": 512, "compilation_config": {"max_cudagraph_capture_size": 256}},
+            r"vllm\.max_cudagraph_capture_size and vllm\.compilation_config\.max_cudagraph_capture_size are both set",
+        ),
+    ],
+)
+def test_a_bad_engine_setting_is_an_error_naming_the_model_and_key_before_an_engine_is_built(fake, options, message):
+    with pytest.raises(ValueError, match=r"^model 'org/model': " + message):
+        make_backend({**MODEL, "vllm": options})
+    assert fake["llm"] == []
+
+
+def test_vllm_options_must_be_a_mapping(fake):
+    with pytest.raises(ValueError, match=r"model 'org/model': 'vllm' must be a mapping"):
+        make_backend({**MODEL, "vllm": ["max_num_seqs", 512]})
+
+
+def test_the_schema_checks_the_named_settings_and_lets_other_arguments_through():
+    import copy
+
+    import yaml
+    from conftest import ROOT
+    from snakemake.exceptions import WorkflowError
+    from snakemake.utils import validate
+
+    schema = str(ROOT / "workflow" / "schemas" / "config.schema.yaml")
+    config = yaml.safe_load((ROOT / "config" / "gpu-dummy.yaml").read_text())
+
+    def with_vllm(**options):
+        changed = copy.deepcopy(config)
+        changed["models"]["dummy7b"]["vllm"] |= options
+        return changed
+
+    validate(with_vllm(max_num_seqs=512, cudagraph_capture_sizes=[1, 8, 512], tensor_parallel_size=2), schema)
+    for bad in ({"max_num_seqs": 0}, {"max_num_seqs": True}, {"enable_chunked_prefill": "yes"}, {"seed": 1}):
+        with pytest.raises(WorkflowError, match=r"Error validating config file"):
+            validate(with_vllm(**bad), schema)
+
+
+def test_engine_settings_reach_generation_json_and_the_cell_manifest(fake, protocol, plan, tmp_path):
+    from cotdyn.config import resolve_cells
+    from cotdyn.provenance import cell_manifest
+    from cotdyn.study import run_reference
+    from cotdyn.writers import write_parquet
+
+    model = {**MODEL, "vllm": {"max_num_seqs": 512}}
+    write_parquet(problems_table(PROBLEMS), tmp_path / "problems.parquet")
+    run_reference(
+        tmp_path / "problems.parquet",
+        model,
+        protocol,
+        "qwen7b-gsm8k",
+        "gsm8k",
+        tmp_path / "cache",
+        tmp_path / "chains.parquet",
+        tmp_path / "generation.json",
+    )
+    generation = json.loads((tmp_path / "generation.json").read_text())
+    settings = generation["backend"]["engine_settings"]
+    assert (settings["max_num_seqs"], settings["max_cudagraph_capture_size"]) == (512, 512)
+    config = {"cells": ["qwen7b-gsm8k"], "models": {"qwen7b": model}, "benchmarks": {"gsm8k": {"kind": "gsm8k"}}}
+    cell = resolve_cells(config, plan)["qwen7b-gsm8k"]
+    manifest = cell_manifest(cell, {"registered": protocol}, {"reference/r": generation}, "", "", "", {}, {}, {}, {})
+    assert manifest["backend"]["reference/r"]["engine_settings"] == settings
+
+
+def test_the_stand_in_captures_cuda_graphs_at_vllms_default_sizes():
+    from cotdyn.backends.vllm_standin import capture_sizes, vllm_config
+
+    # vllm/config/vllm.py: [1, 2, 4] + list(range(8, 256, 8)) + list(range(256, largest + 1, 16))
+    assert capture_sizes(512) == [1, 2, 4] + list(range(8, 256, 8)) + list(range(256, 513, 16))
+    assert capture_sizes(6) == [1, 2, 4]
+    # a small max_num_seqs caps the graphs at 2 x max_num_seqs; max_num_batched_tokens caps them too,
+    # and is captured itself when it falls off the stride
+    assert vllm_config({"max_num_seqs": 20}).compilation_config.max_cudagraph_capture_size == 40
+    small = vllm_config({"max_num_batched_tokens": 300}).compilation_config
+    assert small.cudagraph_capture_sizes[-2:] == [288, 300] and small.max_cudagraph_capture_size == 300

@@ -22,11 +22,35 @@ if one is configured"); with it left out, 0.26.0 ran the backend with no other c
 all tokens" (-1 is also accepted), the protocol's own "0 = off", so top_k is passed unchanged;
 and ``vllm/v1/engine/parallel_sampling.py`` gives child i of a request seeded s the seed s + i.
 
+Engine settings. A model entry's ``vllm:`` mapping is handed to ``vllm.LLM`` as keywords; the
+settings that decide throughput are named (``ENGINE_OPTIONS``) and their types checked here, with
+an error naming the model and the key, before an engine is built; any other key (another
+``EngineArgs`` field, e.g. ``load_format``, ``tensor_parallel_size``) passes through unchecked.
+Verified in the sources of both releases (the wheels of 0.26.0 and 0.32.0, 2026-12-01):
+``LLM.__init__`` passes its ``**kwargs`` to ``EngineArgs`` (vllm/entrypoints/llm.py), whose fields
+include ``max_num_seqs``, ``max_num_batched_tokens``, ``enable_chunked_prefill``, ``enforce_eager``,
+``gpu_memory_utilization``, ``max_model_len`` and, for CUDA graphs, ``cudagraph_capture_sizes`` and
+``max_cudagraph_capture_size`` (vllm/engine/arg_utils.py; these two are copied into the
+``CompilationConfig``, and naming one both there and in ``compilation_config={...}`` is an error
+in vLLM). Neither release has ``cuda_graph_sizes``. Unset, ``max_num_seqs`` and
+``max_num_batched_tokens`` take vLLM's per-device defaults (``EngineArgs.get_batch_defaults``:
+1024 and 16384 for the ``LLM`` class on an H100/H200 in both releases), and CUDA graphs are
+captured up to min(2 x max_num_seqs, 512) sequences (``VllmConfig._set_cudagraph_sizes``), so a
+decode batch above 512 runs without one.
+
+What the engine made of them is read back from it (``engine_settings``): ``llm.llm_engine`` is a
+``vllm.v1.engine.llm_engine.LLMEngine`` holding ``vllm_config``, whose ``scheduler_config``,
+``compilation_config``, ``model_config`` and ``cache_config`` carry the settings
+(vllm/config/{scheduler,compilation,model,cache}.py; ``cache_config.num_gpu_blocks`` is synced
+back from the engine-core process, vllm/v1/engine/core_client.py). A path the installed release
+lacks is recorded as "not exposed by vllm <version>".
+
 vLLM is imported lazily: it needs CUDA and is absent from the CPU environments.
 """
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import inspect
 from typing import Sequence
@@ -39,12 +63,12 @@ class VLLMBackend:
     name = "vllm"
 
     def __init__(self, model_id: str, revision: str, dtype: str = "bfloat16", seed: int = 0, extra: dict | None = None):
-        import vllm
-
         if not revision:
             raise ValueError(f"vllm backend: model '{model_id}' needs a pinned revision")
+        self.extra = engine_options(extra or {}, f"model '{model_id}'")
+        import vllm
+
         self.model_id, self.model_revision, self.dtype, self.seed = model_id, revision, dtype, seed
-        self.extra = dict(extra or {})
         self.vllm_version = getattr(vllm, "__version__", "unknown")
         self.fields = sampling_fields(vllm.SamplingParams)
         self._vllm = vllm
@@ -103,6 +127,7 @@ class VLLMBackend:
             "device": "cuda",
             "engine_seed": self.seed,
             "engine_extra": self.extra,
+            "engine_settings": engine_settings(self.llm, self.vllm_version),
             "prefix_caching": True,
             "stop_token_ids": list(self.stop_ids),
             "chat_template_sha256": self.tokenizer.template_sha256(),
@@ -125,6 +150,94 @@ class VLLMBackend:
         if len(samples) != request.n:
             raise RuntimeError(f"vllm returned {len(samples)} samples for a request with n={request.n}")
         return [completion(list(s.token_ids), s.finish_reason, self.stop_ids, self.tokenizer.decode) for s in samples]
+
+
+# The engine settings a model entry's ``vllm:`` may name, and the type each must have: a number of
+# sequences or tokens is a positive integer (a YAML bool is not one), a switch is a bool.
+def _positive_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+ENGINE_OPTIONS = {
+    "max_num_seqs": (_positive_int, "a positive integer"),
+    "max_num_batched_tokens": (_positive_int, "a positive integer"),
+    "enable_chunked_prefill": (lambda v: isinstance(v, bool), "true or false"),
+    "cudagraph_capture_sizes": (
+        lambda v: isinstance(v, list) and len(v) > 0 and all(_positive_int(x) for x in v),
+        "a non-empty list of positive integers",
+    ),
+    "max_cudagraph_capture_size": (_positive_int, "a positive integer"),
+    "enforce_eager": (lambda v: isinstance(v, bool), "true or false"),
+    "gpu_memory_utilization": (
+        lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v <= 1,
+        "a number in (0, 1]",
+    ),
+    "max_model_len": (_positive_int, "a positive integer"),
+}
+# Set by the backend itself (the protocol's pinned revision, dtype and seed; prefix caching and
+# vLLM's own generation defaults): a model entry must not override them.
+BACKEND_SET = ("model", "revision", "tokenizer_revision", "dtype", "seed", "enable_prefix_caching", "generation_config")
+# What describe() reads back from the built engine: a setting and its path under
+# ``llm.llm_engine.vllm_config`` (the same in 0.26.0 and 0.32.0; see the module docstring).
+ENGINE_SETTINGS = {
+    "max_num_seqs": ("scheduler_config", "max_num_seqs"),
+    "max_num_batched_tokens": ("scheduler_config", "max_num_batched_tokens"),
+    "enable_chunked_prefill": ("scheduler_config", "enable_chunked_prefill"),
+    "cudagraph_mode": ("compilation_config", "cudagraph_mode"),
+    "cudagraph_capture_sizes": ("compilation_config", "cudagraph_capture_sizes"),
+    "max_cudagraph_capture_size": ("compilation_config", "max_cudagraph_capture_size"),
+    "enforce_eager": ("model_config", "enforce_eager"),
+    "max_model_len": ("model_config", "max_model_len"),
+    "gpu_memory_utilization": ("cache_config", "gpu_memory_utilization"),
+    "enable_prefix_caching": ("cache_config", "enable_prefix_caching"),
+    "block_size": ("cache_config", "block_size"),
+    "num_gpu_blocks": ("cache_config", "num_gpu_blocks"),
+}
+
+
+def engine_options(options: dict, where: str) -> dict:
+    """A model entry's ``vllm:`` mapping, checked: each named engine setting (``ENGINE_OPTIONS``) of
+    its type, none of the keywords the backend sets itself, CUDA graph settings named once. Other
+    keys pass through to ``vllm.LLM`` as they are. ``where`` names the model in errors."""
+    if not isinstance(options, dict):
+        raise ValueError(f"{where}: 'vllm' must be a mapping of vllm.LLM arguments, not {options!r}")
+    for key, value in options.items():
+        if key in BACKEND_SET:
+            raise ValueError(f"{where}: vllm.{key} is set by the backend (the protocol's own); remove it")
+        if key in ENGINE_OPTIONS and not ENGINE_OPTIONS[key][0](value):
+            raise ValueError(f"{where}: vllm.{key} must be {ENGINE_OPTIONS[key][1]}, not {value!r}")
+    compilation = options.get("compilation_config")
+    if isinstance(compilation, dict):
+        for key in ("cudagraph_capture_sizes", "max_cudagraph_capture_size"):
+            if key in options and key in compilation:
+                raise ValueError(f"{where}: vllm.{key} and vllm.compilation_config.{key} are both set; name it once")
+    # Whether cudagraph_capture_sizes and max_cudagraph_capture_size agree depends on
+    # max_num_batched_tokens (vLLM drops the sizes above it first); vLLM checks that itself, in
+    # VllmConfig, before any weights load.
+    return dict(options)
+
+
+def engine_settings(llm, version: str) -> dict:
+    """The engine settings in effect (``ENGINE_SETTINGS``), read from the built engine; a path the
+    installed vLLM does not have is recorded as such, never guessed."""
+    absent = f"not exposed by vllm {version}"
+    config = getattr(getattr(llm, "llm_engine", None), "vllm_config", None)
+    settings = {}
+    for name, (part, field) in ENGINE_SETTINGS.items():
+        holder = getattr(config, part, None)
+        settings[name] = _plain(getattr(holder, field)) if hasattr(holder, field) else absent
+    return settings
+
+
+def _plain(value):
+    """A setting as JSON holds it: an enum (e.g. CUDAGraphMode) by its name."""
+    if isinstance(value, enum.Enum):
+        return value.name
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return str(value)
 
 
 # The value at which each field the backend writes changes nothing the protocol reads: with it, a

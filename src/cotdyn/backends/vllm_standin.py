@@ -8,6 +8,11 @@ index), a sample that stops keeps its stop token, and ``SamplingParams`` is a st
 set of fields that refuses any other keyword (msgspec's ``__struct_fields__``, as in vLLM 0.26.0
 through 0.32.0). ``module(fields=...)`` builds an older or newer vLLM's field set.
 
+The built engine exposes its settings where vLLM 0.26.0 and 0.32.0 do,
+``llm.llm_engine.vllm_config.{scheduler,compilation,model,cache}_config`` (``vllm_config``), so
+that the backend's record of them (``describe()["engine_settings"]``) is checked against the same
+structure; ``module(engine_config=False)`` builds a vLLM without it.
+
 The "model" writes a short reference chain (three blank-line units and an answer) when given a
 chain's budget (>= 600 tokens), otherwise a one-line answer, or, for one seed in 11, text that runs
 to its token budget. Its tokenizer is byte-level and reproduces Llama-3's double-BOS trap.
@@ -15,6 +20,7 @@ to its token budget. Its tokenizer is byte-level and reproduces Llama-3's double
 
 from __future__ import annotations
 
+import enum
 import types
 from dataclasses import dataclass
 
@@ -126,6 +132,62 @@ def sampling_params_class(fields: tuple[str, ...]) -> type:
     return SamplingParams
 
 
+class CUDAGraphMode(enum.Enum):
+    """The members of vllm/config/compilation.py's CUDAGraphMode that the stand-in uses."""
+
+    NONE = 0
+    FULL_AND_PIECEWISE = (2, 1)  # (FULL, PIECEWISE), vLLM v1's default
+
+
+def capture_sizes(largest: int) -> list[int]:
+    """vLLM's default CUDA graph batch sizes up to ``largest``: 1, 2, 4, then steps of 8 below 256
+    and of 16 from 256 (``VllmConfig._set_cudagraph_sizes``, vllm/config/vllm.py, both releases)."""
+    sizes = [i for i in (1, 2, 4) if i <= largest] + list(range(8, min(largest + 1, 256), 8))
+    return sizes + list(range(256, largest + 1, 16))
+
+
+def vllm_config(kwargs: dict) -> types.SimpleNamespace:
+    """What ``llm.llm_engine.vllm_config`` holds for an engine built with ``kwargs`` on an H200:
+    the attribute paths of vllm/config/vllm.py's VllmConfig (scheduler_config, compilation_config,
+    model_config, cache_config), with vLLM's defaults where ``kwargs`` leaves a setting unset
+    (max_num_seqs 1024 and max_num_batched_tokens 16384: ``EngineArgs.get_batch_defaults`` for the
+    LLM class on a device of >= 70 GiB; CUDA graphs up to min(2 x max_num_seqs, 512) sequences,
+    at most max_num_batched_tokens; gpu_memory_utilization 0.92, vllm/config/cache.py)."""
+    seqs = kwargs.get("max_num_seqs", 1024)
+    tokens = kwargs.get("max_num_batched_tokens", 16384)
+    compilation = kwargs.get("compilation_config") or {}
+    eager = kwargs.get("enforce_eager", False)
+    sizes = kwargs.get("cudagraph_capture_sizes", compilation.get("cudagraph_capture_sizes"))
+    largest = kwargs.get("max_cudagraph_capture_size", compilation.get("max_cudagraph_capture_size"))
+    if eager:
+        sizes = []
+    elif sizes is not None:
+        sizes = sorted({s for s in sizes if s <= tokens})
+    else:
+        largest = min(largest or min(2 * seqs, 512), tokens)
+        sizes = sorted(set(capture_sizes(largest)) | ({tokens} if tokens <= largest else set()))
+    part = types.SimpleNamespace
+    return part(
+        scheduler_config=part(
+            max_num_seqs=seqs,
+            max_num_batched_tokens=tokens,
+            enable_chunked_prefill=kwargs.get("enable_chunked_prefill", True),
+        ),
+        compilation_config=part(
+            cudagraph_mode=CUDAGraphMode.NONE if eager else CUDAGraphMode.FULL_AND_PIECEWISE,
+            cudagraph_capture_sizes=sizes,
+            max_cudagraph_capture_size=sizes[-1] if sizes else 0,
+        ),
+        model_config=part(enforce_eager=eager, max_model_len=kwargs.get("max_model_len", 32768)),
+        cache_config=part(
+            gpu_memory_utilization=kwargs.get("gpu_memory_utilization", 0.92),
+            enable_prefix_caching=kwargs.get("enable_prefix_caching", True),
+            block_size=16,
+            num_gpu_blocks=4096,
+        ),
+    )
+
+
 def sample(params: dict, i: int, tokenizer: StandInTokenizer) -> Sample:
     """Sample i of a request: what the stand-in model writes with seed params['seed'] + i."""
     seed = params["seed"] + i  # vLLM's child seed
@@ -139,10 +201,15 @@ def sample(params: dict, i: int, tokenizer: StandInTokenizer) -> Sample:
 
 
 def module(
-    calls: dict | None = None, fields: tuple[str, ...] = FIELDS_0_32, version: str = "0.32.0-standin"
+    calls: dict | None = None,
+    fields: tuple[str, ...] = FIELDS_0_32,
+    version: str = "0.32.0-standin",
+    engine_config: bool = True,
 ) -> types.ModuleType:
     """A module to put in ``sys.modules["vllm"]``; ``calls["llm"]`` and ``calls["generate"]``
-    collect the engine's keyword arguments and each generate call's (prompts, params)."""
+    collect the engine's keyword arguments and each generate call's (prompts, params). Without
+    ``engine_config`` the engine has no ``llm_engine.vllm_config`` (a release that lacks it)."""
+    with_config = engine_config
     calls = calls if calls is not None else {}
     calls.setdefault("llm", [])
     calls.setdefault("generate", [])
@@ -151,6 +218,16 @@ def module(
     class LLM:
         def __init__(self, **kwargs):
             calls["llm"].append(kwargs)
+            # vllm/entrypoints/llm.py: LLM.llm_engine, a vllm.v1.engine.llm_engine.LLMEngine
+            # holding vllm_config (both releases).
+            self.llm_engine = types.SimpleNamespace()
+            if with_config:
+                self.llm_engine.vllm_config = vllm_config(kwargs)
+
+        def reset_prefix_cache(self, reset_running_requests: bool = False, reset_connector: bool = False) -> bool:
+            calls.setdefault("reset_prefix_cache", 0)
+            calls["reset_prefix_cache"] += 1
+            return True
 
         def get_tokenizer(self):
             return tokenizer
