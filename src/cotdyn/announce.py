@@ -25,7 +25,7 @@ def run_summary(
     protocol: dict,
     cache: str,
     sizes: Mapping[str, int] | None = None,
-    jobs: Sequence[tuple[str, str, dict, int | None]] | None = None,
+    jobs: Sequence[tuple[str, str, str, dict, int | None]] | None = None,
     models: Mapping[str, dict] | None = None,
     host: dict | None = None,
 ) -> list[str]:
@@ -54,11 +54,11 @@ def run_summary(
 def generation_phases(
     cells: Mapping[str, Cell],
     sizes: Mapping[str, int],
-    jobs: Sequence[tuple[str, str, dict, int | None]],
+    jobs: Sequence[tuple[str, str, str, dict, int | None]],
     models: Mapping[str, dict],
 ) -> list[timings.Phase]:
-    """The phases of the run's generation ``jobs``: (phase, cell, protocol, threads) each, ``models``
-    the model entry each cell's jobs get."""
+    """The phases of the run's generation ``jobs``: (phase, cell, its reference setting or variant,
+    protocol, threads) each; ``models``: the model entry each cell's jobs get."""
     return [
         timings.Phase(
             phase,
@@ -68,8 +68,9 @@ def generation_phases(
             protocol,
             problem_count(cells[cell].benchmark, sizes),
             threads,
+            name,
         )
-        for phase, cell, protocol, threads in jobs
+        for phase, cell, name, protocol, threads in jobs
     ]
 
 
@@ -77,7 +78,7 @@ def time_estimate(
     cells: Mapping[str, Cell],
     cache: str,
     sizes: Mapping[str, int],
-    jobs: Sequence[tuple[str, str, dict, int | None]],
+    jobs: Sequence[tuple[str, str, str, dict, int | None]],
     models: Mapping[str, dict],
     host: dict,
 ) -> list[str]:
@@ -91,10 +92,10 @@ def time_estimate(
     lines.append("  time estimate (generation only, not model loading; requests already in the cache take no time):")
     estimates = []
     for cell in dict.fromkeys(p.cell for p in phases):
-        for phase in (p for p in phases if p.cell == cell):
+        for phase in sorted((p for p in phases if p.cell == cell), key=lambda p: timings.PHASES.index(p.phase)):
             estimate = timings.estimate(phase, observations, host)
             estimates.append(estimate)
-            lines.append(f"    {cell} {phase.phase}: {estimate.text}")
+            lines.append(f"    {cell} {phase.phase} ({phase.name}): {estimate.text}")
     lines.append(f"  total: {total_text(estimates)}")
     return lines
 

@@ -254,6 +254,7 @@ class Phase:
     protocol: dict
     problems: int | None
     threads: int | None = None
+    name: str = ""  # its reference setting or variant
 
 
 @dataclass(frozen=True)

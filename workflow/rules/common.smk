@@ -158,6 +158,7 @@ onstart:
         (
             job.rule.name,
             job.wildcards.cell,
+            job.wildcards.ref if job.rule.name == "reference" else job.wildcards.variant,
             REFERENCES[job.wildcards.ref] if job.rule.name == "reference" else PROTOCOLS[job.wildcards.variant],
             job.threads,
         )
