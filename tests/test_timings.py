@@ -170,6 +170,24 @@ def test_a_local_directory_is_another_model_once_its_weights_change(tmp_path):
     assert timings.model_identity(model) != before
 
 
+def test_continuation_forecast_from_the_exact_request_count():
+    phase = pending("continuations", problems=None)
+    observed = entry("continuations", problems=6, requests=54, samples=270, generated_tokens=8100, seconds=60.0)
+    seconds, line = timings.continuation_forecast(phase, 40, 10, [observed], HOST)
+    assert math.isclose(seconds, 30 * (8100 / 54) / (8100 / 60.0))  # 30 fresh x 150 tokens / 135 tokens/s
+    assert line.startswith("30 of 40 continuation requests to generate (10 in the cache): about 33 s")
+    reference = entry(generated_tokens=1200, seconds=30.0)
+    seconds, line = timings.continuation_forecast(phase, 40, 10, [reference], HOST)
+    assert math.isclose(seconds, 30 * 5 * 150 / 40.0)  # every continuation at its budget, the reference rate
+    assert "up to about 9 min" in line and "the reference phase's rate" in line
+    assert timings.continuation_forecast(phase, 40, 40, [observed], HOST) == (
+        0.0,
+        "0 of 40 continuation requests to generate (40 in the cache): no generation",
+    )
+    seconds, line = timings.continuation_forecast(phase, 40, 0, [entry(host=dict(HOST, cpus=64))], HOST)
+    assert seconds is None and line.endswith(timings.NO_TIMING) and "at most 30,000 tokens" in line
+
+
 # --- the ledger's files ----------------------------------------------------------------------------
 
 
@@ -241,7 +259,7 @@ def test_durations_read_as_a_person_says_them():
 # --- written by the generation phases ----------------------------------------------------------------
 
 
-def test_generation_phases_record_fresh_work_and_nothing_when_all_is_cached(tmp_path, plan, data_dir):
+def test_generation_phases_record_fresh_work_and_nothing_when_all_is_cached(tmp_path, plan, data_dir, capsys):
     problems = tmp_path / "problems.parquet"
     table = problems_table(load_benchmark({"kind": "gsm8k", "path": str(data_dir / "gsm8k_test.jsonl"), "limit": 4}))
     table.to_parquet(problems, index=False)
@@ -265,6 +283,9 @@ def test_generation_phases_record_fresh_work_and_nothing_when_all_is_cached(tmp_
 
     run(tmp_path / "first")
     found, warnings = timings.read_observations(cache)
+    requests = next(e["requests"] for e in found if e["phase"] == "continuations")
+    # the continuations job announces its work from the reference phase timed just before it
+    assert f"sim-gsm8k continuations: {requests} of {requests} continuation requests" in capsys.readouterr().out
     assert warnings == [] and sorted(e["phase"] for e in found) == ["continuations", "reference"]
     for observed in found:
         log = json.loads(
@@ -277,6 +298,7 @@ def test_generation_phases_record_fresh_work_and_nothing_when_all_is_cached(tmp_
         assert observed["settings"] == timings.speed_settings(model)
         assert observed["budgets"] == timings.budgets(protocol, observed["phase"])
     run(tmp_path / "again")  # every request now comes from the cache
+    assert f"0 of {requests} continuation requests to generate ({requests} in the cache)" in capsys.readouterr().out
     assert len(timings.read_observations(cache)[0]) == 2
     phase = timings.Phase("reference", "sim-gsm8k", model, "gsm8k", protocol, 4)
     assert timings.estimate(phase, found, timings.machine()).kind == "expected"

@@ -71,6 +71,16 @@ def _record_timing(cache_dir, backend, stats, model: dict, protocol: dict, phase
     timings.write_observation(entry, cache_dir)
 
 
+def _forecast(cache_dir, backend, cache, requests, model: dict, protocol: dict, cell: str, benchmark: str) -> None:
+    """Print the continuations' expected time now that their requests are known (``cotdyn.timings``)."""
+    keys = {r.key(backend.model_revision) for r in requests}
+    cached = sum(1 for k in keys if k in cache)
+    observations, warnings = timings.read_observations(cache_dir)
+    phase = timings.Phase("continuations", cell, model, benchmark, protocol, None, timings.torch_threads())
+    _, line = timings.continuation_forecast(phase, len(keys), cached, observations, timings.machine())
+    print("\n".join(warnings + [f"{cell} continuations: {line}"]), flush=True)
+
+
 def run_reference(
     problems_path,
     model: dict,
@@ -114,9 +124,9 @@ def run_continuations(
     backend = backend or _backend(model, problems, benchmark)
     plan = P.prefix_plan(chains, protocol, backend.tokenizer.decode, benchmark)
     requests = P.continuation_requests(chains, plan, protocol, cell, n)
-    completions, stats = generate(
-        backend, requests, _cache(cache_dir, backend), model.get("chunk_size", 0), desc=f"{cell} continuations"
-    )
+    cache = _cache(cache_dir, backend)
+    _forecast(cache_dir, backend, cache, requests, model, {**protocol, "m": n or protocol["m"]}, cell, benchmark)
+    completions, stats = generate(backend, requests, cache, model.get("chunk_size", 0), desc=f"{cell} continuations")
     options = {p.problem_id: p.options for p in problems if p.options}
     write_parquet(P.samples_table(plan, requests, completions, benchmark, options), samples_out)
     write_json(_generation_log(backend, stats, P.continuation_sampling(protocol), "continuations"), log_out)

@@ -18,7 +18,7 @@ import math
 import os
 import socket
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -353,6 +353,44 @@ def estimate(phase: Phase, observations: Iterable[dict], host: dict) -> Estimate
     return Estimate(
         "unknown", None, None, speed, len(timed), latest, f"{bound_text}; {speed:,.0f} tokens/s from {source}"
     )
+
+
+def continuation_forecast(
+    phase: Phase, requests: int, cached: int, observations: Iterable[dict], host: dict
+) -> tuple[float | None, str]:
+    """At the start of a continuations job, when its requests are known: the expected seconds (or None)
+    and a line saying how they follow. Tokens per request come from continuation timings of the same
+    setup, benchmark and budgets; the rate from continuation timings of the same setup, else from the
+    reference phase just timed, said so: continuations batch more and longer rows, so that rate is a
+    guide, not a measurement of this phase."""
+    pending = requests - cached
+    head = f"{pending} of {requests} continuation requests to generate ({cached} in the cache)"
+    if pending <= 0:
+        return 0.0, f"{head}: no generation"
+    work = f"at most {pending * phase.protocol['m'] * phase.protocol['continuation_max_tokens']:,} tokens"
+    matching = [e for e in observations if e["generated_tokens"] > 0 and e["seconds"] > 0]
+    own = [e for e in matching if same_setup(e, phase, host)]
+    reference = [e for e in matching if same_setup(e, replace(phase, phase="reference"), host)]
+    speed, source = (rate(own), "continuation") if own else (rate(reference), "reference")
+    if speed is None:
+        return None, f"{head}, {work}; {NO_TIMING}"
+    alike = [
+        e for e in own if e["benchmark"] == phase.benchmark and e["budgets"] == budgets(phase.protocol, phase.phase)
+    ]
+    fresh = sum(e["fresh_requests"] for e in alike)
+    if fresh:
+        per_request = sum(e["generated_tokens"] for e in alike) / fresh
+        seconds = pending * per_request / speed
+        how = f"{pending} x {per_request:,.0f} tokens / {speed:,.0f} tokens/s"
+    else:
+        seconds = pending * phase.protocol["m"] * phase.protocol["continuation_max_tokens"] / speed
+        how = f"{work} at {speed:,.0f} tokens/s, every continuation at its budget"
+    timed = own or reference
+    latest = max(e["recorded"] for e in timed)
+    note = "" if own else "; the reference phase's rate, continuations batch differently"
+    prefix = "" if fresh else "at most " if own else "up to "
+    count = f"{len(timed)} {source} timing{'s' if len(timed) != 1 else ''}"
+    return seconds, f"{head}: {prefix}{duration(seconds)} ({how}; from {count}, latest {latest}{note})"
 
 
 def _unknown_bound(phase: Phase) -> str:
