@@ -176,16 +176,20 @@ def test_continuation_forecast_from_the_exact_request_count():
     seconds, line = timings.continuation_forecast(phase, 40, 10, [observed], HOST)
     assert math.isclose(seconds, 30 * (8100 / 54) / (8100 / 60.0))  # 30 fresh x 150 tokens / 135 tokens/s
     assert line.startswith("30 of 40 continuation requests to generate (10 in the cache): about 33 s")
-    reference = entry(generated_tokens=1200, seconds=30.0)
-    seconds, line = timings.continuation_forecast(phase, 40, 10, [reference], HOST)
-    assert math.isclose(seconds, 30 * 5 * 150 / 40.0)  # every continuation at its budget, the reference rate
-    assert "up to about 9 min" in line and "the reference phase's rate" in line
+    other_budget = entry("continuations", protocol=dict(PROTOCOL, m=10), generated_tokens=8100, seconds=60.0)
+    seconds, line = timings.continuation_forecast(phase, 40, 10, [other_budget], HOST)
+    assert math.isclose(seconds, 30 * 5 * 150 / 135.0)  # every continuation at its budget
+    assert "at most about 3 min (at most 22,500 tokens at 135 tokens/s" in line
+    # a reference timing is quoted, never used for continuations
+    seconds, line = timings.continuation_forecast(phase, 40, 10, [entry(generated_tokens=1200, seconds=30.0)], HOST)
+    assert seconds is None and "at most 22,500 tokens; no timing of continuations" in line
+    assert "reference chains ran at 40.0 tokens/s" in line
     assert timings.continuation_forecast(phase, 40, 40, [observed], HOST) == (
         0.0,
         "0 of 40 continuation requests to generate (40 in the cache): no generation",
     )
     seconds, line = timings.continuation_forecast(phase, 40, 0, [entry(host=dict(HOST, cpus=64))], HOST)
-    assert seconds is None and line.endswith(timings.NO_TIMING) and "at most 30,000 tokens" in line
+    assert seconds is None and "at most 30,000 tokens; no timing of continuations" in line and "ran at" not in line
 
 
 # --- the ledger's files ----------------------------------------------------------------------------

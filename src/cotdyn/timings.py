@@ -359,21 +359,26 @@ def continuation_forecast(
     phase: Phase, requests: int, cached: int, observations: Iterable[dict], host: dict
 ) -> tuple[float | None, str]:
     """At the start of a continuations job, when its requests are known: the expected seconds (or None)
-    and a line saying how they follow. Tokens per request come from continuation timings of the same
-    setup, benchmark and budgets; the rate from continuation timings of the same setup, else from the
-    reference phase just timed, said so: continuations batch more and longer rows, so that rate is a
-    guide, not a measurement of this phase."""
+    and a line saying how they follow, from continuation timings of the same setup (tokens per request
+    also of the same benchmark and budgets). The reference phase's rate is quoted but never used:
+    continuations fill batches of many more rows, so it says little about their speed."""
     pending = requests - cached
     head = f"{pending} of {requests} continuation requests to generate ({cached} in the cache)"
     if pending <= 0:
         return 0.0, f"{head}: no generation"
-    work = f"at most {pending * phase.protocol['m'] * phase.protocol['continuation_max_tokens']:,} tokens"
-    matching = [e for e in observations if e["generated_tokens"] > 0 and e["seconds"] > 0]
-    own = [e for e in matching if same_setup(e, phase, host)]
-    reference = [e for e in matching if same_setup(e, replace(phase, phase="reference"), host)]
-    speed, source = (rate(own), "continuation") if own else (rate(reference), "reference")
+    most = pending * phase.protocol["m"] * phase.protocol["continuation_max_tokens"]
+    timed = [e for e in observations if e["generated_tokens"] > 0 and e["seconds"] > 0]
+    own = [e for e in timed if same_setup(e, phase, host)]
+    speed = rate(own)
     if speed is None:
-        return None, f"{head}, {work}; {NO_TIMING}"
+        reference = rate([e for e in timed if same_setup(e, replace(phase, phase="reference"), host)])
+        aside = (
+            f" (its reference chains ran at {reference:,.1f} tokens/s, in fewer rows per batch)" if reference else ""
+        )
+        return (
+            None,
+            f"{head}, at most {most:,} tokens; no timing of continuations of this model on this machine yet{aside}; the progress bar gives the rate",
+        )
     alike = [
         e for e in own if e["benchmark"] == phase.benchmark and e["budgets"] == budgets(phase.protocol, phase.phase)
     ]
@@ -383,14 +388,11 @@ def continuation_forecast(
         seconds = pending * per_request / speed
         how = f"{pending} x {per_request:,.0f} tokens / {speed:,.0f} tokens/s"
     else:
-        seconds = pending * phase.protocol["m"] * phase.protocol["continuation_max_tokens"] / speed
-        how = f"{work} at {speed:,.0f} tokens/s, every continuation at its budget"
-    timed = own or reference
-    latest = max(e["recorded"] for e in timed)
-    note = "" if own else "; the reference phase's rate, continuations batch differently"
-    prefix = "" if fresh else "at most " if own else "up to "
-    count = f"{len(timed)} {source} timing{'s' if len(timed) != 1 else ''}"
-    return seconds, f"{head}: {prefix}{duration(seconds)} ({how}; from {count}, latest {latest}{note})"
+        seconds = most / speed
+        how = f"at most {most:,} tokens at {speed:,.0f} tokens/s"
+    latest = max(e["recorded"] for e in own)
+    count = f"{len(own)} timing{'s' if len(own) != 1 else ''}"
+    return seconds, f"{head}: {'' if fresh else 'at most '}{duration(seconds)} ({how}; from {count}, latest {latest})"
 
 
 def _unknown_bound(phase: Phase) -> str:
