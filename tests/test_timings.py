@@ -183,7 +183,7 @@ def test_continuation_forecast_from_the_exact_request_count():
     # a reference timing is quoted, never used for continuations
     seconds, line = timings.continuation_forecast(phase, 40, 10, [entry(generated_tokens=1200, seconds=30.0)], HOST)
     assert seconds is None and "at most 22,500 tokens; no timing of continuations" in line
-    assert "reference chains ran at 40.0 tokens/s" in line
+    assert "reference chains ran at 40 tokens/s" in line
     assert timings.continuation_forecast(phase, 40, 40, [observed], HOST) == (
         0.0,
         "0 of 40 continuation requests to generate (40 in the cache): no generation",
@@ -258,6 +258,9 @@ def test_durations_read_as_a_person_says_them():
     assert timings.duration(150) == "about 2 min"
     assert timings.duration(3 * 3600) == "about 3.0 h"
     assert timings.duration(float("nan")) == "an unknown time"
+    assert timings.per_second(1.8918) == "1.89 tokens/s"
+    assert timings.per_second(32.78) == "32.8 tokens/s"
+    assert timings.per_second(1240.4) == "1,240 tokens/s"
 
 
 # --- written by the generation phases ----------------------------------------------------------------

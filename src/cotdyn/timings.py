@@ -339,19 +339,19 @@ def estimate(phase: Phase, observations: Iterable[dict], host: dict) -> Estimate
     if per_problem is not None and phase.problems is not None:
         seconds = phase.problems * per_problem / speed
         text = (
-            f"{duration(seconds)} ({phase.problems} problems x {per_problem:,.0f} tokens / {speed:,.0f} tokens/s; "
+            f"{duration(seconds)} ({phase.problems} problems x {per_problem:,.0f} tokens / {per_second(speed)}; "
             f"from {source})"
         )
         return Estimate("expected", seconds, bound, speed, len(timed), latest, text)
     if bound is not None:
         seconds = bound / speed
         text = (
-            f"at most {duration(seconds)} ({bound_text} at {speed:,.0f} tokens/s from {source}; "
+            f"at most {duration(seconds)} ({bound_text} at {per_second(speed)} from {source}; "
             "no timing of these budgets on this benchmark yet)"
         )
         return Estimate("upper bound", seconds, bound, speed, len(timed), latest, text)
     return Estimate(
-        "unknown", None, None, speed, len(timed), latest, f"{bound_text}; {speed:,.0f} tokens/s from {source}"
+        "unknown", None, None, speed, len(timed), latest, f"{bound_text}; {per_second(speed)} from {source}"
     )
 
 
@@ -372,9 +372,7 @@ def continuation_forecast(
     speed = rate(own)
     if speed is None:
         reference = rate([e for e in timed if same_setup(e, replace(phase, phase="reference"), host)])
-        aside = (
-            f" (its reference chains ran at {reference:,.1f} tokens/s, in fewer rows per batch)" if reference else ""
-        )
+        aside = f" (its reference chains ran at {per_second(reference)}, in fewer rows per batch)" if reference else ""
         return (
             None,
             f"{head}, at most {most:,} tokens; no timing of continuations of this model on this machine yet{aside}; the progress bar gives the rate",
@@ -386,10 +384,10 @@ def continuation_forecast(
     if fresh:
         per_request = sum(e["generated_tokens"] for e in alike) / fresh
         seconds = pending * per_request / speed
-        how = f"{pending} x {per_request:,.0f} tokens / {speed:,.0f} tokens/s"
+        how = f"{pending} x {per_request:,.0f} tokens / {per_second(speed)}"
     else:
         seconds = most / speed
-        how = f"at most {most:,} tokens at {speed:,.0f} tokens/s"
+        how = f"at most {most:,} tokens at {per_second(speed)}"
     latest = max(e["recorded"] for e in own)
     count = f"{len(own)} timing{'s' if len(own) != 1 else ''}"
     return seconds, f"{head}: {'' if fresh else 'at most '}{duration(seconds)} ({how}; from {count}, latest {latest})"
@@ -399,6 +397,13 @@ def _unknown_bound(phase: Phase) -> str:
     if phase.problems is None:
         return "the work is unknown until the problems are read (their count is in their file)"
     return "the number of prefixes is unknown until the chains exist (step checkpoints without a cap)"
+
+
+def per_second(tokens_per_second: float) -> str:
+    """A rate to three significant figures at most: '1.89 tokens/s', '32.8 tokens/s', '1,240 tokens/s'."""
+    if tokens_per_second >= 100:
+        return f"{tokens_per_second:,.0f} tokens/s"
+    return f"{float(f'{tokens_per_second:.3g}'):g} tokens/s"
 
 
 def duration(seconds: float) -> str:
