@@ -124,14 +124,14 @@ def run_continuations(
     backend = backend or _backend(model, problems, benchmark)
     plan = P.prefix_plan(chains, protocol, backend.tokenizer.decode, benchmark)
     requests = P.continuation_requests(chains, plan, protocol, cell, n)
+    # n overrides m (the m sweep's N): the ledger keeps the samples per prefix actually drawn
+    drawn = {**protocol, "m": n or protocol["m"]}
     cache = _cache(cache_dir, backend)
-    _forecast(cache_dir, backend, cache, requests, model, {**protocol, "m": n or protocol["m"]}, cell, benchmark)
+    _forecast(cache_dir, backend, cache, requests, model, drawn, cell, benchmark)
     completions, stats = generate(backend, requests, cache, model.get("chunk_size", 0), desc=f"{cell} continuations")
     options = {p.problem_id: p.options for p in problems if p.options}
     write_parquet(P.samples_table(plan, requests, completions, benchmark, options), samples_out)
     write_json(_generation_log(backend, stats, P.continuation_sampling(protocol), "continuations"), log_out)
-    # n overrides m (the m sweep's N): the ledger keeps the samples per prefix actually drawn
-    drawn = {**protocol, "m": n or protocol["m"]}
     _record_timing(cache_dir, backend, stats, model, drawn, "continuations", benchmark, len(chains))
 
 
