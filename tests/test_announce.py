@@ -1,8 +1,9 @@
 from pathlib import Path
 
+from cotdyn import timings
 from cotdyn.announce import problem_count, registered_sizes, run_summary
 from cotdyn.config import Cell
-from cotdyn.plan import load_plan
+from cotdyn.plan import effective_protocol, load_plan
 
 PLAN = load_plan(Path(__file__).resolve().parents[1] / "preregistration" / "plan.yaml")
 
@@ -36,3 +37,46 @@ def test_problem_count_takes_n_then_limit_then_the_plans_size():
     assert problem_count({"kind": "math500"}, sizes) == 500
     assert problem_count({"kind": "gsm8k", "path": "x.jsonl"}, sizes) == 1319
     assert problem_count({"kind": "jsonl", "path": "own.jsonl"}, sizes) is None
+
+
+def _smollm2_cell() -> dict[str, Cell]:
+    model = {"backend": "transformers", "gguf": {"package": "p", "file": "m.gguf"}, "device": "cpu", "batch_size": 64}
+    return {"s-arithmetic": Cell("s-arithmetic", "s", "arithmetic", model, {"kind": "arithmetic", "n": 6, "seed": 7})}
+
+
+def _jobs(protocol: dict) -> list:
+    return [
+        ("continuations", "s-arithmetic", "registered", protocol, 2),
+        ("reference", "s-arithmetic", "t0.7", protocol, 2),
+    ]
+
+
+def test_run_summary_estimates_from_the_ledger_of_this_machine(tmp_path):
+    cells, protocol = _smollm2_cell(), effective_protocol(PLAN)
+    models = {"s-arithmetic": dict(cells["s-arithmetic"].model, dtype="float32")}
+    host = {"hostname": "box", "cpus": 2, "usable_cpus": 2, "gpus": []}
+    common = {"model": models["s-arithmetic"], "revision": "local-x", "benchmark": "arithmetic", "protocol": protocol}
+    common |= {"host": host, "threads": 2, "recorded": "2026-12-01T10:00:00Z", "cached_requests": 0}
+    work = {"problems": 6, "requests": 6, "samples": 6, "generated_tokens": 1500, "seconds": 50.0}
+    timings.write_observation(timings.observation(phase="reference", **common, **work), tmp_path)
+    (tmp_path / timings.OBSERVATIONS / "foreign.json").write_text('{"format": "something else"}')
+    lines = run_summary("d", cells, protocol, str(tmp_path), {}, _jobs(protocol), models, host)
+    estimate = lines[lines.index(next(x for x in lines if x.startswith("  time estimate"))) :]
+    assert any("foreign.json" in x and "skipping" in x for x in lines[:-4])
+    # reference first: 6 problems x 250 tokens / 30 tokens/s = 50 s
+    assert estimate[1].startswith(
+        "    s-arithmetic reference (t0.7): about 50 s (6 problems x 250 tokens / 30 tokens/s"
+    )
+    assert "1 timing on this machine, latest 2026-12-01T10:00:00Z" in estimate[1]
+    assert estimate[2] == f"    s-arithmetic continuations (registered): at most 40,500 tokens; {timings.NO_TIMING}"
+    assert estimate[3] == "  total: about 50 s for 1 of 2 phases; the others have no timing yet"
+
+
+def test_run_summary_without_a_ledger_states_the_bounds(tmp_path):
+    cells, protocol = _smollm2_cell(), effective_protocol(PLAN)
+    models = {"s-arithmetic": cells["s-arithmetic"].model}
+    lines = run_summary("d", cells, protocol, str(tmp_path / "cache"), {}, _jobs(protocol), models)
+    assert lines[-3] == f"    s-arithmetic reference (t0.7): at most 3,600 tokens; {timings.NO_TIMING}"
+    assert lines[-1] == "  total: unknown before generation starts (no timing of these phases on this machine yet)"
+    done = run_summary("d", cells, protocol, str(tmp_path / "cache"), {}, [], models)
+    assert done[-1] == "  time: no generation in this run (its chains and samples are written already)"

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Mapping, Sequence
 
+from . import timings
 from .config import Cell
 
 
@@ -19,9 +20,17 @@ def registered_sizes(plan: dict) -> dict[str, int]:
 
 
 def run_summary(
-    study: str, cells: dict[str, Cell], protocol: dict, cache: str, sizes: Mapping[str, int] | None = None
+    study: str,
+    cells: dict[str, Cell],
+    protocol: dict,
+    cache: str,
+    sizes: Mapping[str, int] | None = None,
+    jobs: Sequence[tuple[str, str, str, dict, int | None]] | None = None,
+    models: Mapping[str, dict] | None = None,
+    host: dict | None = None,
 ) -> list[str]:
-    """Lines saying what the run generates, where, and with what, before any job starts.
+    """Lines saying what the run generates, where, and with what, before any job starts, and (given
+    ``jobs`` and ``models``) how long its generation should take (``time_estimate``).
     ``sizes``: the plan's benchmark sizes (``registered_sizes``)."""
     lines = [f"cotdyn: study '{study}', outputs under results/{study}/, generations cached in {cache}/"]
     for cell in cells.values():
@@ -37,4 +46,69 @@ def run_summary(
         f"then m = {protocol['m']} continuations (at most {protocol['continuation_max_tokens']} tokens) "
         "from each of its prefixes; a killed run resumes from the cache"
     )
+    if jobs is not None and models is not None:
+        lines += time_estimate(cells, cache, sizes or {}, jobs, models, host or timings.machine())
     return lines
+
+
+def generation_phases(
+    cells: Mapping[str, Cell],
+    sizes: Mapping[str, int],
+    jobs: Sequence[tuple[str, str, str, dict, int | None]],
+    models: Mapping[str, dict],
+) -> list[timings.Phase]:
+    """The phases of the run's generation ``jobs``: (phase, cell, its reference setting or variant,
+    protocol, threads) each; ``models``: the model entry each cell's jobs get."""
+    return [
+        timings.Phase(
+            phase,
+            cell,
+            models[cell],
+            cells[cell].answer_rule,
+            protocol,
+            problem_count(cells[cell].benchmark, sizes),
+            threads,
+            name,
+        )
+        for phase, cell, name, protocol, threads in jobs
+    ]
+
+
+def time_estimate(
+    cells: Mapping[str, Cell],
+    cache: str,
+    sizes: Mapping[str, int],
+    jobs: Sequence[tuple[str, str, str, dict, int | None]],
+    models: Mapping[str, dict],
+    host: dict,
+) -> list[str]:
+    """Per phase and in total, the expected generation time from earlier timings of the same model,
+    settings and machine in the ledger under ``cache`` (``cotdyn.timings``), else the work bound."""
+    phases = generation_phases(cells, sizes, jobs, models)
+    if not phases:
+        return ["  time: no generation in this run (its chains and samples are written already)"]
+    observations, warnings = timings.read_observations(cache)
+    lines = [f"  {w}" for w in warnings]
+    lines.append("  time estimate (generation only, not model loading; requests already in the cache take no time):")
+    estimates = []
+    for cell in dict.fromkeys(p.cell for p in phases):
+        for phase in sorted((p for p in phases if p.cell == cell), key=lambda p: timings.PHASES.index(p.phase)):
+            estimate = timings.estimate(phase, observations, host)
+            estimates.append(estimate)
+            lines.append(f"    {cell} {phase.phase} ({phase.name}): {estimate.text}")
+    lines.append(f"  total: {total_text(estimates)}")
+    return lines
+
+
+def total_text(estimates: Sequence[timings.Estimate]) -> str:
+    timed = [e for e in estimates if e.seconds is not None]
+    if not timed:
+        return "unknown before generation starts (no timing of these phases on this machine yet)"
+    seconds = sum(e.seconds for e in timed)
+    bounded = sum(1 for e in timed if e.kind == "upper bound")
+    text = timings.duration(seconds)
+    if bounded:
+        text += f" ({bounded} of {len(timed)} phases timed by their upper bound)"
+    if len(timed) < len(estimates):
+        text += f" for {len(timed)} of {len(estimates)} phases; the others have no timing yet"
+    return text

@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from . import protocol as P
+from . import timings
 from .backends import make_backend
 from .benchmarks import Problem, problems_from_table
 from .cache import GenerationCache, generate
@@ -46,6 +47,40 @@ def _generation_log(backend, stats, sampling, phase: str) -> dict:
     }
 
 
+def _record_timing(cache_dir, backend, stats, model: dict, protocol: dict, phase: str, benchmark: str, problems: int):
+    """Add this phase to the timing ledger (``cotdyn.timings``) when it generated fresh tokens: a phase
+    served whole from the cache says nothing about speed."""
+    if stats.generated_tokens <= 0:
+        return
+    entry = timings.observation(
+        phase=phase,
+        model=model,
+        revision=backend.model_revision,
+        benchmark=benchmark,
+        protocol=protocol,
+        problems=problems,
+        requests=stats.requests,
+        cached_requests=stats.cached_requests,
+        samples=stats.samples,
+        generated_tokens=stats.generated_tokens,
+        seconds=stats.seconds,
+        host=timings.machine(),
+        threads=timings.torch_threads(),
+        recorded=timings.now(),
+    )
+    timings.write_observation(entry, cache_dir)
+
+
+def _forecast(cache_dir, backend, cache, requests, model: dict, protocol: dict, cell: str, benchmark: str) -> None:
+    """Print the continuations' expected time now that their requests are known (``cotdyn.timings``)."""
+    keys = {r.key(backend.model_revision) for r in requests}
+    cached = sum(1 for k in keys if k in cache)
+    observations, warnings = timings.read_observations(cache_dir)
+    phase = timings.Phase("continuations", cell, model, benchmark, protocol, None, timings.torch_threads())
+    _, line = timings.continuation_forecast(phase, len(keys), cached, observations, timings.machine())
+    print("\n".join(warnings + [f"{cell} continuations: {line}"]), flush=True)
+
+
 def run_reference(
     problems_path,
     model: dict,
@@ -68,6 +103,7 @@ def run_reference(
     )
     write_parquet(P.chains_table(problems, prompts, completions, benchmark), chains_out)
     write_json(_generation_log(backend, stats, P.reference_sampling(protocol), "reference"), log_out)
+    _record_timing(cache_dir, backend, stats, model, protocol, "reference", benchmark, len(problems))
 
 
 def run_continuations(
@@ -88,12 +124,15 @@ def run_continuations(
     backend = backend or _backend(model, problems, benchmark)
     plan = P.prefix_plan(chains, protocol, backend.tokenizer.decode, benchmark)
     requests = P.continuation_requests(chains, plan, protocol, cell, n)
-    completions, stats = generate(
-        backend, requests, _cache(cache_dir, backend), model.get("chunk_size", 0), desc=f"{cell} continuations"
-    )
+    # n overrides m (the m sweep's N): the ledger keeps the samples per prefix actually drawn
+    drawn = {**protocol, "m": n or protocol["m"]}
+    cache = _cache(cache_dir, backend)
+    _forecast(cache_dir, backend, cache, requests, model, drawn, cell, benchmark)
+    completions, stats = generate(backend, requests, cache, model.get("chunk_size", 0), desc=f"{cell} continuations")
     options = {p.problem_id: p.options for p in problems if p.options}
     write_parquet(P.samples_table(plan, requests, completions, benchmark, options), samples_out)
     write_json(_generation_log(backend, stats, P.continuation_sampling(protocol), "continuations"), log_out)
+    _record_timing(cache_dir, backend, stats, model, drawn, "continuations", benchmark, len(chains))
 
 
 def derive_records(

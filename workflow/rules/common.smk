@@ -161,8 +161,28 @@ def infogain_trace_targets():
 onstart:
     from cotdyn.announce import registered_sizes, run_summary
 
+    # the generation jobs this run will execute, with the threads Snakemake gives each (OMP_NUM_THREADS)
+    generation_jobs = [
+        (
+            job.rule.name,
+            job.wildcards.cell,
+            job.wildcards.ref if job.rule.name == "reference" else job.wildcards.variant,
+            REFERENCES[job.wildcards.ref] if job.rule.name == "reference" else PROTOCOLS[job.wildcards.variant],
+            job.threads,
+        )
+        for job in workflow.dag.needrun_jobs()
+        if job.rule.name in ("reference", "continuations")
+    ]
     print(
         "\n".join(
-            run_summary(config["study"], CELL_SPECS, PROTOCOLS[VARIANTS[0]], CACHE_DIR, registered_sizes(PLAN))
+            run_summary(
+                config["study"],
+                CELL_SPECS,
+                PROTOCOLS[VARIANTS[0]],
+                CACHE_DIR,
+                registered_sizes(PLAN),
+                generation_jobs,
+                {cell: model_for(cell) for cell in CELLS},
+            )
         )
     )

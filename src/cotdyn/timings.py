@@ -1,0 +1,419 @@
+"""A ledger of generation timings, and the time estimate a run prints before its first job.
+
+After each generation phase that drew fresh tokens, ``cotdyn.study`` records one observation: the
+model, the settings that change its speed, the machine, the work done and the seconds it took. Each
+observation is one small JSON file under ``<cache>/timings/observations/`` (two levels down, so
+``<cache>/<revision>/*.json`` stays the cache's own shards), named by its content and written
+atomically, so parallel jobs and studies sharing a cache never collide.
+
+``estimate`` turns the observations that match a pending phase into a duration, and never invents a
+speed: with no matching observation it gives the work bound in tokens instead.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import socket
+import sys
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from .segment import checkpoints
+from .writers import write_json
+
+FORMAT = "cotdyn-timing/1"
+OBSERVATIONS = Path("timings") / "observations"
+PHASES = ("reference", "continuations")
+
+# The protocol parameters that set how many tokens a phase generates per problem.
+REFERENCE_BUDGETS = ("reference_max_tokens", "reference_temperature", "top_p", "top_k", "repetition_penalty")
+CONTINUATION_BUDGETS = REFERENCE_BUDGETS + (
+    "continuation_max_tokens",
+    "continuation_temperature",
+    "m",
+    "checkpoints",
+    "checkpoint_stride",
+    "segmentation",
+    "cap",
+    "endpoint",
+)
+
+
+# --- what an observation is keyed by -------------------------------------------------------------
+
+
+def model_identity(model: dict) -> str:
+    """The model a config entry names, known before any weights load: a GGUF file of a package (at the
+    package's installed version), a hub id at its pinned revision, or a local directory (by its weight
+    files' names, sizes and times: a changed file makes it another model)."""
+    if model.get("backend") == "simulated":
+        return "simulated " + json.dumps(model.get("planted", {}), sort_keys=True)
+    gguf = model.get("gguf")
+    if gguf:
+        return f"gguf {gguf.get('package')}=={_package_version(gguf.get('package'))}/{gguf.get('file')}"
+    model_id = str(model.get("id"))
+    if model.get("revision"):
+        return f"{model_id}@{model['revision']}"
+    path = Path(model_id)
+    if path.is_dir():
+        return f"{model_id} (local {_directory_fingerprint(path)})"
+    return f"{model_id} (unpinned)"
+
+
+def _package_version(package) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(str(package))
+    except (PackageNotFoundError, ValueError):
+        return "not installed"
+
+
+def _directory_fingerprint(path: Path) -> str:
+    """Names, sizes and modification times of the weight and config files: cheap, unlike hashing
+    gigabytes of weights at every start."""
+    entries = [
+        (f.name, f.stat().st_size, f.stat().st_mtime_ns)
+        for f in sorted(path.iterdir())
+        if f.is_file() and f.suffix in (".safetensors", ".json", ".bin")
+    ]
+    return hashlib.sha256(repr(entries).encode()).hexdigest()[:12]
+
+
+def speed_settings(model: dict) -> dict:
+    """The settings of a model entry that change generation speed, with the defaults
+    ``cotdyn.backends.make_backend`` applies, so an entry that spells a default out matches one that
+    leaves it implicit."""
+    backend = model.get("backend")
+    settings = {"backend": backend, "chunk_size": model.get("chunk_size", 0)}
+    if backend == "transformers":
+        settings |= {
+            "device": model.get("device", "cpu"),
+            "dtype": model.get("dtype", "float32"),
+            "batch_size": model.get("batch_size", 16),
+            "share_prefill": model.get("share_prefill", True),
+            "decode": model.get("decode", "compacting"),
+        }
+    elif backend == "vllm":
+        settings |= {"device": "cuda", "dtype": model.get("dtype", "bfloat16"), "engine": model.get("vllm", {})}
+    else:
+        settings |= {"device": "cpu"}
+    return settings
+
+
+def machine() -> dict:
+    """Where generation runs: host name, CPU counts and GPU models (read from the driver's files,
+    without starting CUDA, so the start of a run stays quick)."""
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return {"hostname": socket.gethostname(), "cpus": os.cpu_count(), "usable_cpus": usable, "gpus": _gpu_models()}
+
+
+def _gpu_models(root: Path = Path("/proc/driver/nvidia/gpus")) -> list[str]:
+    models = []
+    for info in sorted(root.glob("*/information")) if root.is_dir() else []:
+        try:
+            for line in info.read_text().splitlines():
+                if line.startswith("Model:"):
+                    models.append(line.split(":", 1)[1].strip())
+        except OSError:
+            continue
+    return models
+
+
+def torch_threads() -> int | None:
+    """Torch's intra-op thread count where this process uses torch (the simulated model does not)."""
+    torch = sys.modules.get("torch")
+    return torch.get_num_threads() if torch is not None else None
+
+
+def budgets(protocol: dict, phase: str) -> dict:
+    """The protocol parameters that set the work of ``phase``."""
+    keys = REFERENCE_BUDGETS if phase == "reference" else CONTINUATION_BUDGETS
+    return {k: protocol[k] for k in keys if k in protocol}
+
+
+# --- observations ----------------------------------------------------------------------------------
+
+
+def observation(
+    *,
+    phase: str,
+    model: dict,
+    revision: str,
+    benchmark: str,
+    protocol: dict,
+    problems: int,
+    requests: int,
+    cached_requests: int,
+    samples: int,
+    generated_tokens: int,
+    seconds: float,
+    host: dict,
+    threads: int | None,
+    recorded: str,
+) -> dict:
+    """One timing observation of a generation phase (``recorded``: its UTC time, ISO 8601)."""
+    return {
+        "format": FORMAT,
+        "recorded": recorded,
+        "phase": phase,
+        "model": model_identity(model),
+        "revision": revision,
+        "settings": speed_settings(model),
+        "machine": host,
+        "torch_threads": threads,
+        "benchmark": benchmark,
+        "budgets": budgets(protocol, phase),
+        "problems": problems,
+        "requests": requests,
+        "fresh_requests": requests - cached_requests,
+        "samples": samples,
+        "generated_tokens": generated_tokens,
+        "seconds": round(seconds, 3),
+    }
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def write_observation(entry: dict, cache_dir) -> Path:
+    """Write one observation under the cache folder, named by its content: two jobs never write the
+    same name unless they write the same bytes."""
+    digest = hashlib.sha256(json.dumps(entry, sort_keys=True).encode()).hexdigest()[:20]
+    return write_json(entry, Path(cache_dir) / OBSERVATIONS / f"{entry['phase']}-{digest}.json")
+
+
+_FIELDS = {
+    "recorded": str,
+    "phase": str,
+    "model": str,
+    "settings": dict,
+    "machine": dict,
+    "benchmark": str,
+    "budgets": dict,
+    "problems": int,
+    "requests": int,
+    "fresh_requests": int,
+    "generated_tokens": int,
+    "seconds": (int, float),
+}
+
+
+def check_observation(entry) -> str | None:
+    """Why ``entry`` is not a usable observation, or None."""
+    if not isinstance(entry, dict) or entry.get("format") != FORMAT:
+        return f"not a {FORMAT} observation"
+    for key, kind in _FIELDS.items():
+        value = entry.get(key)
+        if not isinstance(value, kind) or isinstance(value, bool):
+            return f"field '{key}' missing or not {getattr(kind, '__name__', 'a number')}"
+    if entry["phase"] not in PHASES:
+        return f"field 'phase' is '{entry['phase']}' (known: {', '.join(PHASES)})"
+    numbers = ("problems", "requests", "fresh_requests", "generated_tokens", "seconds")
+    if any(not math.isfinite(entry[k]) or entry[k] < 0 for k in numbers):
+        return "a count or the seconds is negative or not finite"
+    return None
+
+
+def read_observations(directory) -> tuple[list[dict], list[str]]:
+    """The observations under ``<directory>/timings/observations`` and one warning per file skipped
+    (unreadable, not JSON, or not an observation); a missing folder is no observation."""
+    folder = Path(directory) / OBSERVATIONS
+    found, warnings = [], []
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            entry = json.loads(path.read_text())
+        except (OSError, UnicodeDecodeError, ValueError) as e:
+            warnings.append(f"timings: skipping {path} (unreadable: {type(e).__name__})")
+            continue
+        problem = check_observation(entry)
+        if problem:
+            warnings.append(f"timings: skipping {path} ({problem})")
+        else:
+            found.append(entry)
+    return found, warnings
+
+
+# --- the estimate ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Phase:
+    """A generation phase a run is about to do: one cell's reference chains or continuations."""
+
+    phase: str
+    cell: str
+    model: dict
+    benchmark: str
+    protocol: dict
+    problems: int | None
+    threads: int | None = None
+    name: str = ""  # its reference setting or variant
+
+
+@dataclass(frozen=True)
+class Estimate:
+    kind: str  # "expected" (observed length and rate), "upper bound" (bound at the observed rate), "unknown"
+    seconds: float | None  # None when no matching timing gives a time
+    bound_tokens: int | None  # most tokens the phase can generate; None when unknown before it runs
+    tokens_per_second: float | None
+    rate_from: int  # observations the rate comes from
+    latest: str | None  # when the newest of them was recorded
+    text: str
+
+
+def same_setup(entry: dict, phase: Phase, host: dict) -> bool:
+    """Whether ``entry`` timed the same model, speed settings, machine and phase as ``phase``. Torch's
+    thread count must agree where both are known."""
+    threads = entry.get("torch_threads")
+    return (
+        entry["phase"] == phase.phase
+        and entry["model"] == model_identity(phase.model)
+        and entry["settings"] == speed_settings(phase.model)
+        and entry["machine"] == host
+        and (threads is None or phase.threads is None or threads == phase.threads)
+    )
+
+
+def token_bound(phase: str, protocol: dict, problems: int | None) -> int | None:
+    """The most tokens a phase can generate: every chain at its budget; for continuations, every
+    prefix such a chain can have (token checkpoints: one per stride; step checkpoints: the cap + 1,
+    unknown without a cap) times m continuations at their budget."""
+    if problems is None:
+        return None
+    if phase == "reference":
+        return problems * protocol["reference_max_tokens"]
+    if protocol["checkpoints"] == "tokens":
+        prefixes = len(checkpoints(protocol["reference_max_tokens"], protocol["checkpoint_stride"]))
+    elif protocol.get("cap") is not None:
+        prefixes = protocol["cap"] + 1
+    else:
+        return None
+    return problems * prefixes * protocol["m"] * protocol["continuation_max_tokens"]
+
+
+def rate(entries: Sequence[dict]) -> float | None:
+    """Tokens per second over ``entries`` together; None where they generated nothing or took no time."""
+    tokens = sum(e["generated_tokens"] for e in entries)
+    seconds = sum(e["seconds"] for e in entries)
+    return tokens / seconds if tokens > 0 and seconds > 0 else None
+
+
+def tokens_per_problem(entries: Sequence[dict]) -> float | None:
+    """Tokens a problem takes: fresh tokens per fresh request, times requests per problem (a phase half
+    served from the cache still tells the length of what it generated)."""
+    usable = [e for e in entries if e["fresh_requests"] > 0 and e["problems"] > 0]
+    if not usable:
+        return None
+    per_request = sum(e["generated_tokens"] for e in usable) / sum(e["fresh_requests"] for e in usable)
+    requests_per_problem = sum(e["requests"] for e in usable) / sum(e["problems"] for e in usable)
+    return per_request * requests_per_problem
+
+
+NO_TIMING = "no timing of this model on this machine yet; the progress bars give the rate once generation starts"
+
+
+def estimate(phase: Phase, observations: Iterable[dict], host: dict) -> Estimate:
+    """Expected seconds of ``phase`` = problems x tokens per problem / tokens per second, both observed
+    with the same model, speed settings and machine (tokens per problem also on the same benchmark
+    and budgets); else the work bound, at the observed rate where there is one."""
+    matching = [e for e in observations if same_setup(e, phase, host)]
+    timed = [e for e in matching if e["generated_tokens"] > 0 and e["seconds"] > 0]
+    speed = rate(timed)
+    bound = token_bound(phase.phase, phase.protocol, phase.problems)
+    bound_text = f"at most {bound:,} tokens" if bound is not None else _unknown_bound(phase)
+    if speed is None:
+        return Estimate("unknown", None, bound, None, 0, None, f"{bound_text}; {NO_TIMING}")
+    latest = max(e["recorded"] for e in timed)
+    source = f"{len(timed)} timing{'s' if len(timed) != 1 else ''} on this machine, latest {latest}"
+    alike = [
+        e for e in timed if e["benchmark"] == phase.benchmark and e["budgets"] == budgets(phase.protocol, phase.phase)
+    ]
+    per_problem = tokens_per_problem(alike)
+    if per_problem is not None and phase.problems is not None:
+        seconds = phase.problems * per_problem / speed
+        text = (
+            f"{duration(seconds)} ({phase.problems} problems x {per_problem:,.0f} tokens / {per_second(speed)}; "
+            f"from {source})"
+        )
+        return Estimate("expected", seconds, bound, speed, len(timed), latest, text)
+    if bound is not None:
+        seconds = bound / speed
+        text = (
+            f"at most {duration(seconds)} ({bound_text} at {per_second(speed)} from {source}; "
+            "no timing of these budgets on this benchmark yet)"
+        )
+        return Estimate("upper bound", seconds, bound, speed, len(timed), latest, text)
+    return Estimate(
+        "unknown", None, None, speed, len(timed), latest, f"{bound_text}; {per_second(speed)} from {source}"
+    )
+
+
+def continuation_forecast(
+    phase: Phase, requests: int, cached: int, observations: Iterable[dict], host: dict
+) -> tuple[float | None, str]:
+    """At the start of a continuations job, when its requests are known: the expected seconds (or None)
+    and a line saying how they follow, from continuation timings of the same setup (tokens per request
+    also of the same benchmark and budgets). The reference phase's rate is quoted but never used:
+    continuations fill batches of many more rows, so it says little about their speed."""
+    pending = requests - cached
+    head = f"{pending} of {requests} continuation requests to generate ({cached} in the cache)"
+    if pending <= 0:
+        return 0.0, f"{head}: no generation"
+    most = pending * phase.protocol["m"] * phase.protocol["continuation_max_tokens"]
+    timed = [e for e in observations if e["generated_tokens"] > 0 and e["seconds"] > 0]
+    own = [e for e in timed if same_setup(e, phase, host)]
+    speed = rate(own)
+    if speed is None:
+        reference = rate([e for e in timed if same_setup(e, replace(phase, phase="reference"), host)])
+        aside = f" (its reference chains ran at {per_second(reference)}, in fewer rows per batch)" if reference else ""
+        return (
+            None,
+            f"{head}, at most {most:,} tokens; no timing of continuations of this model on this machine yet{aside}; the progress bar gives the rate",
+        )
+    alike = [
+        e for e in own if e["benchmark"] == phase.benchmark and e["budgets"] == budgets(phase.protocol, phase.phase)
+    ]
+    fresh = sum(e["fresh_requests"] for e in alike)
+    if fresh:
+        per_request = sum(e["generated_tokens"] for e in alike) / fresh
+        seconds = pending * per_request / speed
+        how = f"{pending} x {per_request:,.0f} tokens / {per_second(speed)}"
+    else:
+        seconds = most / speed
+        how = f"at most {most:,} tokens at {per_second(speed)}"
+    latest = max(e["recorded"] for e in own)
+    count = f"{len(own)} timing{'s' if len(own) != 1 else ''}"
+    return seconds, f"{head}: {'' if fresh else 'at most '}{duration(seconds)} ({how}; from {count}, latest {latest})"
+
+
+def _unknown_bound(phase: Phase) -> str:
+    if phase.problems is None:
+        return "the work is unknown until the problems are read (their count is in their file)"
+    return "the number of prefixes is unknown until the chains exist (step checkpoints without a cap)"
+
+
+def per_second(tokens_per_second: float) -> str:
+    """A rate to three significant figures at most: '1.89 tokens/s', '32.8 tokens/s', '1,240 tokens/s'."""
+    if tokens_per_second >= 100:
+        return f"{tokens_per_second:,.0f} tokens/s"
+    return f"{float(f'{tokens_per_second:.3g}'):g} tokens/s"
+
+
+def duration(seconds: float) -> str:
+    """A duration as a person says it: 'about 40 s', 'about 3 min', 'about 2.5 h'."""
+    if not math.isfinite(seconds) or seconds < 0:
+        return "an unknown time"
+    if seconds < 1:
+        return "under a second"
+    if seconds < 90:
+        return f"about {round(seconds)} s"
+    if seconds < 90 * 60:
+        return f"about {round(seconds / 60)} min"
+    return f"about {seconds / 3600:.1f} h"
