@@ -8,6 +8,7 @@ runs for real on 2 CPU cores in seconds.
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -71,3 +72,16 @@ def weak_model_dir(smol_tokenizer_dir, data_dir, plan, tmp_path_factory) -> Path
     questions = held_out_questions(data_dir / "gsm8k_test.jsonl", data_dir / "math500_test.jsonl")
     build_weak_model(smol_tokenizer_dir, out, plan["protocol"]["system_prompt"], questions)
     return out
+
+
+@pytest.fixture(scope="session")
+def small_simulated_study(tmp_path_factory) -> SimpleNamespace:
+    """test_workflow's small simulated study through the DAG's default target, run once for every
+    test that reads it (root: its working directory; config: its config file; run: the finished
+    snakemake process, whose return code each test asserts). A test that alters it copies it first."""
+    from test_workflow import _write, small_study_config, snakemake
+
+    root = tmp_path_factory.mktemp("small_simulated_study")
+    config = _write(root, small_study_config(root))
+    run = snakemake("--cores", "2", "--configfile", str(config), cwd=root)
+    return SimpleNamespace(root=root, config=config, run=run)

@@ -10,7 +10,7 @@ import yaml
 from conftest import DATA, ROOT
 from scipy import stats
 from sklearn.metrics import confusion_matrix
-from test_workflow import snakemake
+from test_workflow import side_by_side, snakemake
 
 from cotdyn import segment
 from cotdyn.infogain import gain
@@ -364,12 +364,16 @@ def test_a_bad_infogain_variant_is_named_with_the_file(tmp_path):
     }
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(config))
-    result = snakemake("-n", "--configfile", str(path), cwd=tmp_path)
-    assert result.returncode != 0 and "infogain.traces.variant 'nope'" in result.output and str(path) in result.output
     config["infogain"]["traces"] = {"supervisor": {"id": "x", "lora": {"rank": 2}}}
-    path.write_text(yaml.safe_dump(config))
-    result = snakemake("-n", "--configfile", str(path), cwd=tmp_path)
-    assert result.returncode != 0 and "rank" in result.output, result.output[-2000:]
+    lora = tmp_path / "lora.yaml"
+    lora.write_text(yaml.safe_dump(config))
+    variant, rank = side_by_side(
+        *(lambda p=p: snakemake("-n", "--configfile", str(p), cwd=tmp_path) for p in (path, lora))
+    )
+    assert (
+        variant.returncode != 0 and "infogain.traces.variant 'nope'" in variant.output and str(path) in variant.output
+    )
+    assert rank.returncode != 0 and "rank" in rank.output, rank.output[-2000:]
 
 
 def test_information_gain_tables_are_study_targets_the_manifest_and_audit_expect(tiny_model_dir):

@@ -205,16 +205,20 @@ def embedded_page(report: Path, name: str) -> str:
     return base64.b64decode(uri[: uri.index('"')].split(",", 1)[1]).decode()
 
 
-def test_a_report_over_a_tampered_study_warns_on_the_page_and_the_console(tmp_path):
-    import pandas as pd
-    from test_workflow import _simulated_config, _write, snakemake
+def test_a_report_over_a_tampered_study_warns_on_the_page_and_the_console(small_simulated_study, tmp_path):
+    """Over the shared small study (conftest: one unregistered cell, three variants, a misbehaving
+    model), in place of an 8-problem run of its own: its registered variant's pages are the ones
+    checked, and the tampering is done on a copy, which no other test reads."""
+    import shutil
 
-    config = _simulated_config(tmp_path)
-    config["benchmarks"]["gsm8k"]["limit"] = 8
-    path = _write(tmp_path, config)
-    assert (run := snakemake("--cores", "2", "--configfile", str(path), cwd=tmp_path)).returncode == 0, run.output[
-        -3000:
-    ]
+    import pandas as pd
+    from test_workflow import snakemake
+
+    run = small_simulated_study.run
+    assert run.returncode == 0, run.output[-3000:]
+    # copy2 keeps modification times, and .snakemake/ comes along: the copy is as up to date as the original
+    shutil.copytree(small_simulated_study.root, tmp_path, symlinks=True, dirs_exist_ok=True)
+    path = tmp_path / small_simulated_study.config.name
     study = tmp_path / "results" / "t"
     page = (study / "report/registered/registered_results.html").read_text()
     assert "Audit after the run: <strong>PASS" in page and "integrity-warning" not in page

@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import pandas as pd
 import pytest
@@ -32,15 +33,33 @@ def snakemake(*args, cwd=ROOT):
     return result
 
 
-@pytest.mark.parametrize("config", sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "config").glob("*.yaml")))
-def test_every_config_plans_a_dag(config):
-    result = snakemake("-n", "--forceall", "--configfile", config)
+def side_by_side(*calls):
+    """Independent snakemake calls, two at a time, and their results in order: each is one mostly
+    single-threaded interpreter, so on the suite's 2 cores two run in the time of one."""
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return list(pool.map(lambda call: call(), calls))
+
+
+CONFIGS = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "config").glob("*.yaml"))
+
+
+@pytest.fixture(scope="module")
+def config_dry_runs():
+    """Every shipped config planned once for test_every_config_plans_a_dag (a dry run takes no lock)."""
+    plans = [lambda c=c: snakemake("-n", "--forceall", "--configfile", c) for c in CONFIGS]
+    return dict(zip(CONFIGS, side_by_side(*plans)))
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_every_config_plans_a_dag(config, config_dry_runs):
+    result = config_dry_runs[config]
     assert result.returncode == 0, result.output[-2000:]
     assert "reference" in result.output and "continuations" in result.output
 
 
 def _write(tmp_path, config):
     path = tmp_path / "study.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(config))
     return path
 
@@ -71,15 +90,17 @@ def test_a_missing_key_is_named_with_the_file(tmp_path):
 
 
 def test_an_unknown_key_and_an_unknown_rule_are_named(tmp_path):
-    result = snakemake("-n", "--configfile", str(_write(tmp_path, _simulated_config(tmp_path, cellz=[]))))
-    assert result.returncode != 0 and "'cellz' was unexpected" in result.output
-    config = _simulated_config(tmp_path, variants={"registered": {}, "para": {"segmentation": "paragraph"}})
-    result = snakemake("-n", "--configfile", str(_write(tmp_path, config)))
-    assert result.returncode != 0
-    assert "unknown segmentation 'paragraph'" in result.output and "study.yaml" in result.output
+    bad_rule = _simulated_config(tmp_path, variants={"registered": {}, "para": {"segmentation": "paragraph"}})
+    paths = [_write(tmp_path / "key", _simulated_config(tmp_path, cellz=[])), _write(tmp_path / "rule", bad_rule)]
+    key, rule = side_by_side(*(lambda p=p: snakemake("-n", "--configfile", str(p)) for p in paths))
+    assert key.returncode != 0 and "'cellz' was unexpected" in key.output
+    assert rule.returncode != 0
+    assert "unknown segmentation 'paragraph'" in rule.output and "study.yaml" in rule.output
 
 
-def test_a_small_simulated_study_runs_through_the_dag(tmp_path):
+def small_study_config(tmp_path):
+    """Three variants of one cell with a model that misbehaves; conftest's small_simulated_study
+    runs it once for this module and test_report_pages."""
     variants = {"registered": {}, "newline": {"segmentation": "newline"}, "seed-1": {"seed": 1}}
     config = _simulated_config(tmp_path, variants=variants)
     # a model that misbehaves as real ones do (cotdyn.backends.simulated), more often than they do
@@ -92,9 +113,13 @@ def test_a_small_simulated_study_runs_through_the_dag(tmp_path):
         "latex_rate": 0.2,
         "non_ascii_rate": 0.1,
     }
-    result = snakemake("--cores", "2", "--configfile", str(_write(tmp_path, config)), cwd=tmp_path)
+    return config
+
+
+def test_a_small_simulated_study_runs_through_the_dag(small_simulated_study):
+    result = small_simulated_study.run
     assert result.returncode == 0, result.output[-3000:]
-    study = tmp_path / "results" / "t"
+    study = small_simulated_study.root / "results" / "t"
     summary = json.loads((study / "cells/sim-gsm8k/registered/summary.json").read_text())
     assert summary["n"] == 60 and summary["n_excluded"] + summary["n_analyzed"] == 60
     records = pd.read_parquet(study / "cells/sim-gsm8k/newline/records.parquet")
