@@ -376,14 +376,19 @@ def reproducibility(
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_cell_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments naming the output folder, the cell and its model (shared with gpu_sweep_vllm.py)."""
     parser.add_argument("--out", required=True, type=Path)
     parser.add_argument("--config", default=ROOT / "config" / "gpu-dummy.yaml", type=Path)
     parser.add_argument("--cell", help="a cell of the config (default: its first)")
     parser.add_argument("--problems", type=int, help="the benchmark's first N problems (default: the config's)")
     parser.add_argument("--model-dir", type=Path, help="where to write the model (default: the config's model id)")
     parser.add_argument("--tokenizer", default=ROOT / "results" / "models" / "smollm2", type=Path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_cell_arguments(parser)
     parser.add_argument("--baseline-problems", type=int, default=3)
     parser.add_argument(
         "--peak-tflops",

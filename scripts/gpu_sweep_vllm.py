@@ -278,12 +278,7 @@ def summary(rows: list[dict], work: dict, target: float) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", required=True, type=Path)
-    parser.add_argument("--config", default=ROOT / "config" / "gpu-dummy.yaml", type=Path)
-    parser.add_argument("--cell", help="a cell of the config (default: its first)")
-    parser.add_argument("--problems", type=int, help="the benchmark's first N problems (default: the config's)")
-    parser.add_argument("--model-dir", type=Path, help="where to write the model (default: the config's model id)")
-    parser.add_argument("--tokenizer", default=ROOT / "results" / "models" / "smollm2", type=Path)
+    check.add_cell_arguments(parser)
     parser.add_argument("--max-num-seqs", type=int, nargs="+", default=[1024, 2048, 512])
     parser.add_argument("--max-num-batched-tokens", type=int, nargs="+", default=[16384, 32768])
     parser.add_argument("--cudagraph-capture", nargs="+", choices=["max_num_seqs", "default"], default=["max_num_seqs"])
