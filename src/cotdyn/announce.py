@@ -109,7 +109,7 @@ def total_text(estimates: Sequence[timings.Estimate]) -> str:
         return "unknown before generation starts (no timing of these phases on this machine yet)"
     seconds = sum(e.seconds for e in timed)
     bounded = sum(1 for e in timed if e.kind == "upper bound")
-    text = timings.duration(seconds)
+    text = "no generation expected" if all(e.kind == "cached" for e in timed) else timings.duration(seconds)
     if bounded:
         text += f" ({bounded} of {len(timed)} phases timed by their upper bound)"
     if len(timed) < len(estimates):
