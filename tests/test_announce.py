@@ -80,3 +80,40 @@ def test_run_summary_without_a_ledger_states_the_bounds(tmp_path):
     assert lines[-1] == "  total: unknown before generation starts (no timing of these phases on this machine yet)"
     done = run_summary("d", cells, protocol, str(tmp_path / "cache"), {}, [], models)
     assert done[-1] == "  time: no generation in this run (its chains and samples are written already)"
+
+
+def test_run_summary_says_a_phase_in_the_cache_generates_nothing(tmp_path):
+    cells, protocol = _smollm2_cell(), effective_protocol(PLAN)
+    models = {"s-arithmetic": dict(cells["s-arithmetic"].model, dtype="float32")}
+    host = {"hostname": "box", "cpus": 2, "usable_cpus": 2, "gpus": []}
+    done = timings.work("reference", models["s-arithmetic"], "s-arithmetic", "arithmetic", protocol, 6)
+    observed = timings.observation(
+        phase="reference",
+        work=done,
+        shards={"f00d.json": 6},
+        model=models["s-arithmetic"],
+        revision="local/x",
+        benchmark="arithmetic",
+        protocol=protocol,
+        problems=6,
+        requests=6,
+        cached_requests=0,
+        samples=6,
+        generated_tokens=1500,
+        seconds=50.0,
+        host=dict(host, hostname="gpu-node"),  # timed elsewhere: its speed is not this machine's
+        threads=2,
+        recorded="2026-12-01T10:00:00Z",
+    )
+    timings.write_observation(observed, tmp_path)
+    (tmp_path / "local_x").mkdir()
+    (tmp_path / "local_x" / "f00d.json").write_text("{}")
+    jobs = _jobs(protocol)
+    lines = run_summary("d", cells, protocol, str(tmp_path), {}, jobs, models, host)
+    assert lines[-3] == "    s-arithmetic reference (t0.7): in the cache from 1 earlier run: no generation expected"
+    assert lines[-1] == "  total: no generation expected for 1 of 2 phases; the others have no timing yet"
+    lines = run_summary("d", cells, protocol, str(tmp_path), {}, jobs[1:], models, host)
+    assert lines[-1] == "  total: no generation expected (every phase's requests are in the cache)"
+    (tmp_path / "local_x" / "f00d.json").unlink()  # the cache deleted
+    lines = run_summary("d", cells, protocol, str(tmp_path), {}, jobs[1:], models, host)
+    assert lines[-2] == f"    s-arithmetic reference (t0.7): at most 3,600 tokens; {timings.NO_TIMING}"

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from cotdyn import timings
 from cotdyn.benchmarks import load_benchmark, problems_table
+from cotdyn.config import REFERENCE_FIELDS, STUDY_WIDE
 from cotdyn.plan import effective_protocol
 from cotdyn.study import run_continuations, run_reference
 
@@ -24,6 +25,8 @@ MODEL = {
     "batch_size": 64,
 }
 PROTOCOL = {
+    "system_prompt": "Think step by step.",
+    "seed": 1,
     "reference_max_tokens": 600,
     "reference_temperature": 0.7,
     "top_p": 1.0,
@@ -192,6 +195,131 @@ def test_continuation_forecast_from_the_exact_request_count():
     assert seconds is None and "at most 30,000 tokens; no timing of continuations" in line and "ran at" not in line
 
 
+# --- what the cache already holds ------------------------------------------------------------------
+
+
+def _shards(cache: Path, *names: str) -> None:
+    folder = cache / "local-x"  # entry()'s revision
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        (folder / name).write_text("{}")
+
+
+def _did(phase="reference", problems=10, **counts):
+    """An observation of pending(phase, problems=problems)'s work."""
+    done = timings.work(phase, MODEL, "m-arithmetic", "arithmetic", PROTOCOL, problems)
+    return entry(phase, work=done, **({"problems": problems, "requests": problems} | counts))
+
+
+def test_covered_requests_by_hand_and_only_the_rest_is_estimated(tmp_path):
+    _shards(tmp_path, "a.json", "b.json", "c.json")
+    # two earlier runs of the same 10 requests: 3 fresh in a.json, then 4 more in b.json and c.json
+    first = _did(cached_requests=7, generated_tokens=600, seconds=15.0, shards={"a.json": 3})
+    second = _did(cached_requests=6, generated_tokens=800, seconds=20.0, shards={"b.json": 2, "c.json": 2})
+    assert timings.coverage(pending(), [first, second], tmp_path) == timings.Coverage(10, 7, 2)
+    result = timings.estimate(pending(), [first, second], HOST, tmp_path)
+    # 40 tokens/s, 200 tokens per chain: 3 of 10 problems' worth of chains
+    assert math.isclose(result.seconds, 10 * 0.3 * 200 / 40)  # 15 s
+    assert result.kind == "expected" and result.bound_tokens == 0.3 * 10 * 600
+    assert result.text.startswith(
+        "about 15 s (7 of 10 requests in the cache from 2 earlier runs, so 30.0% of 10 problems x 200 tokens / "
+        "40 tokens/s; from 2 timings"
+    )
+    # without the cache folder, the whole phase: 10 x 200 / 40
+    assert math.isclose(timings.estimate(pending(), [first, second], HOST).seconds, 50.0)
+    # a shard named by two observations covers its requests once
+    again = _did(cached_requests=7, generated_tokens=600, seconds=15.0, shards={"a.json": 3}, recorded="x")
+    assert timings.coverage(pending(), [first, second, again], tmp_path) == timings.Coverage(10, 7, 3)
+
+
+def test_covered_never_exceeds_the_requests_and_a_covered_phase_takes_no_time(tmp_path):
+    _shards(tmp_path, "a.json", "b.json")
+    first = _did(shards={"a.json": 10})
+    # a second cache (say, another machine's) merged in: its 10 fresh requests are the same ones
+    second = _did(shards={"b.json": 10}, recorded="2026-12-01T11:00:00Z")
+    assert timings.coverage(pending(), [first, second], tmp_path) == timings.Coverage(10, 10, 2)
+    for observations in ([first], [first, second]):
+        result = timings.estimate(pending(), observations, HOST, tmp_path)
+        assert (result.kind, result.seconds, result.bound_tokens) == ("cached", 0.0, 0)
+    assert result.text == "in the cache from 2 earlier runs: no generation expected"
+    # a machine without timings still knows the cache holds the work
+    assert timings.estimate(pending(), [first], dict(HOST, hostname="gpu"), tmp_path).kind == "cached"
+
+
+def test_a_deleted_shard_uncovers_its_observation(tmp_path):
+    _shards(tmp_path, "a.json", "b.json", "c.json")
+    first = _did(cached_requests=4, shards={"a.json": 6})
+    second = _did(cached_requests=6, shards={"b.json": 2, "c.json": 2})
+    (tmp_path / "local-x" / "c.json").unlink()
+    assert timings.coverage(pending(), [first, second], tmp_path) == timings.Coverage(10, 6, 1)
+    (tmp_path / "local-x" / "a.json").unlink()
+    assert timings.coverage(pending(), [first, second], tmp_path) == timings.Coverage(10, 0, 0)
+    uncovered = timings.estimate(pending(), [first, second], HOST, tmp_path)
+    assert uncovered == timings.estimate(pending(), [first, second], HOST)  # the whole phase again
+    # the shard must be in the folder of the observation's own model revision
+    (tmp_path / "other-revision").mkdir()
+    (tmp_path / "other-revision" / "a.json").write_text("{}")
+    assert timings.coverage(pending(), [first], tmp_path).cached == 0
+
+
+def test_an_observation_without_work_or_shards_covers_nothing(tmp_path):
+    _shards(tmp_path, "a.json")
+    old = entry(problems=10, requests=10)  # recorded before work and shards were
+    assert timings.coverage(pending(), [old], tmp_path) is None
+    nothing = _did(shards={})
+    assert timings.coverage(pending(), [nothing], tmp_path) == timings.Coverage(10, 0, 0)
+    assert timings.coverage(pending(problems=None), [_did(shards={"a.json": 10})], tmp_path) is None
+
+
+def test_a_different_cell_benchmark_seed_or_system_prompt_is_different_work():
+    def done(phase="reference", model=MODEL, cell="m-arithmetic", benchmark="arithmetic", problems=10, **changes):
+        return timings.work(phase, model, cell, benchmark, dict(PROTOCOL, **changes), problems)
+
+    same = done()
+    assert same == done() and len(same) == 20
+    assert same == done(epsilon=0.1, label="chain", dtype="float16")  # read after the requests, or not keyed
+    others = [
+        done(cell="n-arithmetic"),
+        done(benchmark="gsm8k"),
+        done(seed=2),
+        done(system_prompt="Answer."),
+        done(problems=11),
+        done(model=dict(MODEL, revision="def456")),
+        done(top_p=0.9),
+        done("continuations"),
+    ]
+    assert len({same, *others}) == len(others) + 1
+    assert done(problems=None) is None
+    cont = done("continuations")
+    for change in ({"m": 6}, {"cap": 4}, {"segmentation": "sentences"}, {"continuation_max_tokens": 64}):
+        assert done("continuations", **change) != cont, change
+    assert done("continuations", endpoint="reasoning") != cont  # the reasoning cut moves the last prefix
+    assert done("continuations", endpoint="forced") == cont  # the same prefixes and samples
+    # other work in the same cache covers nothing
+    elsewhere = entry(work=done(seed=2), problems=10, requests=10, shards={"a.json": 10})
+    assert timings.coverage(pending(), [elsewhere], "unused") is None
+
+
+def test_every_protocol_parameter_is_placed_for_the_work(plan):
+    # a new parameter must be placed: shaping the requests, a model setting, or read after generation
+    read_after = {"epsilon", "null_answers", "label", "equivalence", "endpoint"}  # endpoint: its cut only
+    shaping = set(REFERENCE_FIELDS) | set(timings.CONTINUATION_FIELDS)
+    assert set(plan["protocol"]) == shaping | set(STUDY_WIDE) | read_after
+    assert not shaping & read_after
+
+
+def test_the_rate_is_said_to_depend_on_batch_fill_when_timed_on_fewer_problems():
+    caveat = "that rate was timed on at most 6 problems, and it depends on how full the batches are"
+    assert caveat in timings.estimate(pending(problems=10), [entry()], HOST).text  # 6 rows of a batch of 64
+    assert caveat not in timings.estimate(pending(problems=6), [entry()], HOST).text
+    full = dict(MODEL, batch_size=4)  # the 6 timed rows already filled batches of 4
+    assert caveat not in timings.estimate(pending(model=full), [entry(model=full)], HOST).text
+    simulated = {"backend": "simulated"}
+    assert caveat not in timings.estimate(pending(model=simulated), [entry(model=simulated)], HOST).text
+    vllm = {"backend": "vllm", "id": "org/model", "revision": "abc123"}
+    assert caveat in timings.estimate(pending(model=vllm), [entry(model=vllm)], HOST).text
+
+
 # --- the ledger's files ----------------------------------------------------------------------------
 
 
@@ -204,13 +332,15 @@ def test_observations_round_trip_and_damaged_files_are_skipped_by_name(tmp_path)
     (folder / "nosecs.json").write_text(json.dumps({k: v for k, v in entry().items() if k != "seconds"}))
     (folder / "negative.json").write_text(json.dumps(entry(seconds=-1.0)))
     (folder / "binary.json").write_bytes(b"\xff\xfe\x00")
+    (folder / "escape.json").write_text(json.dumps(entry(shards={"../../x.json": 3})))
     found, warnings = timings.read_observations(tmp_path)
     assert found == [json.loads(good.read_text())]
-    assert len(warnings) == 5
-    for name in ("torn.json", "list.json", "nosecs.json", "negative.json", "binary.json"):
+    assert len(warnings) == 6
+    for name in ("torn.json", "list.json", "nosecs.json", "negative.json", "binary.json", "escape.json"):
         (line,) = [w for w in warnings if f"{folder / name} " in w]
         assert "\n" not in line
     assert "field 'seconds'" in next(w for w in warnings if "nosecs.json" in w)
+    assert "field 'shards'" in next(w for w in warnings if "escape.json" in w)
 
 
 def test_each_observation_gets_its_own_file_outside_the_cache_shard_folders(tmp_path):
@@ -309,3 +439,47 @@ def test_generation_phases_record_fresh_work_and_nothing_when_all_is_cached(tmp_
     assert len(timings.read_observations(cache)[0]) == 2
     phase = timings.Phase("reference", "sim-gsm8k", model, "gsm8k", protocol, 4)
     assert timings.estimate(phase, found, timings.machine()).kind == "expected"
+
+
+def test_a_second_run_into_the_same_cache_is_estimated_as_cached(tmp_path, plan, data_dir):
+    problems = tmp_path / "problems.parquet"
+    table = problems_table(load_benchmark({"kind": "gsm8k", "path": str(data_dir / "gsm8k_test.jsonl"), "limit": 4}))
+    table.to_parquet(problems, index=False)
+    protocol, model, cache = effective_protocol(plan), {"backend": "simulated"}, tmp_path / "cache"
+
+    def run(out: Path):
+        run_reference(problems, model, protocol, "sim-gsm8k", "gsm8k", cache, out / "chains.parquet", out / "r.json")
+        chains = out / "chains.parquet"
+        run_continuations(
+            problems, chains, model, protocol, "sim-gsm8k", "gsm8k", cache, out / "s.parquet", out / "c.json"
+        )
+
+    def estimates():
+        # what the start of a run knows: the cell, its benchmark, the problem count and the protocol
+        observations, _ = timings.read_observations(cache)
+        return {
+            phase: timings.estimate(
+                timings.Phase(phase, "sim-gsm8k", model, "gsm8k", protocol, 4), observations, timings.machine(), cache
+            )
+            for phase in timings.PHASES
+        }
+
+    run(tmp_path / "first")
+    before = estimates()
+    assert {p: e.kind for p, e in before.items()} == {"reference": "cached", "continuations": "cached"}
+    assert before["reference"].text == "in the cache from 1 earlier run: no generation expected"
+    run(tmp_path / "second")
+    for log in ("r.json", "c.json"):  # the estimate was right: the second run generated nothing
+        written = json.loads((tmp_path / "second" / log).read_text())
+        assert written["cached_requests"] == written["requests"] and written["generated_tokens"] == 0
+    # another cell name draws other seeds: other work, nothing covered
+    observations, _ = timings.read_observations(cache)
+    other = timings.Phase("reference", "sim2-gsm8k", model, "gsm8k", protocol, 4)
+    assert timings.estimate(other, observations, timings.machine(), cache).kind != "cached"
+    # the continuations' shards deleted: they are estimated again, the chains still cached
+    (continued,) = [e for e in observations if e["phase"] == "continuations"]
+    assert sum(continued["shards"].values()) == continued["fresh_requests"] > 0
+    for name in continued["shards"]:
+        (cache / continued["revision"].replace("/", "_") / name).unlink()
+    after = estimates()
+    assert after["reference"].kind == "cached" and after["continuations"].kind == "expected"

@@ -83,7 +83,8 @@ def time_estimate(
     host: dict,
 ) -> list[str]:
     """Per phase and in total, the expected generation time from earlier timings of the same model,
-    settings and machine in the ledger under ``cache`` (``cotdyn.timings``), else the work bound."""
+    settings and machine in the ledger under ``cache`` (``cotdyn.timings``), else the work bound; only
+    for the share of each phase's requests the ledger does not place in the cache."""
     phases = generation_phases(cells, sizes, jobs, models)
     if not phases:
         return ["  time: no generation in this run (its chains and samples are written already)"]
@@ -93,7 +94,7 @@ def time_estimate(
     estimates = []
     for cell in dict.fromkeys(p.cell for p in phases):
         for phase in sorted((p for p in phases if p.cell == cell), key=lambda p: timings.PHASES.index(p.phase)):
-            estimate = timings.estimate(phase, observations, host)
+            estimate = timings.estimate(phase, observations, host, cache)
             estimates.append(estimate)
             lines.append(f"    {cell} {phase.phase} ({phase.name}): {estimate.text}")
     lines.append(f"  total: {total_text(estimates)}")
@@ -102,11 +103,13 @@ def time_estimate(
 
 def total_text(estimates: Sequence[timings.Estimate]) -> str:
     timed = [e for e in estimates if e.seconds is not None]
+    if all(e.kind == "cached" for e in estimates):
+        return "no generation expected (every phase's requests are in the cache)"
     if not timed:
         return "unknown before generation starts (no timing of these phases on this machine yet)"
     seconds = sum(e.seconds for e in timed)
     bounded = sum(1 for e in timed if e.kind == "upper bound")
-    text = timings.duration(seconds)
+    text = "no generation expected" if all(e.kind == "cached" for e in timed) else timings.duration(seconds)
     if bounded:
         text += f" ({bounded} of {len(timed)} phases timed by their upper bound)"
     if len(timed) < len(estimates):

@@ -23,6 +23,11 @@ from tqdm import tqdm
 from .backends.base import Backend, Completion, GenerationStats, Request
 
 
+def revision_folder(cache_dir, model_revision: str) -> Path:
+    """The cache folder of one model revision: a job loads only the shards its model can use."""
+    return Path(cache_dir) / model_revision.replace("/", "_")
+
+
 class GenerationCache:
     def __init__(self, directory: str | Path):
         self.directory = Path(directory)
@@ -50,7 +55,8 @@ class GenerationCache:
     def get(self, key: str) -> list[Completion]:
         return self.entries[key]
 
-    def put(self, results: dict[str, list[Completion]]) -> None:
+    def put(self, results: dict[str, list[Completion]]) -> str:
+        """Write ``results`` as one shard; its file name."""
         body = json.dumps(
             {k: [[list(c.token_ids), c.text, c.finish_reason] for c in v] for k, v in sorted(results.items())},
             separators=(",", ":"),
@@ -64,6 +70,7 @@ class GenerationCache:
             os.fsync(f.fileno())
         os.replace(tmp, self.directory / f"{digest}.json")
         self.entries.update(results)
+        return f"{digest}.json"
 
 
 def generate(
@@ -92,7 +99,7 @@ def generate(
                 stats.calls += 1
                 stats.generated_tokens += sum(len(c.token_ids) for out in fresh.values() for c in out)
                 if cache is not None:
-                    cache.put(fresh)
+                    stats.shards[cache.put(fresh)] = len(fresh)
                 results.update(fresh)
             bar.update(len(chunk))
     completions = [results[k] if k in results else cache.get(k) for k in keys]  # type: ignore[union-attr]

@@ -15,7 +15,7 @@ from . import protocol as P
 from . import timings
 from .backends import make_backend
 from .benchmarks import Problem, problems_from_table
-from .cache import GenerationCache, generate
+from .cache import GenerationCache, generate, revision_folder
 from .writers import write_json, write_parquet
 
 
@@ -28,8 +28,7 @@ def _backend(model: dict, problems: list[Problem], benchmark: str):
 
 
 def _cache(cache_dir, backend) -> GenerationCache:
-    """One cache folder per model revision: a job loads only the shards its model can use."""
-    return GenerationCache(Path(cache_dir) / backend.model_revision.replace("/", "_"))
+    return GenerationCache(revision_folder(cache_dir, backend.model_revision))
 
 
 def _generation_log(backend, stats, sampling, phase: str) -> dict:
@@ -47,13 +46,18 @@ def _generation_log(backend, stats, sampling, phase: str) -> dict:
     }
 
 
-def _record_timing(cache_dir, backend, stats, model: dict, protocol: dict, phase: str, benchmark: str, problems: int):
+def _record_timing(
+    cache_dir, backend, stats, model: dict, protocol: dict, phase: str, cell: str, benchmark: str, problems: int
+):
     """Add this phase to the timing ledger (``cotdyn.timings``) when it generated fresh tokens: a phase
-    served whole from the cache says nothing about speed."""
+    served whole from the cache says nothing about speed, and its requests are covered by the shards
+    of the observations before it."""
     if stats.generated_tokens <= 0:
         return
     entry = timings.observation(
         phase=phase,
+        work=timings.work(phase, model, cell, benchmark, protocol, problems),
+        shards=stats.shards,
         model=model,
         revision=backend.model_revision,
         benchmark=benchmark,
@@ -103,7 +107,7 @@ def run_reference(
     )
     write_parquet(P.chains_table(problems, prompts, completions, benchmark), chains_out)
     write_json(_generation_log(backend, stats, P.reference_sampling(protocol), "reference"), log_out)
-    _record_timing(cache_dir, backend, stats, model, protocol, "reference", benchmark, len(problems))
+    _record_timing(cache_dir, backend, stats, model, protocol, "reference", cell, benchmark, len(problems))
 
 
 def run_continuations(
@@ -132,7 +136,7 @@ def run_continuations(
     options = {p.problem_id: p.options for p in problems if p.options}
     write_parquet(P.samples_table(plan, requests, completions, benchmark, options), samples_out)
     write_json(_generation_log(backend, stats, P.continuation_sampling(protocol), "continuations"), log_out)
-    _record_timing(cache_dir, backend, stats, model, drawn, "continuations", benchmark, len(chains))
+    _record_timing(cache_dir, backend, stats, model, drawn, "continuations", cell, benchmark, len(chains))
 
 
 def derive_records(

@@ -7,7 +7,10 @@ observation is one small JSON file under ``<cache>/timings/observations/`` (two 
 atomically, so parallel jobs and studies sharing a cache never collide.
 
 ``estimate`` turns the observations that match a pending phase into a duration, and never invents a
-speed: with no matching observation it gives the work bound in tokens instead.
+speed: with no matching observation it gives the work bound in tokens instead. Request keys need the
+tokenizer, so at the start of a run the cache is judged by the ledger: each observation names its
+``work`` (``work``: what shapes the phase's requests) and the cache shards its fresh requests went to;
+while those shards exist, that work's requests are in the cache (``coverage``).
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from .cache import revision_folder
+from .config import REFERENCE_FIELDS
 from .segment import checkpoints
 from .writers import write_json
 
@@ -41,6 +46,21 @@ CONTINUATION_BUDGETS = REFERENCE_BUDGETS + (
     "segmentation",
     "cap",
     "endpoint",
+)
+
+
+# The protocol parameters that shape a continuations job's requests beyond its chains (which the
+# reference fields shape): how the prefixes are cut, and how many samples of each are drawn and how
+# (cotdyn.protocol.prefix_plan, continuation_requests, continuation_sampling). The endpoint enters only
+# as whether the reasoning cut moves the last prefix.
+CONTINUATION_FIELDS = (
+    "m",
+    "continuation_temperature",
+    "continuation_max_tokens",
+    "checkpoints",
+    "checkpoint_stride",
+    "segmentation",
+    "cap",
 )
 
 
@@ -137,6 +157,29 @@ def budgets(protocol: dict, phase: str) -> dict:
     return {k: protocol[k] for k in keys if k in protocol}
 
 
+def work(phase: str, model: dict, cell: str, benchmark: str, protocol: dict, problems: int | None) -> str | None:
+    """A digest of what decides a phase's requests, from what the start of a run knows: the model, the
+    cell (request seeds derive from its name), the benchmark (its answer rule; the cell name names its
+    config entry), the problem count and the protocol fields that shape the requests. None when the
+    problem count is unknown. The benchmark entry's own fields (path, seed, content hash) are not in
+    it: the generation jobs are not given the entry."""
+    if problems is None:
+        return None
+    fields = {key: protocol[key] for key in REFERENCE_FIELDS}
+    if phase == "continuations":
+        fields |= {key: protocol[key] for key in CONTINUATION_FIELDS}
+        fields["reasoning_cut"] = protocol["endpoint"] == "reasoning"
+    identity = {
+        "phase": phase,
+        "model": model_identity(model),
+        "cell": cell,
+        "benchmark": benchmark,
+        "problems": problems,
+        "protocol": fields,
+    }
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:20]
+
+
 # --- observations ----------------------------------------------------------------------------------
 
 
@@ -156,12 +199,17 @@ def observation(
     host: dict,
     threads: int | None,
     recorded: str,
+    work: str | None = None,
+    shards: dict[str, int] | None = None,
 ) -> dict:
-    """One timing observation of a generation phase (``recorded``: its UTC time, ISO 8601)."""
+    """One timing observation of a generation phase (``recorded``: its UTC time, ISO 8601; ``work``:
+    its ``work`` digest; ``shards``: the cache shard files of its fresh requests, with their counts)."""
     return {
         "format": FORMAT,
         "recorded": recorded,
         "phase": phase,
+        "work": work,
+        "shards": dict(shards or {}),
         "model": model_identity(model),
         "revision": revision,
         "settings": speed_settings(model),
@@ -193,6 +241,7 @@ _FIELDS = {
     "recorded": str,
     "phase": str,
     "model": str,
+    "revision": str,
     "settings": dict,
     "machine": dict,
     "benchmark": str,
@@ -218,7 +267,20 @@ def check_observation(entry) -> str | None:
     numbers = ("problems", "requests", "fresh_requests", "generated_tokens", "seconds")
     if any(not math.isfinite(entry[k]) or entry[k] < 0 for k in numbers):
         return "a count or the seconds is negative or not finite"
+    # work and shards came later: an observation without them covers nothing
+    if not isinstance(entry.get("work"), (str, type(None))):
+        return "field 'work' not a string"
+    shards = entry.get("shards", {})
+    if not isinstance(shards, dict) or any(
+        not isinstance(n, int) or isinstance(n, bool) or n < 0 or not _shard_name(name) for name, n in shards.items()
+    ):
+        return "field 'shards' not a mapping of shard file names to request counts"
     return None
+
+
+def _shard_name(name) -> bool:
+    """A shard file name as ``GenerationCache.put`` writes it, never a path out of the cache folder."""
+    return isinstance(name, str) and name.endswith(".json") and "/" not in name and "\\" not in name and name != ".json"
 
 
 def read_observations(directory) -> tuple[list[dict], list[str]]:
@@ -259,7 +321,9 @@ class Phase:
 
 @dataclass(frozen=True)
 class Estimate:
-    kind: str  # "expected" (observed length and rate), "upper bound" (bound at the observed rate), "unknown"
+    # "expected" (observed length and rate), "upper bound" (bound at the observed rate), "unknown",
+    # "cached" (every request in the cache)
+    kind: str
     seconds: float | None  # None when no matching timing gives a time
     bound_tokens: int | None  # most tokens the phase can generate; None when unknown before it runs
     tokens_per_second: float | None
@@ -319,40 +383,100 @@ def tokens_per_problem(entries: Sequence[dict]) -> float | None:
 NO_TIMING = "no timing of this model on this machine yet; the progress bars give the rate once generation starts"
 
 
-def estimate(phase: Phase, observations: Iterable[dict], host: dict) -> Estimate:
+@dataclass(frozen=True)
+class Coverage:
+    """How much of a phase's work earlier runs left in the cache."""
+
+    requests: int  # the phase's requests, as the earlier runs of the same work counted them
+    cached: int  # of those, the fresh requests of the runs whose shards all still exist
+    runs: int  # those runs
+
+
+def coverage(phase: Phase, observations: Iterable[dict], cache_dir) -> Coverage | None:
+    """What the ledger says of ``phase``'s requests in the cache under ``cache_dir``: the observations of
+    the same ``work`` whose shard files all still exist (one stat each) cover their fresh requests,
+    a shard counted once however many observations name it; None when no observation did this work.
+    Requests a killed run cached without recording an observation are not counted."""
+    key = work(phase.phase, phase.model, phase.cell, phase.benchmark, phase.protocol, phase.problems)
+    same = [e for e in observations if key is not None and e.get("work") == key]
+    if not same:
+        return None
+    present = [
+        e
+        for e in same
+        if e.get("shards") and all((revision_folder(cache_dir, e["revision"]) / name).is_file() for name in e["shards"])
+    ]
+    shards = {name: count for e in present for name, count in e["shards"].items()}
+    requests = max(e["requests"] for e in same)
+    return Coverage(requests, min(requests, sum(shards.values())), len(present))
+
+
+def estimate(phase: Phase, observations: Iterable[dict], host: dict, cache_dir=None) -> Estimate:
     """Expected seconds of ``phase`` = problems x tokens per problem / tokens per second, both observed
     with the same model, speed settings and machine (tokens per problem also on the same benchmark
-    and budgets); else the work bound, at the observed rate where there is one."""
+    and budgets); else the work bound, at the observed rate where there is one. With ``cache_dir``,
+    only the share of its requests not in the cache there (``coverage``) counts."""
+    observations = list(observations)
+    cached = coverage(phase, observations, cache_dir) if cache_dir is not None else None
+    if cached is None or cached.cached == 0:
+        return _estimate(phase, observations, host, 1.0, "")
+    runs = f"{cached.runs} earlier run{'s' if cached.runs != 1 else ''}"
+    if cached.cached >= cached.requests:
+        return Estimate("cached", 0.0, 0, None, 0, None, f"in the cache from {runs}: no generation expected")
+    share = (cached.requests - cached.cached) / cached.requests
+    note = f"{cached.cached:,} of {cached.requests:,} requests in the cache from {runs}, so {share:.1%} of "
+    return _estimate(phase, observations, host, share, note)
+
+
+def _estimate(phase: Phase, observations: list[dict], host: dict, share: float, note: str) -> Estimate:
+    """``estimate`` of the ``share`` of ``phase`` not in the cache; ``note`` says why it is a share."""
     matching = [e for e in observations if same_setup(e, phase, host)]
     timed = [e for e in matching if e["generated_tokens"] > 0 and e["seconds"] > 0]
     speed = rate(timed)
-    bound = token_bound(phase.phase, phase.protocol, phase.problems)
-    bound_text = f"at most {bound:,} tokens" if bound is not None else _unknown_bound(phase)
+    whole = token_bound(phase.phase, phase.protocol, phase.problems)
+    bound = math.ceil(whole * share) if whole is not None else None
+    bound_text = f"at most {whole:,} tokens" if whole is not None else _unknown_bound(phase)
     if speed is None:
-        return Estimate("unknown", None, bound, None, 0, None, f"{bound_text}; {NO_TIMING}")
+        return Estimate("unknown", None, bound, None, 0, None, f"{note}{bound_text}; {NO_TIMING}")
     latest = max(e["recorded"] for e in timed)
     source = f"{len(timed)} timing{'s' if len(timed) != 1 else ''} on this machine, latest {latest}"
+    batches = _batch_caveat(phase, timed, share)
     alike = [
         e for e in timed if e["benchmark"] == phase.benchmark and e["budgets"] == budgets(phase.protocol, phase.phase)
     ]
     per_problem = tokens_per_problem(alike)
     if per_problem is not None and phase.problems is not None:
-        seconds = phase.problems * per_problem / speed
+        seconds = phase.problems * share * per_problem / speed
         text = (
-            f"{duration(seconds)} ({phase.problems} problems x {per_problem:,.0f} tokens / {per_second(speed)}; "
-            f"from {source})"
+            f"{duration(seconds)} ({note}{phase.problems} problems x {per_problem:,.0f} tokens / "
+            f"{per_second(speed)}; from {source}{batches})"
         )
         return Estimate("expected", seconds, bound, speed, len(timed), latest, text)
     if bound is not None:
         seconds = bound / speed
         text = (
-            f"at most {duration(seconds)} ({bound_text} at {per_second(speed)} from {source}; "
-            "no timing of these budgets on this benchmark yet)"
+            f"at most {duration(seconds)} ({note}{bound_text} at {per_second(speed)} from {source}; "
+            f"no timing of these budgets on this benchmark yet{batches})"
         )
         return Estimate("upper bound", seconds, bound, speed, len(timed), latest, text)
     return Estimate(
-        "unknown", None, None, speed, len(timed), latest, f"{bound_text}; {per_second(speed)} from {source}"
+        "unknown", None, None, speed, len(timed), latest, f"{note}{bound_text}; {per_second(speed)} from {source}"
     )
+
+
+def _batch_caveat(phase: Phase, timed: Sequence[dict], share: float) -> str:
+    """A caveat when the rate was timed on fewer problems than are pending: a batched backend's rate
+    depends on how full its batches are, so it is quoted, not scaled. Empty where the timed batches
+    were already full (the transformers backend's batch size) or the backend does not batch."""
+    settings = speed_settings(phase.model)
+    most = max(e["problems"] for e in timed)
+    if settings["backend"] not in ("transformers", "vllm") or phase.problems is None:
+        return ""
+    if most >= phase.problems * share:
+        return ""
+    if settings["backend"] == "transformers" and max(e.get("samples", 0) for e in timed) >= settings["batch_size"]:
+        return ""
+    return f"; that rate was timed on at most {most} problems, and it depends on how full the batches are"
 
 
 def continuation_forecast(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Protocol, Sequence
 
 
@@ -58,6 +58,9 @@ class GenerationStats:
     seconds: float = 0.0
     cached_requests: int = 0
     calls: int = 0
+    # the cache shard each fresh chunk was written to, with the requests it holds: a later run can
+    # tell by their presence alone that this work is still cached (cotdyn.timings)
+    shards: dict[str, int] = field(default_factory=dict)
 
 
 class Tokenizer(Protocol):
