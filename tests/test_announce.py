@@ -86,7 +86,8 @@ def test_run_summary_says_a_phase_in_the_cache_generates_nothing(tmp_path):
     cells, protocol = _smollm2_cell(), effective_protocol(PLAN)
     models = {"s-arithmetic": dict(cells["s-arithmetic"].model, dtype="float32")}
     host = {"hostname": "box", "cpus": 2, "usable_cpus": 2, "gpus": []}
-    done = timings.work("reference", models["s-arithmetic"], "s-arithmetic", "arithmetic", protocol, 6)
+    entry = cells["s-arithmetic"].benchmark  # what the job is given, and what the start of the run reads
+    done = timings.work("reference", models["s-arithmetic"], "s-arithmetic", "arithmetic", protocol, 6, entry)
     observed = timings.observation(
         phase="reference",
         work=done,

@@ -300,6 +300,22 @@ def test_a_different_cell_benchmark_seed_or_system_prompt_is_different_work():
     assert timings.coverage(pending(), [elsewhere], "unused") is None
 
 
+def test_the_benchmark_entry_and_the_file_it_reads_are_part_of_the_work(tmp_path):
+    def done(entry):
+        return timings.work("reference", MODEL, "m-arithmetic", "arithmetic", PROTOCOL, 10, entry)
+
+    seven = {"kind": "arithmetic", "n": 10, "seed": 7}
+    assert done(seven) == done(dict(seven)) != done({**seven, "seed": 8})  # other problems, same count
+    assert done(seven) != done(None)
+    questions = tmp_path / "mine.jsonl"
+    questions.write_text('{"id": "a", "question": "1+1?", "answer": "2"}\n')
+    mine = {"kind": "jsonl", "path": str(questions), "answer_type": "number"}
+    first = done(mine)
+    questions.write_text('{"id": "a", "question": "1+2?", "answer": "3"}\n')
+    assert done(mine) != first  # the same path, edited: other problems
+    assert timings.problem_source({**mine, "path": str(tmp_path / "gone.jsonl")})["path_sha256"] == "missing"
+
+
 def test_every_protocol_parameter_is_placed_for_the_work(plan):
     # a new parameter must be placed: shaping the requests, a model setting, or read after generation
     read_after = {"epsilon", "null_answers", "label", "equivalence", "endpoint"}  # endpoint: its cut only
@@ -465,6 +481,17 @@ def test_a_second_run_into_the_same_cache_is_estimated_as_cached(tmp_path, plan,
         }
 
     run(tmp_path / "first")
+    # the jobs name their benchmark entry; the start of a run names the same one
+    entry = {"kind": "gsm8k", "limit": 4}
+    run_reference(
+        problems, model, protocol, "sim-gsm8k", "gsm8k", tmp_path / "c2", tmp_path / "c.parquet", tmp_path / "g.json",
+        benchmark_entry=entry,
+    )  # fmt: skip
+    ledger, _ = timings.read_observations(tmp_path / "c2")
+    named = timings.Phase("reference", "sim-gsm8k", model, "gsm8k", protocol, 4, benchmark_entry=entry)
+    assert timings.estimate(named, ledger, timings.machine(), tmp_path / "c2").kind == "cached"
+    other_limit = timings.Phase("reference", "sim-gsm8k", model, "gsm8k", protocol, 4, benchmark_entry={"kind": "x"})
+    assert timings.estimate(other_limit, ledger, timings.machine(), tmp_path / "c2").kind != "cached"
     before = estimates()
     assert {p: e.kind for p, e in before.items()} == {"reference": "cached", "continuations": "cached"}
     assert before["reference"].text == "in the cache from 1 earlier run: no generation expected"

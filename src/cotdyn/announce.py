@@ -69,6 +69,7 @@ def generation_phases(
             problem_count(cells[cell].benchmark, sizes),
             threads,
             name,
+            cells[cell].benchmark,
         )
         for phase, cell, name, protocol, threads in jobs
     ]

@@ -47,7 +47,16 @@ def _generation_log(backend, stats, sampling, phase: str) -> dict:
 
 
 def _record_timing(
-    cache_dir, backend, stats, model: dict, protocol: dict, phase: str, cell: str, benchmark: str, problems: int
+    cache_dir,
+    backend,
+    stats,
+    model: dict,
+    protocol: dict,
+    phase: str,
+    cell: str,
+    benchmark: str,
+    problems: int,
+    benchmark_entry: dict | None,
 ):
     """Add this phase to the timing ledger (``cotdyn.timings``) when it generated fresh tokens: a phase
     served whole from the cache says nothing about speed, and its requests are covered by the shards
@@ -56,7 +65,7 @@ def _record_timing(
         return
     entry = timings.observation(
         phase=phase,
-        work=timings.work(phase, model, cell, benchmark, protocol, problems),
+        work=timings.work(phase, model, cell, benchmark, protocol, problems, benchmark_entry),
         shards=stats.shards,
         model=model,
         revision=backend.model_revision,
@@ -96,8 +105,10 @@ def run_reference(
     log_out,
     limit: int | None = None,
     backend=None,
+    benchmark_entry: dict | None = None,
 ) -> None:
-    """``backend``: one already built from ``model`` (a check that times one engine across phases)."""
+    """``backend``: one already built from ``model`` (a check that times one engine across phases);
+    ``benchmark_entry``: the cell's benchmark entry, which names the work in the timing ledger."""
     problems = read_problems(problems_path)[:limit]
     backend = backend or _backend(model, problems, benchmark)
     prompts = [backend.tokenizer.chat_prompt_ids(protocol["system_prompt"], p.question) for p in problems]
@@ -107,7 +118,9 @@ def run_reference(
     )
     write_parquet(P.chains_table(problems, prompts, completions, benchmark), chains_out)
     write_json(_generation_log(backend, stats, P.reference_sampling(protocol), "reference"), log_out)
-    _record_timing(cache_dir, backend, stats, model, protocol, "reference", cell, benchmark, len(problems))
+    _record_timing(
+        cache_dir, backend, stats, model, protocol, "reference", cell, benchmark, len(problems), benchmark_entry
+    )
 
 
 def run_continuations(
@@ -122,6 +135,7 @@ def run_continuations(
     log_out,
     n: int | None = None,
     backend=None,
+    benchmark_entry: dict | None = None,
 ) -> None:
     problems = read_problems(problems_path)
     chains = pd.read_parquet(chains_path)
@@ -136,7 +150,9 @@ def run_continuations(
     options = {p.problem_id: p.options for p in problems if p.options}
     write_parquet(P.samples_table(plan, requests, completions, benchmark, options), samples_out)
     write_json(_generation_log(backend, stats, P.continuation_sampling(protocol), "continuations"), log_out)
-    _record_timing(cache_dir, backend, stats, model, drawn, "continuations", cell, benchmark, len(chains))
+    _record_timing(
+        cache_dir, backend, stats, model, drawn, "continuations", cell, benchmark, len(chains), benchmark_entry
+    )
 
 
 def derive_records(

@@ -157,12 +157,19 @@ def budgets(protocol: dict, phase: str) -> dict:
     return {k: protocol[k] for k in keys if k in protocol}
 
 
-def work(phase: str, model: dict, cell: str, benchmark: str, protocol: dict, problems: int | None) -> str | None:
+def work(
+    phase: str,
+    model: dict,
+    cell: str,
+    benchmark: str,
+    protocol: dict,
+    problems: int | None,
+    benchmark_entry: dict | None = None,
+) -> str | None:
     """A digest of what decides a phase's requests, from what the start of a run knows: the model, the
-    cell (request seeds derive from its name), the benchmark (its answer rule; the cell name names its
-    config entry), the problem count and the protocol fields that shape the requests. None when the
-    problem count is unknown. The benchmark entry's own fields (path, seed, content hash) are not in
-    it: the generation jobs are not given the entry."""
+    cell (request seeds derive from its name), the benchmark (its answer rule and its entry, see
+    ``problem_source``), the problem count and the protocol fields that shape the requests. None when
+    the problem count is unknown."""
     if problems is None:
         return None
     fields = {key: protocol[key] for key in REFERENCE_FIELDS}
@@ -174,10 +181,31 @@ def work(phase: str, model: dict, cell: str, benchmark: str, protocol: dict, pro
         "model": model_identity(model),
         "cell": cell,
         "benchmark": benchmark,
+        "problem_source": problem_source(benchmark_entry),
         "problems": problems,
         "protocol": fields,
     }
-    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:20]
+    return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:20]
+
+
+def problem_source(entry: dict | None) -> dict | None:
+    """A benchmark entry as it decides the problems: its fields (kind, n, seed, hub revision, content
+    hash, ...) and, for a file it reads, the file's sha256, so an edited file is other work."""
+    if entry is None:
+        return None
+    source = dict(entry)
+    path = Path(str(entry["path"])) if entry.get("path") else None
+    if path is not None:
+        source["path_sha256"] = _file_sha256(path) if path.is_file() else "missing"
+    return source
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 # --- observations ----------------------------------------------------------------------------------
@@ -317,6 +345,7 @@ class Phase:
     problems: int | None
     threads: int | None = None
     name: str = ""  # its reference setting or variant
+    benchmark_entry: dict | None = None  # the cell's benchmark entry (``problem_source``)
 
 
 @dataclass(frozen=True)
@@ -397,7 +426,9 @@ def coverage(phase: Phase, observations: Iterable[dict], cache_dir) -> Coverage 
     the same ``work`` whose shard files all still exist (one stat each) cover their fresh requests,
     a shard counted once however many observations name it; None when no observation did this work.
     Requests a killed run cached without recording an observation are not counted."""
-    key = work(phase.phase, phase.model, phase.cell, phase.benchmark, phase.protocol, phase.problems)
+    key = work(
+        phase.phase, phase.model, phase.cell, phase.benchmark, phase.protocol, phase.problems, phase.benchmark_entry
+    )
     same = [e for e in observations if key is not None and e.get("work") == key]
     if not same:
         return None

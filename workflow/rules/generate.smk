@@ -27,6 +27,7 @@ rule reference:
         model=lambda w: model_for(w.cell),
         protocol=lambda w: REFERENCES[w.ref],
         benchmark=lambda w: CELL_SPECS[w.cell].answer_rule,
+        benchmark_entry=lambda w: CELL_SPECS[w.cell].benchmark,
         cache=CACHE_DIR,
     resources:
         gpu=lambda w: 1 if is_gpu(w.cell) else 0,
@@ -51,6 +52,7 @@ rule continuations:
         model=lambda w: model_for(w.cell),
         protocol=lambda w: PROTOCOLS[w.variant],
         benchmark=lambda w: CELL_SPECS[w.cell].answer_rule,
+        benchmark_entry=lambda w: CELL_SPECS[w.cell].benchmark,
         cache=CACHE_DIR,
     resources:
         gpu=lambda w: 1 if is_gpu(w.cell) else 0,

@@ -12,4 +12,5 @@ run_continuations(
     snakemake.params.cache,
     snakemake.output.samples,
     snakemake.output.generation,
+    benchmark_entry=snakemake.params.benchmark_entry,
 )

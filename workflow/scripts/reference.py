@@ -11,4 +11,5 @@ run_reference(
     snakemake.params.cache,
     snakemake.output.chains,
     snakemake.output.generation,
+    benchmark_entry=snakemake.params.benchmark_entry,
 )
