@@ -35,20 +35,6 @@ FORMAT = "cotdyn-timing/1"
 OBSERVATIONS = Path("timings") / "observations"
 PHASES = ("reference", "continuations")
 
-# The protocol parameters that set how many tokens a phase generates per problem.
-REFERENCE_BUDGETS = ("reference_max_tokens", "reference_temperature", "top_p", "top_k", "repetition_penalty")
-CONTINUATION_BUDGETS = REFERENCE_BUDGETS + (
-    "continuation_max_tokens",
-    "continuation_temperature",
-    "m",
-    "checkpoints",
-    "checkpoint_stride",
-    "segmentation",
-    "cap",
-    "endpoint",
-)
-
-
 # The protocol parameters that shape a continuations job's requests beyond its chains (which the
 # reference fields shape): how the prefixes are cut, and how many samples of each are drawn and how
 # (cotdyn.protocol.prefix_plan, continuation_requests, continuation_sampling). The endpoint enters only
@@ -151,10 +137,20 @@ def torch_threads() -> int | None:
     return torch.get_num_threads() if torch is not None else None
 
 
+def request_fields(protocol: dict, phase: str) -> dict:
+    """The protocol parameters that shape ``phase``'s requests: the reference chain's, and for
+    continuations also how prefixes are cut and sampled, and whether the reasoning cut applies."""
+    fields = {key: protocol[key] for key in REFERENCE_FIELDS}
+    if phase == "continuations":
+        fields |= {key: protocol[key] for key in CONTINUATION_FIELDS}
+        fields["reasoning_cut"] = protocol["endpoint"] == "reasoning"
+    return fields
+
+
 def budgets(protocol: dict, phase: str) -> dict:
-    """The protocol parameters that set the work of ``phase``."""
-    keys = REFERENCE_BUDGETS if phase == "reference" else CONTINUATION_BUDGETS
-    return {k: protocol[k] for k in keys if k in protocol}
+    """What sets how long ``phase``'s generations are: its request fields but the seed, so that
+    timings of other seeds tell the length of this one's."""
+    return {k: v for k, v in request_fields(protocol, phase).items() if k != "seed"}
 
 
 def work(
@@ -172,10 +168,6 @@ def work(
     the problem count is unknown."""
     if problems is None:
         return None
-    fields = {key: protocol[key] for key in REFERENCE_FIELDS}
-    if phase == "continuations":
-        fields |= {key: protocol[key] for key in CONTINUATION_FIELDS}
-        fields["reasoning_cut"] = protocol["endpoint"] == "reasoning"
     identity = {
         "phase": phase,
         "model": model_identity(model),
@@ -183,7 +175,7 @@ def work(
         "benchmark": benchmark,
         "problem_source": problem_source(benchmark_entry),
         "problems": problems,
-        "protocol": fields,
+        "protocol": request_fields(protocol, phase),
     }
     return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
