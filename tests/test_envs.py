@@ -38,6 +38,10 @@ NEVER_RUN = {
         "cotdyn.backends.vllm": "generation_env picks generate-vllm.yaml for a vllm model",
         "cotdyn.benchmarks:datasets": _HUB,
     },
+    "generate-cuda.yaml": {
+        "cotdyn.backends.vllm": "generation_env picks generate-vllm.yaml for a vllm model",
+        "cotdyn.benchmarks:datasets": _HUB,
+    },
     "generate-vllm.yaml": {
         "cotdyn.benchmarks:datasets": _HUB,
         "cotdyn.writers:matplotlib": "generation rules write parquet and JSON, no figures",
@@ -63,12 +67,17 @@ def _smk_texts() -> dict[str, str]:
 
 
 def _env_function(name: str) -> list[str]:
-    """The environments a ``conda: <function>`` may return: every envs/*.yaml named in its body."""
-    for text in _smk_texts().values():
-        found = re.search(rf"^def {name}\(.*?(?=^\S)", text + "\n#", re.S | re.M)
-        if found:
-            return sorted(set(re.findall(r"envs/([\w.-]+\.yaml)", found.group(0))))
-    raise AssertionError(f"conda: {name} names no function defined in workflow/rules/*.smk")
+    """The environments a ``conda: <function>`` may return: every envs/*.yaml named in its body or
+    in the body of a workflow function it calls."""
+    texts = "\n".join(_smk_texts().values()) + "\n#"
+    found = re.search(rf"^def {name}\(.*?(?=^\S)", texts, re.S | re.M)
+    assert found, f"conda: {name} names no function defined in workflow/rules/*.smk"
+    body = found.group(0)
+    envs = set(re.findall(r"envs/([\w.-]+\.yaml)", body))
+    for called in set(re.findall(r"\b(\w+)\(", body.split(":", 1)[1])) - {name}:
+        if re.search(rf"^def {called}\(", texts, re.M):
+            envs |= set(_env_function(called))
+    return sorted(envs)
 
 
 def rules() -> list[tuple[str, str, str]]:
@@ -228,6 +237,19 @@ def test_every_rule_with_a_script_is_checked():
         "prepare_model",
     } <= names, names
     assert {env for _, _, env in RULE_ENVS} == {p.name for p in ENVS.glob("*.yaml")}
+
+
+def test_gpu_jobs_get_the_cuda_environments():
+    assert _env_function("generation_env") == ["generate-cpu.yaml", "generate-cuda.yaml", "generate-vllm.yaml"]
+    assert _env_function("infogain_env") == ["generate-cpu.yaml", "generate-cuda.yaml"]
+    cpu, cuda = env_pins("generate-cpu.yaml"), env_pins("generate-cuda.yaml")
+    assert cpu == cuda  # the same packages at the same versions; only torch's build differs
+    pip = next(
+        d["pip"]
+        for d in yaml.safe_load((ENVS / "generate-cuda.yaml").read_text())["dependencies"]
+        if isinstance(d, dict)
+    )
+    assert not any("whl/cpu" in line or "requirements.lock" in line for line in pip)
 
 
 def test_the_closure_follows_transitive_and_function_level_imports():

@@ -122,10 +122,15 @@ def is_gpu(cell):
     return CELL_SPECS[cell].model.get("device", "cpu").startswith("cuda")
 
 
+def torch_env(device):
+    """The environment of a job that runs torch on ``device``: the CUDA build on a GPU."""
+    return "../../envs/generate-cuda.yaml" if str(device).startswith("cuda") else "../../envs/generate-cpu.yaml"
+
+
 def generation_env(wildcards):
-    """The conda environment of a generation job: vLLM on GPUs, torch on the CPU otherwise."""
-    backend = CELL_SPECS[wildcards.cell].model["backend"]
-    return "../../envs/generate-vllm.yaml" if backend == "vllm" else "../../envs/generate-cpu.yaml"
+    """The conda environment of a generation job: vLLM's for a vllm model, else torch's for its device."""
+    model = CELL_SPECS[wildcards.cell].model
+    return "../../envs/generate-vllm.yaml" if model["backend"] == "vllm" else torch_env(model.get("device", "cpu"))
 
 
 def preregistration_inputs(wildcards):
@@ -151,6 +156,11 @@ if INFOGAIN_TRACES:
         raise WorkflowError(f"infogain.traces.variant '{IG_VARIANT}' is not a variant of {CONFIG_SOURCE}")
     if PROTOCOLS[IG_VARIANT]["checkpoints"] != "steps":
         raise WorkflowError(f"infogain.traces.variant '{IG_VARIANT}' must use step checkpoints ({CONFIG_SOURCE})")
+
+
+def infogain_env(wildcards):
+    """The conda environment of infogain_cell: torch's, for the supervisor's device."""
+    return torch_env(INFOGAIN_TRACES["supervisor"].get("device", "cpu"))
 
 
 def infogain_trace_targets():
