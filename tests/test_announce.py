@@ -54,7 +54,7 @@ def _jobs(protocol: dict) -> list:
 def test_run_summary_estimates_from_the_ledger_of_this_machine(tmp_path):
     cells, protocol = _smollm2_cell(), effective_protocol(PLAN)
     models = {"s-arithmetic": dict(cells["s-arithmetic"].model, dtype="float32")}
-    host = {"hostname": "box", "cpus": 2, "usable_cpus": 2, "gpus": []}
+    host = {"cpu_model": "AMD EPYC", "cpus": 2, "usable_cpus": 2, "gpus": []}
     common = {"model": models["s-arithmetic"], "revision": "local-x", "benchmark": "arithmetic", "protocol": protocol}
     common |= {"host": host, "threads": 2, "recorded": "2026-12-01T10:00:00Z", "cached_requests": 0}
     work = {"problems": 6, "requests": 6, "samples": 6, "generated_tokens": 1500, "seconds": 50.0}
@@ -85,7 +85,7 @@ def test_run_summary_without_a_ledger_states_the_bounds(tmp_path):
 def test_run_summary_says_a_phase_in_the_cache_generates_nothing(tmp_path):
     cells, protocol = _smollm2_cell(), effective_protocol(PLAN)
     models = {"s-arithmetic": dict(cells["s-arithmetic"].model, dtype="float32")}
-    host = {"hostname": "box", "cpus": 2, "usable_cpus": 2, "gpus": []}
+    host = {"cpu_model": "AMD EPYC", "cpus": 2, "usable_cpus": 2, "gpus": []}
     entry = cells["s-arithmetic"].benchmark  # what the job is given, and what the start of the run reads
     done = timings.work("reference", models["s-arithmetic"], "s-arithmetic", "arithmetic", protocol, 6, entry)
     observed = timings.observation(
@@ -102,7 +102,7 @@ def test_run_summary_says_a_phase_in_the_cache_generates_nothing(tmp_path):
         samples=6,
         generated_tokens=1500,
         seconds=50.0,
-        host=dict(host, hostname="gpu-node"),  # timed elsewhere: its speed is not this machine's
+        host=dict(host, gpus=["NVIDIA H200"]),  # timed elsewhere: its speed is not this machine's
         threads=2,
         recorded="2026-12-01T10:00:00Z",
     )

@@ -15,7 +15,7 @@ from cotdyn.config import REFERENCE_FIELDS, STUDY_WIDE
 from cotdyn.plan import effective_protocol
 from cotdyn.study import run_continuations, run_reference
 
-HOST = {"hostname": "box", "cpus": 2, "usable_cpus": 2, "gpus": []}
+HOST = {"cpu_model": "AMD EPYC", "cpus": 2, "usable_cpus": 2, "gpus": []}
 MODEL = {
     "backend": "transformers",
     "id": "org/model",
@@ -142,7 +142,7 @@ def test_a_different_revision_setting_machine_or_thread_count_is_not_used():
         entry(model=dict(MODEL, batch_size=16)),
         entry(model=dict(MODEL, device="cuda:0")),
         entry(model=dict(MODEL, dtype="bfloat16")),
-        entry(host=dict(HOST, hostname="other")),
+        entry(host=dict(HOST, cpu_model="Intel Xeon")),
         entry(host=dict(HOST, usable_cpus=1)),
         entry(threads=1),
         entry("continuations"),
@@ -243,7 +243,7 @@ def test_covered_never_exceeds_the_requests_and_a_covered_phase_takes_no_time(tm
         assert (result.kind, result.seconds, result.bound_tokens) == ("cached", 0.0, 0)
     assert result.text == "in the cache from 2 earlier runs: no generation expected"
     # a machine without timings still knows the cache holds the work
-    assert timings.estimate(pending(), [first], dict(HOST, hostname="gpu"), tmp_path).kind == "cached"
+    assert timings.estimate(pending(), [first], dict(HOST, cpu_model="Intel Xeon"), tmp_path).kind == "cached"
 
 
 def test_a_deleted_shard_uncovers_its_observation(tmp_path):
@@ -510,3 +510,11 @@ def test_a_second_run_into_the_same_cache_is_estimated_as_cached(tmp_path, plan,
         (cache / continued["revision"].replace("/", "_") / name).unlink()
     after = estimates()
     assert after["reference"].kind == "cached" and after["continuations"].kind == "expected"
+
+
+def test_the_machine_is_its_hardware_not_its_name(tmp_path):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nmodel name\t: AMD EPYC 9654 96-Core Processor\nflags\t\t: avx2\n")
+    assert timings._cpu_model(cpuinfo) == "AMD EPYC 9654 96-Core Processor"
+    assert timings._cpu_model(tmp_path / "absent")  # some other name, never an error
+    assert set(timings.machine()) == {"cpu_model", "cpus", "usable_cpus", "gpus"}

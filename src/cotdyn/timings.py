@@ -19,7 +19,7 @@ import hashlib
 import json
 import math
 import os
-import socket
+import platform
 import sys
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
@@ -113,10 +113,21 @@ def speed_settings(model: dict) -> dict:
 
 
 def machine() -> dict:
-    """Where generation runs: host name, CPU counts and GPU models (read from the driver's files,
-    without starting CUDA, so the start of a run stays quick)."""
+    """The hardware generation runs on: CPU model and counts, GPU models (read from the driver's files,
+    without starting CUDA, so the start of a run stays quick). Not the host's name: the alike nodes
+    of a cluster, or fresh CI machines, share their timings."""
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return {"hostname": socket.gethostname(), "cpus": os.cpu_count(), "usable_cpus": usable, "gpus": _gpu_models()}
+    return {"cpu_model": _cpu_model(), "cpus": os.cpu_count(), "usable_cpus": usable, "gpus": _gpu_models()}
+
+
+def _cpu_model(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
+    try:
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def _gpu_models(root: Path = Path("/proc/driver/nvidia/gpus")) -> list[str]:
