@@ -279,6 +279,8 @@ def test_the_gpu_check_dry_run_takes_a_cell_through_every_rule_and_reports(tmp_p
     from conftest import ROOT
 
     from cotdyn import layout
+    from cotdyn.plan import load_plan
+    from cotdyn.secondary_report import has_secondary
 
     done = subprocess.run(
         [
@@ -317,7 +319,10 @@ def test_the_gpu_check_dry_run_takes_a_cell_through_every_rule_and_reports(tmp_p
     pipeline = report["pipeline"]
     assert pipeline["records"] == report["problems"] == 3
     assert pipeline["omitted_fields"] == ["watermarking"]
-    assert set(layout.study_targets([report["cell"]], ["registered"])) <= set(pipeline["outputs"])
+    # every final output the DAG writes for this study, seed 003's further analyses included when the plan has them
+    secondary = has_secondary(load_plan(ROOT / "preregistration" / "plan.yaml"))
+    assert secondary  # plan version 2 pre-specifies them
+    assert set(layout.study_targets([report["cell"]], ["registered"], secondary)) <= set(pipeline["outputs"])
     assert pipeline["audit"] == {"ok": True, "problems": [], "failures": []}
     manifest = json.loads((tmp_path / "study" / layout.cell_manifest(report["cell"])).read_text())
     assert {s["omitted_fields"][0] for s in manifest["effective_sampling"].values()} == {"watermarking"}
