@@ -6,6 +6,7 @@ import json
 import math
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -518,3 +519,59 @@ def test_the_machine_is_its_hardware_not_its_name(tmp_path):
     assert timings._cpu_model(cpuinfo) == "AMD EPYC 9654 96-Core Processor"
     assert timings._cpu_model(tmp_path / "absent")  # some other name, never an error
     assert set(timings.machine()) == {"cpu_model", "cpus", "usable_cpus", "gpus"}
+
+
+# --- the timing probe, where the ledger has no timing ---------------------------------------------
+
+
+def test_a_step_is_the_time_between_two_short_generations_by_hand():
+    # 2 steps in 1.3 s and 10 steps in 3.7 s: 0.3 s a step, 0.7 s of prefill and set-up
+    step, fixed = timings.step_seconds((1.3, 2), (3.7, 10))
+    assert step == pytest.approx(0.3) and fixed == pytest.approx(0.7)
+    assert timings.step_seconds((1.0, 2), (1.5, 2)) is None  # the rows stopped: no step to time
+    assert timings.step_seconds((2.0, 2), (1.0, 10)) == (0.0, 2.0)  # noise never gives a negative time
+    # 130 rows in batches of 64: 3 batches, each 0.7 s + 150 steps x 0.3 s
+    seconds, text = timings.probe_text(0.3, 0.7, 130, 64, 150)
+    assert seconds == pytest.approx(3 * (0.7 + 150 * 0.3))
+    assert "a probe of 64 rows ran 0.3 s a decode step, so about 2 min if all 130 rows ran" in text
+
+
+def test_the_probe_prints_its_estimate_and_changes_no_sample(
+    tmp_path, plan, data_dir, tiny_model_dir, capsys, monkeypatch
+):
+    from cotdyn import study
+
+    problems = tmp_path / "problems.parquet"
+    table = problems_table(load_benchmark({"kind": "gsm8k", "path": str(data_dir / "gsm8k_test.jsonl"), "limit": 3}))
+    table.to_parquet(problems, index=False)
+    protocol = effective_protocol(plan, {"reference_max_tokens": 24, "continuation_max_tokens": 6, "m": 2})
+    model = {"backend": "transformers", "id": str(tiny_model_dir), "dtype": "float32", "batch_size": 4}
+
+    def run(out: Path):
+        cache = out / "cache"
+        run_reference(problems, model, protocol, "t-gsm8k", "gsm8k", cache, out / "chains.parquet", out / "r.json")
+        run_continuations(
+            problems,
+            out / "chains.parquet",
+            model,
+            protocol,
+            "t-gsm8k",
+            "gsm8k",
+            cache,
+            out / "s.parquet",
+            out / "c.json",
+        )
+        return (out / "chains.parquet").read_bytes(), (out / "s.parquet").read_bytes()
+
+    probed = run(tmp_path / "probed")
+    printed = capsys.readouterr().out
+    assert "t-gsm8k reference chains: no timing of this model on this machine yet; a probe of 3 rows ran" in printed
+    assert "if all 3 rows ran to their 24-token budget" in printed
+    # the continuations job probes too: the ledger has only a reference timing, whose rate it never borrows
+    assert "t-gsm8k continuations: no timing of this model on this machine yet; a probe of 4 rows ran" in printed
+    monkeypatch.setattr(study, "_probe", lambda *args: None)
+    assert run(tmp_path / "plain") == probed  # the probe's draws leave every sample as it was
+    # with a timing in the ledger, no probe runs
+    monkeypatch.undo()
+    run(tmp_path / "probed")  # the same cache and ledger: everything cached, nothing to probe
+    assert "a probe of" not in capsys.readouterr().out

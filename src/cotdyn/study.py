@@ -7,6 +7,8 @@ leaves no torn artifact.
 
 from __future__ import annotations
 
+import dataclasses
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -85,13 +87,49 @@ def _record_timing(
 
 
 def _forecast(cache_dir, backend, cache, requests, model: dict, protocol: dict, cell: str, benchmark: str) -> None:
-    """Print the continuations' expected time now that their requests are known (``cotdyn.timings``)."""
+    """Print the continuations' expected time now that their requests are known (``cotdyn.timings``),
+    from the ledger, else from a timing probe."""
     keys = {r.key(backend.model_revision) for r in requests}
     cached = sum(1 for k in keys if k in cache)
     observations, warnings = timings.read_observations(cache_dir)
     phase = timings.Phase("continuations", cell, model, benchmark, protocol, None, timings.torch_threads())
-    _, line = timings.continuation_forecast(phase, len(keys), cached, observations, timings.machine())
+    seconds, line = timings.continuation_forecast(phase, len(keys), cached, observations, timings.machine())
     print("\n".join(warnings + [f"{cell} continuations: {line}"]), flush=True)
+    if seconds is None:
+        _probe(backend, _pending(requests, backend, cache), f"{cell} continuations")
+
+
+def _probe(backend, pending: list, label: str) -> None:
+    """Where no timing of this phase exists: time one decode step of the backend on one full batch of
+    the ``pending`` requests (two short generations, never cached, their samples discarded) and print
+    what the phase would take if every row ran to its budget. Only for the transformers backend: the
+    simulated one takes no time, and vLLM's scheduler is no batch to probe."""
+    if getattr(backend, "name", None) != "transformers" or not pending:
+        return
+    rows, probe = 0, []
+    for request in pending:
+        take = min(request.n, backend.batch_size - rows)
+        probe.append(request)
+        rows += take
+        if rows >= backend.batch_size:
+            probe[-1] = dataclasses.replace(request, n=take)
+            break
+    timed = []
+    for steps in timings.PROBE_STEPS:
+        short = [dataclasses.replace(r, sampling=dataclasses.replace(r.sampling, max_tokens=steps)) for r in probe]
+        started = time.perf_counter()
+        out = backend.generate(short, desc=f"{label}: timing probe")
+        timed.append((time.perf_counter() - started, max(len(c.token_ids) for cs in out for c in cs)))
+    step = timings.step_seconds(*timed)
+    if step is None:
+        print(f"{label}: no timing yet, and the timing probe's rows stopped too soon to time a step", flush=True)
+        return
+    _, line = timings.probe_text(*step, sum(r.n for r in pending), backend.batch_size, pending[0].sampling.max_tokens)
+    print(f"{label}: {line}", flush=True)
+
+
+def _pending(requests, backend, cache) -> list:
+    return [r for r in requests if r.key(backend.model_revision) not in cache]
 
 
 def run_reference(
@@ -113,9 +151,12 @@ def run_reference(
     backend = backend or _backend(model, problems, benchmark)
     prompts = [backend.tokenizer.chat_prompt_ids(protocol["system_prompt"], p.question) for p in problems]
     requests = P.reference_requests(problems, prompts, protocol, cell)
-    completions, stats = generate(
-        backend, requests, _cache(cache_dir, backend), model.get("chunk_size", 0), desc=f"{cell} reference chains"
-    )
+    cache = _cache(cache_dir, backend)
+    ledger, _ = timings.read_observations(cache_dir)
+    phase = timings.Phase("reference", cell, model, benchmark, protocol, len(problems), timings.torch_threads())
+    if timings.estimate(phase, ledger, timings.machine()).kind == "unknown":
+        _probe(backend, _pending(requests, backend, cache), f"{cell} reference chains")
+    completions, stats = generate(backend, requests, cache, model.get("chunk_size", 0), desc=f"{cell} reference chains")
     write_parquet(P.chains_table(problems, prompts, completions, benchmark), chains_out)
     write_json(_generation_log(backend, stats, P.reference_sampling(protocol), "reference"), log_out)
     _record_timing(

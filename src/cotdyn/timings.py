@@ -513,6 +513,36 @@ def _batch_caveat(phase: Phase, timed: Sequence[dict], share: float) -> str:
     return f"; that rate was timed on at most {most} problems, and it depends on how full the batches are"
 
 
+# --- a first timing, where the ledger has none ----------------------------------------------------
+
+# The decode steps of the two short generations that time one step of a batched backend: the
+# difference of their times is steps alone, prefill and set-up cancel out.
+PROBE_STEPS = (2, 10)
+
+
+def step_seconds(short: tuple[float, int], long: tuple[float, int]) -> tuple[float, float] | None:
+    """From two timed generations of the same batch, each (seconds, decode steps it ran): the seconds
+    of one decode step and of everything else (prefill, set-up); None when the longer one ran no
+    more steps (its rows stopped early), so no step can be told apart."""
+    (short_s, short_steps), (long_s, long_steps) = short, long
+    if long_steps <= short_steps:
+        return None
+    step = max(long_s - short_s, 0.0) / (long_steps - short_steps)
+    return step, max(short_s - short_steps * step, 0.0)
+
+
+def probe_text(step: float, fixed: float, rows: int, batch_rows: int, max_tokens: int) -> tuple[float, str]:
+    """The phase's time if each of its ``rows`` ran to ``max_tokens``, in batches of ``batch_rows``,
+    at the probed step: an estimate of the worst case, since most rows stop sooner and leave the batch."""
+    batches = math.ceil(rows / batch_rows) if rows else 0
+    seconds = batches * (fixed + max_tokens * step)
+    return seconds, (
+        f"no timing of this model on this machine yet; a probe of {min(rows, batch_rows)} rows ran "
+        f"{step:.3g} s a decode step, so {duration(seconds)} if all {rows:,} rows ran to their "
+        f"{max_tokens}-token budget (most stop sooner)"
+    )
+
+
 def continuation_forecast(
     phase: Phase, requests: int, cached: int, observations: Iterable[dict], host: dict
 ) -> tuple[float | None, str]:
