@@ -536,6 +536,16 @@ def test_a_step_is_the_time_between_two_short_generations_by_hand():
     assert "a probe of 64 rows ran 0.3 s a decode step, so about 2 min if all 130 rows ran" in text
 
 
+def test_the_probe_takes_one_full_batch_of_rows():
+    from cotdyn.backends import Request, Sampling
+
+    requests = [Request((1, 2), 5, Sampling(0.7, 150), seed) for seed in range(4)]
+    assert [r.n for r in timings.one_batch(requests, 12)] == [5, 5, 2]
+    assert [r.seed for r in timings.one_batch(requests, 12)] == [0, 1, 2]
+    assert [r.n for r in timings.one_batch(requests, 64)] == [5, 5, 5, 5]  # fewer rows than a batch: all
+    assert [r.n for r in timings.one_batch(requests, 5)] == [5]
+
+
 def test_the_probe_prints_its_estimate_and_changes_no_sample(
     tmp_path, plan, data_dir, tiny_model_dir, capsys, monkeypatch
 ):

@@ -106,14 +106,7 @@ def _probe(backend, pending: list, label: str) -> None:
     simulated one takes no time, and vLLM's scheduler is no batch to probe."""
     if getattr(backend, "name", None) != "transformers" or not pending:
         return
-    rows, probe = 0, []
-    for request in pending:
-        take = min(request.n, backend.batch_size - rows)
-        probe.append(request)
-        rows += take
-        if rows >= backend.batch_size:
-            probe[-1] = dataclasses.replace(request, n=take)
-            break
+    probe = timings.one_batch(pending, backend.batch_size)
     timed = []
     for steps in timings.PROBE_STEPS:
         short = [dataclasses.replace(r, sampling=dataclasses.replace(r.sampling, max_tokens=steps)) for r in probe]

@@ -520,6 +520,18 @@ def _batch_caveat(phase: Phase, timed: Sequence[dict], share: float) -> str:
 PROBE_STEPS = (2, 10)
 
 
+def one_batch(requests: Sequence, batch_rows: int) -> list:
+    """The first requests of ``requests`` up to ``batch_rows`` rows (samples), the last one cut to fit."""
+    batch, rows = [], 0
+    for request in requests:
+        take = min(request.n, batch_rows - rows)
+        batch.append(replace(request, n=take) if take < request.n else request)
+        rows += take
+        if rows >= batch_rows:
+            break
+    return batch
+
+
 def step_seconds(short: tuple[float, int], long: tuple[float, int]) -> tuple[float, float] | None:
     """From two timed generations of the same batch, each (seconds, decode steps it ran): the seconds
     of one decode step and of everything else (prefill, set-up); None when the longer one ran no
