@@ -191,19 +191,15 @@ def test_effective_sampling_reports_the_fields_built(fake, protocol):
     assert effective["generation_config"] == "vllm" and effective["omitted_fields"] == []
 
 
-def test_a_vllm_without_watermarking_runs_and_the_omission_reaches_generation_json_and_the_manifest(
-    monkeypatch, protocol, plan, tmp_path
-):
-    from cotdyn.config import resolve_cells
-    from cotdyn.provenance import cell_manifest
+def _reference_chains(model: dict, protocol: dict, tmp_path) -> None:
+    """The reference phase as rule reference runs it, on PROBLEMS, into tmp_path."""
     from cotdyn.study import run_reference
     from cotdyn.writers import write_parquet
 
-    calls = _install(monkeypatch, fields=vllm_standin.FIELDS_0_26, version="0.26.0")
     write_parquet(problems_table(PROBLEMS), tmp_path / "problems.parquet")
     run_reference(
         tmp_path / "problems.parquet",
-        MODEL,
+        model,
         protocol,
         "qwen7b-gsm8k",
         "gsm8k",
@@ -211,6 +207,16 @@ def test_a_vllm_without_watermarking_runs_and_the_omission_reaches_generation_js
         tmp_path / "chains.parquet",
         tmp_path / "generation.json",
     )
+
+
+def test_a_vllm_without_watermarking_runs_and_the_omission_reaches_generation_json_and_the_manifest(
+    monkeypatch, protocol, plan, tmp_path
+):
+    from cotdyn.config import resolve_cells
+    from cotdyn.provenance import cell_manifest
+
+    calls = _install(monkeypatch, fields=vllm_standin.FIELDS_0_26, version="0.26.0")
+    _reference_chains(MODEL, protocol, tmp_path)
 
     ((_, params),) = calls["generate"]  # the stand-in refuses a field 0.26.0 lacks, as vLLM does
     assert all(set(p.kwargs) == EXPLICIT - {"watermarking"} for p in params)
@@ -452,21 +458,9 @@ def test_the_schema_checks_the_named_settings_and_lets_other_arguments_through()
 def test_engine_settings_reach_generation_json_and_the_cell_manifest(fake, protocol, plan, tmp_path):
     from cotdyn.config import resolve_cells
     from cotdyn.provenance import cell_manifest
-    from cotdyn.study import run_reference
-    from cotdyn.writers import write_parquet
 
     model = {**MODEL, "vllm": {"max_num_seqs": 512}}
-    write_parquet(problems_table(PROBLEMS), tmp_path / "problems.parquet")
-    run_reference(
-        tmp_path / "problems.parquet",
-        model,
-        protocol,
-        "qwen7b-gsm8k",
-        "gsm8k",
-        tmp_path / "cache",
-        tmp_path / "chains.parquet",
-        tmp_path / "generation.json",
-    )
+    _reference_chains(model, protocol, tmp_path)
     generation = json.loads((tmp_path / "generation.json").read_text())
     settings = generation["backend"]["engine_settings"]
     assert (settings["max_num_seqs"], settings["max_cudagraph_capture_size"]) == (512, 512)
