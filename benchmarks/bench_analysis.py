@@ -17,15 +17,15 @@ import numpy as np
 from scipy import stats as sps
 
 from cotdyn import stats
-from cotdyn.calibration import paper_panel, simulate_panel
-from cotdyn.hypotheses import analyze
-from cotdyn.plan import load_plan, plan_sha256
+from cotdyn.analysis.calibration import paper_panel, simulate_panel
+from cotdyn.analysis.hypotheses import analyze
+from cotdyn.plan.load import load_plan, plan_sha256
 
 PLAN = Path(__file__).resolve().parents[1] / "preregistration" / "plan.yaml"
 
 
 def bootstrap_vectorized(mono, correct, violations, coherence, idx, level):
-    """H1 gap and H2/H3 Spearman intervals as cotdyn.hypotheses computes them."""
+    """H1 gap and H2/H3 Spearman intervals as cotdyn.analysis.hypotheses computes them."""
     gap = stats.percentile_interval(100 * stats.accuracy_gap_rows(mono, correct, idx), level)
     h2 = stats.percentile_interval(stats.spearman_binary_rows(coherence, correct, idx), level)
     h3 = stats.percentile_interval(stats.spearman_binary_rows(violations, correct, idx), level)

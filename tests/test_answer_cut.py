@@ -5,10 +5,10 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from cotdyn import protocol as P
-from cotdyn.answer_cut import reasoning_end, reasoning_tokens
-from cotdyn.backends.simulated import ByteTokenizer
-from cotdyn.plan import effective_protocol, load_plan
+from cotdyn.generation import requests as P
+from cotdyn.generation.backends.simulated import ByteTokenizer
+from cotdyn.plan.load import effective_protocol, load_plan
+from cotdyn.protocol.answer_cut import reasoning_end, reasoning_tokens
 
 TOK = ByteTokenizer()
 
@@ -94,9 +94,9 @@ def test_the_cut_leaves_the_simulated_chains_answer_to_be_sampled(data_dir, kind
     """On the simulated backend the reasoning ends before "The final answer is ..." (on MATH-500
     "... \\boxed{x}"), so the continuation of the last prefix states an answer, the planted one
     (with the cut at the last marker, \\boxed, the MATH-500 continuations were all empty)."""
-    from cotdyn.backends.simulated import SimulatedBackend
-    from cotdyn.benchmarks import load_benchmark
-    from cotdyn.cache import generate
+    from cotdyn.dataset.benchmarks import load_benchmark
+    from cotdyn.generation.backends.simulated import SimulatedBackend
+    from cotdyn.generation.cache import generate
 
     problems = load_benchmark({"kind": kind, "path": data_dir / path})[:12]
     protocol = effective_protocol(load_plan("preregistration/plan.yaml")) | {

@@ -8,9 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_cli import cotdyn
 
-from cotdyn.answers import ANSWER_TYPES, answer_type, equivalent, extract, gold_answer, normalize
-from cotdyn.choices import extract_letter, letter_of, show
-from cotdyn.registry import REGISTRY
+from cotdyn.grading.answers import ANSWER_TYPES, answer_type, equivalent, extract, gold_answer, normalize
+from cotdyn.grading.choices import extract_letter, letter_of, show
+from cotdyn.grading.registry import REGISTRY
 
 OPTIONS = ["Planetary density will decrease.", "Planetary years will become longer.",
            "Planetary days will become shorter.", "Planetary gravity will become stronger."]  # fmt: skip

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from cotdyn.answers import equivalent, extract, gold_answer, normalize, strip_string
+from cotdyn.grading.answers import equivalent, extract, gold_answer, normalize, strip_string
 
 
 @pytest.mark.parametrize(

@@ -15,12 +15,14 @@ import pandas as pd
 import pytest
 import yaml
 
-from cotdyn.audit import MATCH, MISMATCH, MISSING, PLAN_CHECK, audit, derive_analysis, write_plan_check
-from cotdyn.benchmarks import load_benchmark, problems_table
-from cotdyn.config import protocol_for, reference_id, resolve_cells
-from cotdyn.plan import load_plan, plan_sha256
-from cotdyn.preregistration import PreregistrationError, register
-from cotdyn.provenance import (
+from cotdyn.audit.check import MATCH, MISMATCH, MISSING, PLAN_CHECK, audit, derive_analysis, write_plan_check
+from cotdyn.dataset.benchmarks import load_benchmark, problems_table
+from cotdyn.files.writers import write_parquet
+from cotdyn.generation.run import run_continuations, run_reference
+from cotdyn.plan.config import protocol_for, reference_id, resolve_cells
+from cotdyn.plan.load import load_plan, plan_sha256
+from cotdyn.plan.registration import PreregistrationError, register
+from cotdyn.provenance.manifests import (
     STUDY_MANIFEST,
     canonical_json,
     config_sha256,
@@ -29,8 +31,7 @@ from cotdyn.provenance import (
     write_cell_manifest,
     write_study_manifest,
 )
-from cotdyn.study import derive_records, run_continuations, run_reference
-from cotdyn.writers import write_parquet
+from cotdyn.records.derive import derive_records
 
 ROOT = Path(__file__).resolve().parents[1]
 CELL = "qwen7b-gsm8k"
@@ -128,7 +129,7 @@ def build_study(root: Path, data: Path, protocol: dict, deviations: list[dict]) 
 
 def derive_further_analyses(study: Path, cell_dir: Path, plan: dict, protocol: dict) -> None:
     """Seed 003's further analyses, as rules secondary and generations write them (the audit re-derives them)."""
-    from cotdyn.secondary_report import derive_generations, derive_secondary
+    from cotdyn.report.secondary_tables import derive_generations, derive_secondary
 
     records, hypotheses = [cell_dir / "records.parquet"], [study / "analysis" / "registered" / "hypotheses.json"]
     secondary = study / "analysis" / "registered" / "secondary"
@@ -138,12 +139,12 @@ def derive_further_analyses(study: Path, cell_dir: Path, plan: dict, protocol: d
 
 def write_hash_checked_outputs(study: Path, chains: Path, cell_dir: Path, plan: dict) -> None:
     """The outputs the audit checks by hash only, written by the functions their rules call."""
-    from cotdyn.dynamics_plots import write_dynamics
-    from cotdyn.exploratory_report import sweep_frame, tables_html, write_exploratory
-    from cotdyn.math_shepherd import math_shepherd_from_samples
-    from cotdyn.protocol import with_chain_endpoint
-    from cotdyn.report_header import write_header
-    from cotdyn.writers import write_csv
+    from cotdyn.files.writers import write_csv
+    from cotdyn.methods.math_shepherd import math_shepherd_from_samples
+    from cotdyn.records.table import with_chain_endpoint
+    from cotdyn.report.dynamics_plots import write_dynamics
+    from cotdyn.report.exploratory_tables import sweep_frame, tables_html, write_exploratory
+    from cotdyn.report.header import write_header
 
     analysis = study / "analysis" / "registered"
     samples, records = pd.read_parquet(cell_dir / "samples.parquet"), pd.read_parquet(cell_dir / "records.parquet")
@@ -302,7 +303,7 @@ def test_declared_deviation_runs_and_is_reported(tmp_path, data_dir):
 
 
 def test_outputs_the_audit_does_not_rederive_are_hash_checked_not_failed():
-    from cotdyn.audit import MATCH, MISMATCH, compare_files, is_derived
+    from cotdyn.audit.check import MATCH, MISMATCH, compare_files, is_derived
 
     assert is_derived("analysis/registered/hypotheses.json")
     assert not is_derived("analysis/registered/dynamics/profiles.csv")
@@ -312,7 +313,7 @@ def test_outputs_the_audit_does_not_rederive_are_hash_checked_not_failed():
 
 
 def test_a_study_output_missing_from_the_manifest_fails_the_audit(study):
-    """The audit expects every study target (cotdyn.layout.study_targets) in the manifest."""
+    """The audit expects every study target (cotdyn.files.layout.study_targets) in the manifest."""
     manifest = json.loads((study / STUDY_MANIFEST).read_text())
     del manifest["files"]["analysis/registered/math_shepherd.csv"]
     (study / STUDY_MANIFEST).write_text(json.dumps(manifest))

@@ -1,7 +1,7 @@
 import pytest
 
-from cotdyn.backends import Request, Sampling, make_backend
-from cotdyn.seeds import SAMPLE_BITS, request_seed, sample_seed
+from cotdyn.generation.backends import Request, Sampling, make_backend
+from cotdyn.protocol.seeds import SAMPLE_BITS, request_seed, sample_seed
 
 
 def test_request_seeds_are_spaced_for_per_sample_offsets():
@@ -67,7 +67,7 @@ def test_seeded_sampler_draws_from_the_tempered_distribution():
     import torch
     from scipy.stats import chisquare
 
-    from cotdyn.backends.transformers import SeededSampler
+    from cotdyn.generation.backends.transformers import SeededSampler
 
     logits = torch.log(torch.tensor([0.1, 0.2, 0.3, 0.4])).repeat(4000, 1)
     draws = SeededSampler(range(4000), Sampling(1.0, 1), "cpu").draw(logits).numpy()
@@ -96,7 +96,7 @@ def test_seeded_sampler_draws_from_the_tempered_distribution():
     ],
 )
 def test_prefix_roots_map_each_prompt_to_one_that_extends_it(prompts, roots):
-    from cotdyn.backends.transformers import prefix_roots
+    from cotdyn.generation.backends.transformers import prefix_roots
 
     assert prefix_roots(prompts) == roots
 
@@ -141,7 +141,7 @@ def test_shared_prefill_gives_the_samples_of_a_full_prefill_and_reads_each_chain
 def test_inverse_cdf_in_blocks_matches_one_cumulative_sum_over_the_vocabulary():
     import torch
 
-    from cotdyn.backends.transformers import CDF_BLOCK, inverse_cdf
+    from cotdyn.generation.backends.transformers import CDF_BLOCK, inverse_cdf
 
     torch.manual_seed(0)
     vocab = 2 * CDF_BLOCK + 300  # a ragged last block
@@ -203,7 +203,7 @@ def test_compacting_decode_gives_generates_samples_byte_for_byte(tiny_model_dir,
 
 
 def test_batch_sizes_shrink_by_a_quarter_down_to_one():
-    from cotdyn.backends.row_sizes import batch_sizes, size_at_least
+    from cotdyn.generation.backends.row_sizes import batch_sizes, size_at_least
 
     assert batch_sizes(64) == [64, 48, 36, 27, 21, 16, 12, 9, 7, 6, 5, 4, 3, 2, 1]
     assert batch_sizes(1) == [1] and batch_sizes(2) == [2, 1]
@@ -215,7 +215,7 @@ def test_padded_linears_give_every_smaller_batch_the_full_batchs_rows_bit_for_bi
     16 rows than at 64): padded to a probed size, every row comes out as in the full batch."""
     import torch
 
-    from cotdyn.backends.row_sizes import batch_sizes, padded_linears, probe
+    from cotdyn.generation.backends.row_sizes import batch_sizes, padded_linears, probe
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(576, 1536, bias=False), torch.nn.Linear(1536, 576, bias=False))

@@ -9,7 +9,7 @@ import pytest
 
 def cotdyn(*args, stdin=""):
     return subprocess.run(
-        [sys.executable, "-m", "cotdyn.cli", *args], input=stdin, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "cotdyn.cli.main", *args], input=stdin, capture_output=True, text=True, timeout=120
     )
 
 

@@ -6,11 +6,11 @@ import pytest
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import train_test_split
 
-from cotdyn import exploratory as ex
-from cotdyn import hypotheses as hyp
 from cotdyn import stats
-from cotdyn.calibration import PlantedCell, simulate_records
-from cotdyn.exploratory_report import exploratory_tables
+from cotdyn.analysis import exploratory as ex
+from cotdyn.analysis import hypotheses as hyp
+from cotdyn.analysis.calibration import PlantedCell, simulate_records
+from cotdyn.report.exploratory_tables import exploratory_tables
 
 CELL = "qwen7b-gsm8k"
 

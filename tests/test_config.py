@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from cotdyn.config import (
+from cotdyn.plan.config import (
     REFERENCE_FIELDS,
     STUDY_WIDE,
     ConfigError,

@@ -19,13 +19,13 @@ from pathlib import Path
 from test_audit import build_study
 from test_envs import NEVER_RUN, RULE_ENVS, closure
 
-from cotdyn.audit import PLAN_CHECK
+from cotdyn.audit.check import PLAN_CHECK
 
 ROOT = Path(__file__).resolve().parents[1]
 # The modules of the analysis and audit path: the CLI and every module the rules that run in
 # envs/analysis.yaml reach (tests/test_envs.py), so a module added to that path is checked too.
 CORE_MODULES = sorted(
-    {"cotdyn.cli", "cotdyn.cli_prereg"}.union(
+    {"cotdyn.cli.main", "cotdyn.cli.prereg"}.union(
         *(closure(script, NEVER_RUN["analysis.yaml"])[0] for _, script, env in RULE_ENVS if env == "analysis.yaml")
     )
 )
@@ -46,8 +46,8 @@ RUNNER = textwrap.dedent("""
     sys.argv = sys.argv[3:]
     exec(sys.argv[0])
 """)
-CLI = "from cotdyn.cli import main; sys.exit(main(sys.argv[1:]))"
-HEADER = "from cotdyn.report_header import write_header; write_header(*sys.argv[1:])"
+CLI = "from cotdyn.cli.main import main; sys.exit(main(sys.argv[1:]))"
+HEADER = "from cotdyn.report.header import write_header; write_header(*sys.argv[1:])"
 
 
 def extras_imports() -> list[str]:
@@ -83,7 +83,7 @@ def run_without_extras(code: str, *args: str, modules: list[str] = CORE_MODULES,
 
 
 def test_the_blocker_blocks():
-    done = run_without_extras("pass", modules=["cotdyn.backends.transformers"])
+    done = run_without_extras("pass", modules=["cotdyn.generation.backends.transformers"])
     assert done.returncode != 0 and "No module named 'torch' (blocked" in done.stderr, done.stderr
 
 

@@ -16,9 +16,9 @@ import statsmodels.api as sm
 import statsmodels.formula.api as smf
 from statsmodels.stats.weightstats import DescrStatsW
 
-from cotdyn import dynamics as dyn
-from cotdyn import dynamics_plots as plots
-from cotdyn.writers import png_bytes
+from cotdyn.files.writers import png_bytes
+from cotdyn.methods import dynamics as dyn
+from cotdyn.report import dynamics_plots as plots
 
 NAN = float("nan")
 
@@ -341,7 +341,7 @@ def test_profile_table_input_errors():
         dyn.profile_table(samples, two_cells)
     with pytest.raises(ValueError, match="duplicate"):
         dyn.profile_table(samples, pd.concat([records, records.iloc[:1]]))
-    from cotdyn.config import split_cell
+    from cotdyn.plan.config import split_cell
 
     assert split_cell("llama31-8b-math500") == ("llama31-8b", "math500")
     with pytest.raises(ValueError, match="cell name 'nodash'"):
@@ -704,7 +704,7 @@ ENDPOINT_STATES = {
 
 
 def test_same_trace_sampled_and_forced_endpoint_give_the_two_mechanisms():
-    from cotdyn.protocol import variant_samples
+    from cotdyn.records.table import variant_samples
 
     samples = samples_from_states(ENDPOINT_STATES).assign(cell="m-gsm8k")
     chains = pd.DataFrame(

@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 import scipy.stats
 
-from cotdyn import dynamics_interventions as di
-from cotdyn.dynamics import PROFILE_METRICS
-from cotdyn.writers import png_bytes
+from cotdyn.files.writers import png_bytes
+from cotdyn.methods import dynamics_interventions as di
+from cotdyn.methods.dynamics import PROFILE_METRICS
 
 TASKS = ("gsm8k", "math500")
 METRICS = ["accuracy", *PROFILE_METRICS]

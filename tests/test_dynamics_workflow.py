@@ -4,8 +4,8 @@ import pandas as pd
 from conftest import DATA, ROOT
 from test_workflow import _write, snakemake
 
-from cotdyn import dynamics as dyn
-from cotdyn.layout import DYNAMICS_FILES, INTERVENTION_FILES
+from cotdyn.files.layout import DYNAMICS_FILES, INTERVENTION_FILES
+from cotdyn.methods import dynamics as dyn
 
 
 def test_sampled_and_forced_endpoints_and_figure4_run_through_the_dag(tmp_path):

@@ -30,21 +30,24 @@ ENVS = ROOT / "envs"
 LOCK = ROOT / "requirements.lock"
 
 _BACKENDS = "rules in analysis.yaml re-derive from stored generations; only reference and continuations make a backend"
-_HUB = "cotdyn.benchmarks.read_hub runs only in rule problems (analysis.yaml)"
+_HUB = "cotdyn.dataset.benchmarks.read_hub runs only in rule problems (analysis.yaml)"
 # env file -> {module, or "module:distribution" for one lazy import of a module: why it never runs there}
 NEVER_RUN = {
-    "analysis.yaml": {"cotdyn.backends.transformers": _BACKENDS, "cotdyn.backends.vllm": _BACKENDS},
+    "analysis.yaml": {
+        "cotdyn.generation.backends.transformers": _BACKENDS,
+        "cotdyn.generation.backends.vllm": _BACKENDS,
+    },
     "generate-cpu.yaml": {
-        "cotdyn.backends.vllm": "generation_env picks generate-vllm.yaml for a vllm model",
-        "cotdyn.benchmarks:datasets": _HUB,
+        "cotdyn.generation.backends.vllm": "generation_env picks generate-vllm.yaml for a vllm model",
+        "cotdyn.dataset.benchmarks:datasets": _HUB,
     },
     "generate-cuda.yaml": {
-        "cotdyn.backends.vllm": "generation_env picks generate-vllm.yaml for a vllm model",
-        "cotdyn.benchmarks:datasets": _HUB,
+        "cotdyn.generation.backends.vllm": "generation_env picks generate-vllm.yaml for a vllm model",
+        "cotdyn.dataset.benchmarks:datasets": _HUB,
     },
     "generate-vllm.yaml": {
-        "cotdyn.benchmarks:datasets": _HUB,
-        "cotdyn.writers:matplotlib": "generation rules write parquet and JSON, no figures",
+        "cotdyn.dataset.benchmarks:datasets": _HUB,
+        "cotdyn.files.writers:matplotlib": "generation rules write parquet and JSON, no figures",
     },
 }
 # Pins of an environment that are not the lock's (the lock is the CPU test environment).
@@ -253,7 +256,7 @@ def test_gpu_jobs_get_the_cuda_environments():
 
 
 def test_the_closure_follows_transitive_and_function_level_imports():
-    model = third_party("workflow/scripts/prepare_model.py", {})  # via cotdyn.backends.transformers
+    model = third_party("workflow/scripts/prepare_model.py", {})  # via cotdyn.generation.backends.transformers
     assert {"torch", "transformers", "tqdm"} <= set(model), model
     problems = third_party("workflow/scripts/problems.py", {})  # read_hub's and answers' lazy imports
     assert {"datasets", "math_verify", "numpy"} <= set(problems), problems

@@ -15,10 +15,10 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score
 from statsmodels.duration.survfunc import SurvfuncRight
 
-from cotdyn import exploratory as ex
-from cotdyn import exploratory_report as report
-from cotdyn import figures
-from cotdyn.report_header import report_header
+from cotdyn.analysis import exploratory as ex
+from cotdyn.report import exploratory_tables as report
+from cotdyn.report import figures
+from cotdyn.report.header import report_header
 
 
 def planted_records(n: int, seed: int, cell: str = "qwen7b-gsm8k") -> pd.DataFrame:

@@ -16,7 +16,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import gpu_check_vllm as check  # noqa: E402
 import gpu_sweep_vllm as sweep  # noqa: E402
 
-from cotdyn.backends import Request, Sampling  # noqa: E402
+from cotdyn.generation.backends import Request, Sampling  # noqa: E402
 
 
 def test_the_grid_in_order_with_chunked_prefill_and_graphs_up_to_max_num_seqs():

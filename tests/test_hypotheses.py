@@ -1,4 +1,4 @@
-"""The registered analysis (cotdyn.hypotheses) against scipy/sklearn, planted truths and the plan."""
+"""The registered analysis (cotdyn.analysis.hypotheses) against scipy/sklearn, planted truths and the plan."""
 
 import copy
 import json
@@ -11,10 +11,10 @@ from scipy import stats as sps
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import train_test_split
 
-from cotdyn import hypotheses as hyp
 from cotdyn import stats
-from cotdyn.calibration import PlantedCell, paper_panel, simulate_labels, simulate_panel, simulate_records
-from cotdyn.plan import load_plan, plan_sha256
+from cotdyn.analysis import hypotheses as hyp
+from cotdyn.analysis.calibration import PlantedCell, paper_panel, simulate_labels, simulate_panel, simulate_records
+from cotdyn.plan.load import load_plan, plan_sha256
 
 PLAN_PATH = Path(__file__).resolve().parents[1] / "preregistration" / "plan.yaml"
 

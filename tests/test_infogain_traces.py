@@ -12,9 +12,8 @@ from scipy import stats
 from sklearn.metrics import confusion_matrix
 from test_workflow import side_by_side, snakemake
 
-from cotdyn import segment
-from cotdyn.infogain import gain
-from cotdyn.infogain.traces import (
+from cotdyn.methods.infogain import gain
+from cotdyn.methods.infogain.traces import (
     aggregate_table,
     chain_scores,
     detection_table,
@@ -23,7 +22,8 @@ from cotdyn.infogain.traces import (
     step_chains,
     step_texts,
 )
-from cotdyn.math_shepherd import math_shepherd_from_samples
+from cotdyn.methods.math_shepherd import math_shepherd_from_samples
+from cotdyn.protocol import segment
 
 # ---------------------------------------------------------------------------------------------
 # The split.
@@ -212,7 +212,7 @@ def test_detection_without_validation_chains_says_why():
 
 
 def _tiny_spec(model_dir, seed=0):
-    from cotdyn.infogain.real import SupervisorSpec
+    from cotdyn.methods.infogain.real import SupervisorSpec
 
     entry = {
         "id": str(model_dir),
@@ -231,7 +231,7 @@ def _toy_cell(n=16):
 
 
 def test_run_cell_trains_on_train_problems_and_scores_the_others(tiny_model_dir):
-    from cotdyn.infogain.real import run_cell
+    from cotdyn.methods.infogain.real import run_cell
 
     chains, ids = _toy_cell()
     split = split_problems(ids, [0.5, 0.25, 0.25], 0)
@@ -251,7 +251,7 @@ def test_run_cell_trains_on_train_problems_and_scores_the_others(tiny_model_dir)
 
 
 def test_run_cell_without_validation_problems_gives_reasons(tiny_model_dir):
-    from cotdyn.infogain.real import run_cell
+    from cotdyn.methods.infogain.real import run_cell
 
     chains, ids = _toy_cell(6)
     split = pd.DataFrame({"problem_id": ids, "split": ["train"] * 4 + ["test"] * 2})
@@ -378,7 +378,8 @@ def test_a_bad_infogain_variant_is_named_with_the_file(tmp_path):
 
 def test_information_gain_tables_are_study_targets_the_manifest_and_audit_expect(tiny_model_dir):
     """Without this the manifest would hash the tables only when their rule happened to run first."""
-    from cotdyn import audit, layout
+    from cotdyn.audit import check as audit
+    from cotdyn.files import layout
 
     plain = layout.study_targets(["sim-gsm8k"], ["registered"])
     with_ig = layout.study_targets(["sim-gsm8k"], ["registered"], infogain_traces=True)

@@ -3,8 +3,8 @@
 import pandas as pd
 import pytest
 
-from cotdyn.math_shepherd import math_shepherd_from_samples
-from cotdyn.protocol import variant_samples
+from cotdyn.methods.math_shepherd import math_shepherd_from_samples
+from cotdyn.records.table import variant_samples
 
 
 def _samples(answers_by_prefix):

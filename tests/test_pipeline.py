@@ -5,11 +5,12 @@ import math
 import pandas as pd
 import pytest
 
-from cotdyn import protocol as P
-from cotdyn.backends.simulated import Planted, SimulatedBackend
-from cotdyn.benchmarks import BenchmarkError, load_benchmark
-from cotdyn.cache import generate
-from cotdyn.plan import effective_protocol
+from cotdyn.dataset.benchmarks import BenchmarkError, load_benchmark
+from cotdyn.generation import requests as P
+from cotdyn.generation.backends.simulated import Planted, SimulatedBackend
+from cotdyn.generation.cache import generate
+from cotdyn.plan.load import effective_protocol
+from cotdyn.records import table as R
 
 RECORD_COLUMNS = [
     "cell",
@@ -44,7 +45,7 @@ def run_cell(problems, protocol, plan, benchmark, planted=None):
     requests = P.continuation_requests(chains, plan_table, protocol, "c")
     out, stats = generate(backend, requests, None)
     samples = P.samples_table(plan_table, requests, out, benchmark)
-    records = P.records_table(chains, samples, protocol, plan["exclusion"], benchmark, "c")
+    records = R.records_table(chains, samples, protocol, plan["exclusion"], benchmark, "c")
     return backend, chains, plan_table, requests, samples, records, stats
 
 
@@ -78,7 +79,7 @@ def test_planted_accuracy_gap_is_recovered(gsm8k, plan):
     protocol = effective_protocol(plan)
     planted = Planted(monotone_share=0.6, accuracy_monotone=0.85, accuracy_nonmonotone=0.55)
     *_, records, _ = run_cell(gsm8k, protocol, plan, "gsm8k", planted)
-    summary = P.cell_summary(records, pd.DataFrame({"status": ["ok"]}))
+    summary = R.cell_summary(records, pd.DataFrame({"status": ["ok"]}))
     kept = records[~records.excluded]
     n1, n0 = kept.monotone.sum(), (~kept.monotone.astype(bool)).sum()
     se = math.sqrt(0.85 * 0.15 / n1 + 0.55 * 0.45 / n0)
@@ -133,7 +134,7 @@ def test_chain_endpoint_variant_scores_the_chains_own_answer_at_the_last_prefix(
             "status": ["ok", "ok", "no_answer", "no_answer", "ok", "ok", "ok", "no_answer"],
         }
     )
-    out = P.with_chain_endpoint(samples, chains)
+    out = R.with_chain_endpoint(samples, chains)
     assert [a if isinstance(a, str) else None for a in out.answer] == ["1", "2", "7", "7", "3", "4", "5", None]
     assert out.status.tolist()[2:4] == ["ok", "ok"]
 
@@ -142,5 +143,5 @@ def test_the_m_sweep_subsamples_one_draw_of_n_20(gsm8k, plan):
     protocol = effective_protocol(plan)
     *_, samples20, _, _ = run_cell(gsm8k[:40], {**protocol, "m": 20}, plan, "gsm8k")
     _, chains, *_, records5, _ = run_cell(gsm8k[:40], protocol, plan, "gsm8k")
-    subsampled = P.records_table(chains, samples20, protocol, plan["exclusion"], "gsm8k", "c", m=5)
+    subsampled = R.records_table(chains, samples20, protocol, plan["exclusion"], "gsm8k", "c", m=5)
     pd.testing.assert_frame_equal(subsampled, records5)  # sample j is seeded seed + j whatever n is

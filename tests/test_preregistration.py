@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cotdyn.audit import write_plan_check
-from cotdyn.plan import load_plan, plan_sha256
-from cotdyn.preregistration import (
+from cotdyn.audit.check import write_plan_check
+from cotdyn.plan.load import load_plan, plan_sha256
+from cotdyn.plan.registration import (
     Deviation,
     PreregistrationError,
     check_cell,

@@ -15,13 +15,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cotdyn import answers
-from cotdyn import protocol as P
-from cotdyn.backends.base import Completion
-from cotdyn.backends.simulated import ByteTokenizer
-from cotdyn.benchmarks import Problem
-from cotdyn.plan import effective_protocol
-from cotdyn.segment import RULES, segment, units
+from cotdyn.dataset.benchmarks import Problem
+from cotdyn.generation import requests as P
+from cotdyn.generation.backends.base import Completion
+from cotdyn.generation.backends.simulated import ByteTokenizer
+from cotdyn.grading import answers
+from cotdyn.plan.load import effective_protocol
+from cotdyn.protocol.segment import RULES, segment, units
+from cotdyn.records import table as R
 
 PROPERTY = settings(
     max_examples=60,
@@ -41,7 +42,7 @@ chain_texts = st.lists(st.one_of(st.sampled_from(PIECES), st.text(max_size=12)),
 def smol(smol_tokenizer_dir):
     from transformers import AutoTokenizer
 
-    from cotdyn.prompts import ChatTokenizer
+    from cotdyn.protocol.prompts import ChatTokenizer
 
     return ChatTokenizer(AutoTokenizer.from_pretrained(smol_tokenizer_dir))
 
@@ -135,7 +136,7 @@ def test_records_keep_one_row_per_problem_and_never_raise(plan, cell, kind, vari
     samples = pd.DataFrame(samples)
     samples["sample"] = samples.groupby(["problem_id", "prefix"]).cumcount()
     protocol = effective_protocol(plan) | variant | {"m": m}
-    records = P.records_table(chains, _round_trip(samples), protocol, plan["exclusion"], kind, f"any-{kind}")
+    records = R.records_table(chains, _round_trip(samples), protocol, plan["exclusion"], kind, f"any-{kind}")
     assert records["problem_id"].tolist() == [p.problem_id for p in problems]
     assert records["excluded"].notna().all() and records["correct"].isin([True, False]).all()
     stated = answers.is_answered(chains["chain_answer"])
@@ -177,7 +178,7 @@ def fast_plan(plan):
 @PROPERTY
 @given(records=records_frames())
 def test_the_registered_analysis_gives_a_value_or_a_reason_for_every_field(fast_plan, records):
-    from cotdyn.hypotheses import analyze, json_ready
+    from cotdyn.analysis.hypotheses import analyze, json_ready
 
     result = analyze(records, fast_plan, "sha")
     json_ready(result)  # no NaN or infinity reaches the output

@@ -12,11 +12,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cotdyn import answers
-from cotdyn import protocol as P
-from cotdyn.backends.base import Completion
-from cotdyn.benchmarks import Problem
-from cotdyn.plan import effective_protocol
+from cotdyn.dataset.benchmarks import Problem
+from cotdyn.generation import requests as P
+from cotdyn.generation.backends.base import Completion
+from cotdyn.grading import answers
+from cotdyn.plan.load import effective_protocol
+from cotdyn.records import table as R
 
 
 def parquet_round_trip(frame: pd.DataFrame) -> pd.DataFrame:
@@ -85,7 +86,7 @@ def test_records_of_a_chain_without_an_answer_beside_one_with_an_answer(plan, ki
     """The issue's reproduction: this crashed a full MATH-500 cell and a 128-problem GSM8K cell."""
     chains = _chains(["so it is 6", "I am not sure"], kind)
     assert chains["chain_answer"].isna().tolist() == [False, True]
-    records = P.records_table(
+    records = R.records_table(
         chains, _samples(lambda i, k, j: "6", 2), effective_protocol(plan), plan["exclusion"], kind, "weak-" + kind
     )
     records = parquet_round_trip(records)
@@ -100,7 +101,7 @@ def test_every_protocol_variant_reads_missing_chain_answers(plan, label, endpoin
     protocol = effective_protocol(plan) | {"label": label, "endpoint": endpoint}
     chains = _chains(["so it is 6", "", "maybe 7"], "gsm8k")
     samples = _samples(lambda i, k, j: None if i == 1 or (k + j) % 2 else str(6 + i), 3)
-    records = P.records_table(chains, samples, protocol, plan["exclusion"], "gsm8k", "weak-gsm8k")
+    records = R.records_table(chains, samples, protocol, plan["exclusion"], "gsm8k", "weak-gsm8k")
     assert records["problem_id"].tolist() == ["p0", "p1", "p2"]
     assert bool(records.loc[1, "excluded"]) and records.loc[1, "exclusion_reason"]
     if label == "chain":
@@ -110,7 +111,7 @@ def test_every_protocol_variant_reads_missing_chain_answers(plan, label, endpoin
 def test_the_chain_endpoint_fills_only_from_a_stated_chain_answer():
     chains = _chains(["so it is 6", "no idea"], "gsm8k")
     samples = _samples(lambda i, k, j: None, 2)
-    out = P.with_chain_endpoint(samples, chains)
+    out = R.with_chain_endpoint(samples, chains)
     last = out[out["prefix"] == 2]
     assert last.loc[last["problem_id"] == "p0", "answer"].tolist() == ["6"] * 5
     assert last.loc[last["problem_id"] == "p1", "answer"].isna().all()
@@ -118,16 +119,16 @@ def test_the_chain_endpoint_fills_only_from_a_stated_chain_answer():
 
 
 def test_summaries_dynamics_and_math_shepherd_read_missing_answers(plan):
-    from cotdyn.dynamics import distributions
-    from cotdyn.exploratory import label_coupling
-    from cotdyn.math_shepherd import math_shepherd_from_samples
+    from cotdyn.analysis.exploratory import label_coupling
+    from cotdyn.methods.dynamics import distributions
+    from cotdyn.methods.math_shepherd import math_shepherd_from_samples
 
     chains = _chains(["so it is 6", "no idea", "7"], "gsm8k")
     samples = _samples(lambda i, k, j: None if (i + j) % 3 == 0 else str(6 + (j % 2)), 3)
     records = parquet_round_trip(
-        P.records_table(chains, samples, effective_protocol(plan), plan["exclusion"], "gsm8k", "weak-gsm8k")
+        R.records_table(chains, samples, effective_protocol(plan), plan["exclusion"], "gsm8k", "weak-gsm8k")
     )
-    summary = P.cell_summary(records, samples)
+    summary = R.cell_summary(records, samples)
     assert summary["n"] == 3 and 0 < summary["parse_rate"] < 1
     states = distributions(samples)
     assert all(math.isclose(sum(s.values()), 1.0) for trace in states.values() for s in trace)
@@ -145,7 +146,7 @@ def test_the_command_line_takes_null_and_numeric_answers():
 
     pairs = [{"a": None, "b": "6"}, {"a": 6, "b": "6.0"}, {"a": "", "b": ""}]
     run = subprocess.run(
-        [sys.executable, "-m", "cotdyn.cli", "equivalent", "--benchmark", "gsm8k"],
+        [sys.executable, "-m", "cotdyn.cli.main", "equivalent", "--benchmark", "gsm8k"],
         input="\n".join(json.dumps(p) for p in pairs),
         capture_output=True,
         text=True,
@@ -154,7 +155,7 @@ def test_the_command_line_takes_null_and_numeric_answers():
     assert run.returncode == 0, run.stderr
     assert [json.loads(x)["equivalent"] for x in run.stdout.splitlines()] == [False, True, False]
     run = subprocess.run(
-        [sys.executable, "-m", "cotdyn.cli", "extract", "--benchmark", "gsm8k"],
+        [sys.executable, "-m", "cotdyn.cli.main", "extract", "--benchmark", "gsm8k"],
         input='{"text": true}\n',
         capture_output=True,
         text=True,
@@ -171,7 +172,7 @@ def _degenerate(plan, texts, answer_of):
     chains = _chains(texts, "gsm8k")
     samples = _samples(answer_of, len(texts))
     records = parquet_round_trip(
-        P.records_table(chains, samples, effective_protocol(plan), plan["exclusion"], "gsm8k", "weak-gsm8k")
+        R.records_table(chains, samples, effective_protocol(plan), plan["exclusion"], "gsm8k", "weak-gsm8k")
     )
     return chains, samples, records
 
@@ -186,10 +187,10 @@ DEGENERATE = {
 
 @pytest.mark.parametrize("case", sorted(DEGENERATE))
 def test_a_degenerate_cell_runs_through_every_writer(plan, case, tmp_path):
-    from cotdyn.dynamics_plots import write_dynamics
-    from cotdyn.exploratory_report import TABLES, write_exploratory
-    from cotdyn.hypotheses import analyze, write_analysis
-    from cotdyn.math_shepherd import math_shepherd_from_samples
+    from cotdyn.analysis.hypotheses import analyze, write_analysis
+    from cotdyn.methods.math_shepherd import math_shepherd_from_samples
+    from cotdyn.report.dynamics_plots import write_dynamics
+    from cotdyn.report.exploratory_tables import TABLES, write_exploratory
 
     chains, samples, records = _degenerate(plan, *DEGENERATE[case])
     result = analyze(records, plan, "sha")
@@ -210,15 +211,15 @@ def test_a_degenerate_cell_runs_through_every_writer(plan, case, tmp_path):
         values = table.drop(columns=["cell", "reason"])
         unexplained = values.isna().any(axis=1) & table["reason"].isna()
         assert not unexplained.any(), (name, table[unexplained])
-    endpoint = P.with_chain_endpoint(samples, chains).assign(cell="weak-gsm8k")
+    endpoint = R.with_chain_endpoint(samples, chains).assign(cell="weak-gsm8k")
     names = {p.name for p in write_dynamics(endpoint, records, tmp_path / "dynamics")}
     assert {"profiles.csv", "trajectories.png", "mechanism_shares.png", "disagreement.png"} <= names
     assert len(math_shepherd_from_samples(samples, records, "gsm8k")) == len(samples.groupby(["problem_id", "prefix"]))
 
 
 def test_every_chain_excluded_is_reported_as_such(plan):
-    from cotdyn.exploratory_report import exploratory_tables
-    from cotdyn.hypotheses import analyze
+    from cotdyn.analysis.hypotheses import analyze
+    from cotdyn.report.exploratory_tables import exploratory_tables
 
     _, _, records = _degenerate(plan, *DEGENERATE["every chain excluded"])
     assert records["excluded"].all() and len(records) == 4
@@ -229,7 +230,7 @@ def test_every_chain_excluded_is_reported_as_such(plan):
 
 
 def test_a_figure_with_nothing_to_draw_says_so_in_its_title(plan):
-    from cotdyn.figures import nothing_to_draw, trajectory_figure
+    from cotdyn.report.figures import nothing_to_draw, trajectory_figure
 
     _, _, records = _degenerate(plan, *DEGENERATE["every chain excluded"])
     titles = [ax.get_title() for ax in trajectory_figure(records).axes]
@@ -240,7 +241,7 @@ def test_a_figure_with_nothing_to_draw_says_so_in_its_title(plan):
 def test_a_constant_label_gives_no_accuracy_gap(plan):
     """Every usable chain wrong: the gap is 0 by construction, so H1 is null with the reason and
     never a zero-width CI (the embedded default's 135M model gets every problem wrong)."""
-    from cotdyn.hypotheses import analyze
+    from cotdyn.analysis.hypotheses import analyze
 
     # odd problems' answers spread out at the last prefix (a rise), even ones never do; all wrong
     _, _, records = _degenerate(plan, ["so 7"] * 6, lambda i, k, j: str(7 + (j % 3 if i % 2 and k == 2 else 0)))

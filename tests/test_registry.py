@@ -1,4 +1,4 @@
-"""The benchmark registry (cotdyn.registry): seed 002's tasks on fixture files in their real row
+"""The benchmark registry (cotdyn.grading.registry): seed 002's tasks on fixture files in their real row
 formats, a researcher's JSONL, the errors that name file, row and field, and the plan's frozen hash."""
 
 import json
@@ -9,8 +9,8 @@ import pytest
 import yaml
 from conftest import PLAN
 
-from cotdyn.audit import benchmark_hash_problems
-from cotdyn.benchmarks import (
+from cotdyn.audit.check import benchmark_hash_problems
+from cotdyn.dataset.benchmarks import (
     BenchmarkError,
     Problem,
     content_sha256,
@@ -18,9 +18,9 @@ from cotdyn.benchmarks import (
     problems_from_table,
     problems_table,
 )
-from cotdyn.config import ConfigError, resolve_cells
-from cotdyn.plan import load_plan
-from cotdyn.registry import REGISTRY, answer_rule
+from cotdyn.grading.registry import REGISTRY, answer_rule
+from cotdyn.plan.config import ConfigError, resolve_cells
+from cotdyn.plan.load import load_plan
 
 FIXTURES = Path(__file__).parent / "fixtures" / "benchmarks"
 
@@ -86,7 +86,7 @@ def test_seed_002_tasks_refuse_the_hub_without_a_pinned_revision(kind):
 
 
 def test_the_hub_path_reads_the_registered_repo_at_the_configs_revision(monkeypatch):
-    import cotdyn.benchmarks as B
+    import cotdyn.dataset.benchmarks as B
 
     rows = [json.loads(line) for line in (FIXTURES / "arc_challenge_test.jsonl").read_text().splitlines()]
     calls = []

@@ -1,5 +1,5 @@
-"""The report's rendered pages (cotdyn.report_pages, cotdyn.report_header) and the study's
-integrity as they show it (cotdyn.integrity): verdict table, scope, audit status, tamper warning."""
+"""The report's rendered pages (cotdyn.report.pages, cotdyn.report.header) and the study's
+integrity as they show it (cotdyn.provenance.integrity): verdict table, scope, audit status, tamper warning."""
 
 import copy
 import html
@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from cotdyn import hypotheses as hyp
-from cotdyn import integrity
-from cotdyn import report_pages as pages
-from cotdyn.calibration import paper_panel, simulate_panel
-from cotdyn.layout import STUDY_MANIFEST
-from cotdyn.plan import load_plan
-from cotdyn.report_header import report_header
+from cotdyn.analysis import hypotheses as hyp
+from cotdyn.analysis.calibration import paper_panel, simulate_panel
+from cotdyn.files.layout import STUDY_MANIFEST
+from cotdyn.plan.load import load_plan
+from cotdyn.provenance import integrity
+from cotdyn.report import pages
+from cotdyn.report.header import report_header
 
 PLAN_PATH = Path(__file__).resolve().parents[1] / "preregistration" / "plan.yaml"
 RUN = ("qwen7b-gsm8k", "qwen7b-math500")
@@ -240,7 +240,7 @@ def test_a_report_over_a_tampered_study_warns_on_the_page_and_the_console(small_
 
 
 def test_the_forest_plot_leaves_out_cells_not_run_and_never_draws_a_zero_width_interval(result):
-    from cotdyn.hypotheses.outputs import forest_figure, forest_rows
+    from cotdyn.analysis.hypotheses.outputs import forest_figure, forest_rows
 
     changed = copy.deepcopy(result)
     changed["cells"]["qwen7b-math500"]["H1"].update(gap_pp=0.0, ci=[0.0, 0.0])  # accuracy 0 in both groups
@@ -261,7 +261,7 @@ def test_the_forest_plot_leaves_out_cells_not_run_and_never_draws_a_zero_width_i
 def test_figures_keep_coinciding_curves_apart_and_say_when_there_is_nothing_to_draw():
     import pandas as pd
 
-    from cotdyn import dynamics_plots, figures
+    from cotdyn.report import dynamics_plots, figures
 
     records = pd.DataFrame({
         "cell": "c", "problem_id": [f"p{i}" for i in range(6)], "excluded": [False] * 4 + [True] * 2,
@@ -284,7 +284,7 @@ def test_figures_keep_coinciding_curves_apart_and_say_when_there_is_nothing_to_d
 
 
 def test_refresh_for_report_rewrites_the_pages_only_when_the_integrity_changes(tmp_path, result):
-    from cotdyn.layout import AUDIT_RESULT, PLAN_CHECK, analysis_file, report_page
+    from cotdyn.files.layout import AUDIT_RESULT, PLAN_CHECK, analysis_file, report_page
 
     study = _study(tmp_path)
     (study / analysis_file("registered", "hypotheses.json")).parent.mkdir(parents=True)
@@ -311,8 +311,8 @@ def test_refresh_for_report_rewrites_the_pages_only_when_the_integrity_changes(t
 def test_the_sweep_table_keeps_n_total_and_n_analysed_apart_and_says_when_nothing_was_swept():
     import pandas as pd
 
-    from cotdyn import exploratory as ex
-    from cotdyn.exploratory_report import sweeps_html
+    from cotdyn.analysis import exploratory as ex
+    from cotdyn.report.exploratory_tables import sweeps_html
 
     summary = {"n": 6, "n_analyzed": 5, "n_excluded": 1, "accuracy": 0.4, "gap_pp": 10.0}
     rows = ex.sweep_table({"registered": {"c": summary}, "m10": {"c": summary | {"n_analyzed": 4, "n_excluded": 2}}})

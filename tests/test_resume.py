@@ -2,7 +2,7 @@
 byte-identical samples and records, and no sample lost or duplicated; a torn or altered cache
 shard is detected and regenerated, never trusted.
 
-Each run is a separate process calling ``cotdyn.study`` the way the Snakemake rules do (reference,
+Each run is a separate process calling ``cotdyn.generation.run`` the way the Snakemake rules do (reference,
 continuations, records; the rerun starts from the top, as a requeued job does). A trial waits until
 the cache holds a randomly drawn number of shards, then kills the process after a random further
 delay, so kills land before, between and during shard writes, in both phases.
@@ -21,19 +21,22 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from cotdyn.benchmarks import load_benchmark, problems_table
-from cotdyn.plan import effective_protocol
+from cotdyn.dataset.benchmarks import load_benchmark, problems_table
+from cotdyn.plan.load import effective_protocol
 
 ARTIFACTS = ("chains.parquet", "samples.parquet", "records.parquet")
 # Children come from a fork server that has imported the library once: a run costs its work,
 # not a fresh interpreter's imports, and nothing from the test process's threads is inherited.
 _SERVER = multiprocessing.get_context("forkserver")
-_SERVER.set_forkserver_preload(["cotdyn.study", "cotdyn.backends.simulated", "cotdyn.backends.transformers"])
+_SERVER.set_forkserver_preload(
+    ["cotdyn.generation.run", "cotdyn.generation.backends.simulated", "cotdyn.generation.backends.transformers"]
+)
 
 
 def study(args: dict) -> None:
     """One job as the Snakemake rules run it: reference, continuations, records."""
-    from cotdyn.study import derive_records, run_continuations, run_reference
+    from cotdyn.generation.run import run_continuations, run_reference
+    from cotdyn.records.derive import derive_records
 
     if args["model"]["backend"] == "transformers":
         import torch
@@ -188,7 +191,7 @@ def test_a_torn_or_altered_shard_is_redone_not_trusted(simulated):
     payload["body"] = payload["body"].replace("final answer is", "final answer is 1", 1)  # valid JSON, wrong body
     altered.write_text(json.dumps(payload))
 
-    from cotdyn.cache import GenerationCache
+    from cotdyn.generation.cache import GenerationCache
 
     rejected = GenerationCache(shards[0].parent).rejected
     assert sorted(r.split(":")[0] for r in rejected) == sorted([torn.name, altered.name])

@@ -1,4 +1,4 @@
-"""Seed 003's further analyses (cotdyn.secondary) against hand computations, scipy and loops."""
+"""Seed 003's further analyses (cotdyn.analysis.secondary) against hand computations, scipy and loops."""
 
 import math
 
@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from cotdyn import secondary as sec
 from cotdyn import stats
-from cotdyn.calibration import PlantedCell, simulate_records
+from cotdyn.analysis import secondary as sec
+from cotdyn.analysis.calibration import PlantedCell, simulate_records
 
 LEVEL = 0.95
 

@@ -1,15 +1,15 @@
-"""Seed 003's further analyses as tables (cotdyn.secondary_report): plan settings, wiring, determinism."""
+"""Seed 003's further analyses as tables (cotdyn.report.secondary_tables): plan settings, wiring, determinism."""
 
 import copy
 
 import pandas as pd
 import pytest
 
-from cotdyn import hypotheses as hyp
-from cotdyn import layout
-from cotdyn import secondary_report as rep
-from cotdyn.calibration import PlantedCell, paper_panel, simulate_panel, simulate_records
-from cotdyn.config import protocol_for
+from cotdyn.analysis import hypotheses as hyp
+from cotdyn.analysis.calibration import PlantedCell, paper_panel, simulate_panel, simulate_records
+from cotdyn.files import layout
+from cotdyn.plan.config import protocol_for
+from cotdyn.report import secondary_tables as rep
 
 SECONDARY = {
     "selective_coverage": 0.737,

@@ -1,7 +1,7 @@
 import pytest
 
-from cotdyn.backends.simulated import ByteTokenizer
-from cotdyn.segment import cap_units, checkpoints, segment, units
+from cotdyn.generation.backends.simulated import ByteTokenizer
+from cotdyn.protocol.segment import cap_units, checkpoints, segment, units
 
 CHAIN = "Step 1: add 2 and 3.\n\nStep 2: that gives 5.\n\n\n  Step 3: double it.\nStep 4: 10.\n\nThe answer is 10."
 

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cotdyn import answers
-from cotdyn.backends import Request, Sampling
-from cotdyn.backends.simulated import MISBEHAVIOUR, Planted, SimulatedBackend, revision
-from cotdyn.benchmarks import load_benchmark
+from cotdyn.dataset.benchmarks import load_benchmark
+from cotdyn.generation.backends import Request, Sampling
+from cotdyn.generation.backends.simulated import MISBEHAVIOUR, Planted, SimulatedBackend, revision
+from cotdyn.grading import answers
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLDS = {

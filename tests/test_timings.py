@@ -1,4 +1,4 @@
-"""The timing ledger and the start-of-run time estimate (cotdyn.timings)."""
+"""The timing ledger and the start-of-run time estimate (cotdyn.generation.timings)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cotdyn import timings
-from cotdyn.benchmarks import load_benchmark, problems_table
-from cotdyn.config import REFERENCE_FIELDS, STUDY_WIDE
-from cotdyn.plan import effective_protocol
-from cotdyn.study import run_continuations, run_reference
+from cotdyn.dataset.benchmarks import load_benchmark, problems_table
+from cotdyn.generation import timings
+from cotdyn.generation.run import run_continuations, run_reference
+from cotdyn.plan.config import REFERENCE_FIELDS, STUDY_WIDE
+from cotdyn.plan.load import effective_protocol
 
 HOST = {"cpu_model": "AMD EPYC", "cpus": 2, "usable_cpus": 2, "gpus": []}
 MODEL = {
@@ -45,7 +45,7 @@ PROTOCOL = {
 
 
 def entry(phase="reference", model=MODEL, protocol=PROTOCOL, host=HOST, threads=2, benchmark="arithmetic", **work):
-    """An observation as ``cotdyn.study`` records it; ``work`` overrides the counts and seconds."""
+    """An observation as ``cotdyn.generation.run`` records it; ``work`` overrides the counts and seconds."""
     counts = {
         "problems": 6,
         "requests": 6,
@@ -537,7 +537,7 @@ def test_a_step_is_the_time_between_two_short_generations_by_hand():
 
 
 def test_the_probe_takes_one_full_batch_of_rows():
-    from cotdyn.backends import Request, Sampling
+    from cotdyn.generation.backends import Request, Sampling
 
     requests = [Request((1, 2), 5, Sampling(0.7, 150), seed) for seed in range(4)]
     assert [r.n for r in timings.one_batch(requests, 12)] == [5, 5, 2]
@@ -549,7 +549,7 @@ def test_the_probe_takes_one_full_batch_of_rows():
 def test_the_probe_prints_its_estimate_and_changes_no_sample(
     tmp_path, plan, data_dir, tiny_model_dir, capsys, monkeypatch
 ):
-    from cotdyn import study
+    from cotdyn.generation import run as study
 
     problems = tmp_path / "problems.parquet"
     table = problems_table(load_benchmark({"kind": "gsm8k", "path": str(data_dir / "gsm8k_test.jsonl"), "limit": 3}))

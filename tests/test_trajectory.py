@@ -3,7 +3,7 @@ import math
 import pytest
 from scipy.stats import entropy as scipy_entropy
 
-from cotdyn.trajectory import coherence, entropy, entropy_grid, is_monotone, majority, summarize, violations
+from cotdyn.protocol.trajectory import coherence, entropy, entropy_grid, is_monotone, majority, summarize, violations
 
 
 def test_entropy_is_in_nats_over_the_empirical_distribution():

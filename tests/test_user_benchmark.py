@@ -1,5 +1,5 @@
 """A researcher's own multiple-choice JSONL through the whole DAG on the simulated backend: answers
-extracted and scored as choices, and the audit passes (cotdyn.registry, kind jsonl)."""
+extracted and scored as choices, and the audit passes (cotdyn.grading.registry, kind jsonl)."""
 
 import json
 
@@ -9,7 +9,7 @@ import yaml
 from conftest import ROOT
 from test_workflow import snakemake
 
-from cotdyn.answers import answers_or_none
+from cotdyn.grading.answers import answers_or_none
 
 OPTIONS = ["red", "green", "blue", "yellow"]
 N = 24

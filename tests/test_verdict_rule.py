@@ -17,12 +17,12 @@ from sklearn.model_selection import train_test_split
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from cotdyn import hypotheses as hyp
 from cotdyn import stats
-from cotdyn.calibration import PlantedCell, paper_panel, simulate_panel, simulate_records
-from cotdyn.cli import main as cotdyn_main
-from cotdyn.hypotheses.verdicts import holm_family, hypothesis_verdict
-from cotdyn.plan import load_plan
+from cotdyn.analysis import hypotheses as hyp
+from cotdyn.analysis.calibration import PlantedCell, paper_panel, simulate_panel, simulate_records
+from cotdyn.analysis.hypotheses.verdicts import holm_family, hypothesis_verdict
+from cotdyn.cli.main import main as cotdyn_main
+from cotdyn.plan.load import load_plan
 
 ROOT = Path(__file__).resolve().parents[1]
 PLAN_PATH = ROOT / "preregistration" / "plan.yaml"
@@ -249,7 +249,7 @@ def test_h4_on_the_papers_counts_is_imprecise_and_not_estimable(plan, v1, paper_
     "estimable, smallest, verdict", [(False, 50, "not_estimable"), (True, 17, "imprecise"), (True, 30, "estimated")]
 )
 def test_estimation_verdicts(estimable, smallest, verdict):
-    from cotdyn.hypotheses.verdicts import combine_estimation, estimation_verdict
+    from cotdyn.analysis.hypotheses.verdicts import combine_estimation, estimation_verdict
 
     assert estimation_verdict(estimable, smallest, 30) == verdict
     assert combine_estimation(["estimated", "imprecise"]) == "imprecise"

@@ -1,6 +1,6 @@
 """The vLLM backend's contract (docs/design.md sections 4 and 8), against a stand-in ``vllm`` module.
 
-vLLM needs CUDA, so ``cotdyn.backends.vllm_standin`` records every call the backend makes: how the
+vLLM needs CUDA, so ``cotdyn.generation.backends.vllm_standin`` records every call the backend makes: how the
 engine is built, how many ``generate`` calls a study makes (one per phase, never one per prefix),
 what each prompt and each SamplingParams holds. It mimics vLLM where the backend relies on it
 (child seeds s + i, samples in any order, stop tokens kept, a SamplingParams that refuses fields
@@ -14,12 +14,12 @@ import sys
 
 import pytest
 
-from cotdyn import protocol as P
-from cotdyn.backends import Sampling, make_backend, vllm_standin
-from cotdyn.backends.vllm_standin import BOS, EOS, EOT, StandInTokenizer
-from cotdyn.benchmarks import Problem, problems_table
-from cotdyn.cache import GenerationCache, generate
-from cotdyn.seeds import sample_seed
+from cotdyn.dataset.benchmarks import Problem, problems_table
+from cotdyn.generation import requests as P
+from cotdyn.generation.backends import Sampling, make_backend, vllm_standin
+from cotdyn.generation.backends.vllm_standin import BOS, EOS, EOT, StandInTokenizer
+from cotdyn.generation.cache import GenerationCache, generate
+from cotdyn.protocol.seeds import sample_seed
 
 EXPLICIT = {
     "n",
@@ -51,7 +51,7 @@ EXPLICIT = {
 def _install(monkeypatch, **standin) -> dict:
     calls = {}
     monkeypatch.setitem(sys.modules, "vllm", vllm_standin.module(calls, **standin))
-    import cotdyn.backends.vllm as backend_module
+    import cotdyn.generation.backends.vllm as backend_module
 
     monkeypatch.setattr(backend_module, "_model_eos_ids", lambda model_id, revision: [EOT])
     return calls
@@ -64,7 +64,7 @@ def fake(monkeypatch):
 
 @pytest.fixture(scope="module")
 def protocol(plan) -> dict:
-    from cotdyn.plan import effective_protocol
+    from cotdyn.plan.load import effective_protocol
 
     return effective_protocol(plan)
 
@@ -193,8 +193,8 @@ def test_effective_sampling_reports_the_fields_built(fake, protocol):
 
 def _reference_chains(model: dict, protocol: dict, tmp_path) -> None:
     """The reference phase as rule reference runs it, on PROBLEMS, into tmp_path."""
-    from cotdyn.study import run_reference
-    from cotdyn.writers import write_parquet
+    from cotdyn.files.writers import write_parquet
+    from cotdyn.generation.run import run_reference
 
     write_parquet(problems_table(PROBLEMS), tmp_path / "problems.parquet")
     run_reference(
@@ -212,8 +212,8 @@ def _reference_chains(model: dict, protocol: dict, tmp_path) -> None:
 def test_a_vllm_without_watermarking_runs_and_the_omission_reaches_generation_json_and_the_manifest(
     monkeypatch, protocol, plan, tmp_path
 ):
-    from cotdyn.config import resolve_cells
-    from cotdyn.provenance import cell_manifest
+    from cotdyn.plan.config import resolve_cells
+    from cotdyn.provenance.manifests import cell_manifest
 
     calls = _install(monkeypatch, fields=vllm_standin.FIELDS_0_26, version="0.26.0")
     _reference_chains(MODEL, protocol, tmp_path)
@@ -258,7 +258,7 @@ def test_a_missing_field_at_its_off_value_is_left_out_and_listed(monkeypatch):
 
 
 def test_an_unknown_finish_reason_is_an_error():
-    from cotdyn.backends.vllm import completion
+    from cotdyn.generation.backends.vllm import completion
 
     with pytest.raises(RuntimeError, match="finish_reason 'abort'"):
         completion([5, 6], "abort", (EOS,), lambda ids: "")
@@ -267,7 +267,7 @@ def test_an_unknown_finish_reason_is_an_error():
 
 
 def test_the_fields_of_a_struct_or_of_a_plain_constructor():
-    from cotdyn.backends.vllm import sampling_fields
+    from cotdyn.generation.backends.vllm import sampling_fields
 
     class Older:  # releases before the msgspec struct took keywords in a plain __init__
         def __init__(self, n=1, seed=None, top_k=-1):
@@ -284,9 +284,9 @@ def test_the_gpu_check_dry_run_takes_a_cell_through_every_rule_and_reports(tmp_p
 
     from conftest import ROOT
 
-    from cotdyn import layout
-    from cotdyn.plan import load_plan
-    from cotdyn.secondary_report import has_secondary
+    from cotdyn.files import layout
+    from cotdyn.plan.load import load_plan
+    from cotdyn.report.secondary_tables import has_secondary
 
     done = subprocess.run(
         [
@@ -336,7 +336,7 @@ def test_the_gpu_check_dry_run_takes_a_cell_through_every_rule_and_reports(tmp_p
 
 # --- engine settings: the named options of a model entry's vllm: and what the engine made of them ---
 
-H200_DEFAULTS = {  # vLLM's own, for the LLM class on an H200 (see cotdyn.backends.vllm's docstring)
+H200_DEFAULTS = {  # vLLM's own, for the LLM class on an H200 (see cotdyn.generation.backends.vllm's docstring)
     "max_num_seqs": 1024,
     "max_num_batched_tokens": 16384,
     "enable_chunked_prefill": True,
@@ -456,8 +456,8 @@ def test_the_schema_checks_the_named_settings_and_lets_other_arguments_through()
 
 
 def test_engine_settings_reach_generation_json_and_the_cell_manifest(fake, protocol, plan, tmp_path):
-    from cotdyn.config import resolve_cells
-    from cotdyn.provenance import cell_manifest
+    from cotdyn.plan.config import resolve_cells
+    from cotdyn.provenance.manifests import cell_manifest
 
     model = {**MODEL, "vllm": {"max_num_seqs": 512}}
     _reference_chains(model, protocol, tmp_path)
@@ -471,7 +471,7 @@ def test_engine_settings_reach_generation_json_and_the_cell_manifest(fake, proto
 
 
 def test_the_stand_in_captures_cuda_graphs_at_vllms_default_sizes():
-    from cotdyn.backends.vllm_standin import capture_sizes, vllm_config
+    from cotdyn.generation.backends.vllm_standin import capture_sizes, vllm_config
 
     # vllm/config/vllm.py: [1, 2, 4] + list(range(8, 256, 8)) + list(range(256, largest + 1, 16))
     assert capture_sizes(512) == [1, 2, 4] + list(range(8, 256, 8)) + list(range(256, 513, 16))

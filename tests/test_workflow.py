@@ -103,7 +103,7 @@ def small_study_config(tmp_path):
     runs it once for this module and test_report_pages."""
     variants = {"registered": {}, "newline": {"segmentation": "newline"}, "seed-1": {"seed": 1}}
     config = _simulated_config(tmp_path, variants=variants)
-    # a model that misbehaves as real ones do (cotdyn.backends.simulated), more often than they do
+    # a model that misbehaves as real ones do (cotdyn.generation.backends.simulated), more often than they do
     config["models"]["sim"]["planted"] = {
         "unanswered_rate": 0.2,
         "cut_rate": 0.1,
@@ -164,7 +164,7 @@ def test_a_study_whose_every_chain_is_excluded_runs_to_the_end(tmp_path):
 def test_plan_version_1_stays_runnable_through_the_dag(tmp_path):
     """The plan is a config key: ``--config plan=preregistration/v1/plan.yaml`` runs the study under
     the first registration (its own REGISTERED beside it), with version 1's verdict semantics."""
-    from cotdyn.plan import plan_sha256
+    from cotdyn.plan.load import plan_sha256
 
     v1 = ROOT / "preregistration" / "v1" / "plan.yaml"
     config = _simulated_config(tmp_path)

@@ -93,7 +93,7 @@ def training_texts(questions: list[str], n: int, seed: int) -> list[tuple[str, s
 
 def encode(tokenizer, system_prompt: str, pairs: list[tuple[str, str]]) -> list[tuple[list[int], list[int]]]:
     """Each pair as (prompt ids, chain ids + end of turn), the prompt exactly as the pipeline builds it."""
-    from cotdyn.prompts import ChatTokenizer
+    from cotdyn.protocol.prompts import ChatTokenizer
 
     chat = ChatTokenizer(tokenizer)
     return [

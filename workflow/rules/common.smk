@@ -5,8 +5,8 @@ from pathlib import Path
 from snakemake.utils import validate
 
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
-from cotdyn import layout
-from cotdyn.config import (
+from cotdyn.files import layout
+from cotdyn.plan.config import (
     ConfigError,
     check_study_wide,
     protocol_for,
@@ -14,10 +14,10 @@ from cotdyn.config import (
     resolve_cells,
     samples_variant,
 )
-from cotdyn.layout import ANALYSIS_FILES, PLAN_CHECK, STUDY_MANIFEST
-from cotdyn.preregistration import sibling_paths
-from cotdyn.plan import load_plan, plan_sha256
-from cotdyn.secondary_report import has_secondary
+from cotdyn.files.layout import ANALYSIS_FILES, PLAN_CHECK, STUDY_MANIFEST
+from cotdyn.plan.registration import sibling_paths
+from cotdyn.plan.load import load_plan, plan_sha256
+from cotdyn.report.secondary_tables import has_secondary
 
 CONFIG_SOURCE = ", ".join(str(f) for f in getattr(workflow, "configfiles", [])) or "config"
 
@@ -52,7 +52,7 @@ wildcard_constraints:
 
 
 def study_targets():
-    """Every final output of the study but its manifest (cotdyn.layout.study_targets)."""
+    """Every final output of the study but its manifest (cotdyn.files.layout.study_targets)."""
     return [
         f"{STUDY_DIR}/{path}"
         for path in layout.study_targets(
@@ -66,7 +66,7 @@ def study_targets():
 
 
 def report_targets():
-    """The audit's result and every variant's report pages (cotdyn.layout.report_targets)."""
+    """The audit's result and every variant's report pages (cotdyn.files.layout.report_targets)."""
     return [f"{STUDY_DIR}/{path}" for path in layout.report_targets(VARIANTS)]
 
 
@@ -169,7 +169,7 @@ def infogain_trace_targets():
 
 
 onstart:
-    from cotdyn.announce import registered_sizes, run_summary
+    from cotdyn.generation.announce import registered_sizes, run_summary
 
     # the generation jobs this run will execute, with the threads Snakemake gives each (OMP_NUM_THREADS)
     generation_jobs = [

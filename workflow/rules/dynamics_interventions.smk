@@ -1,6 +1,6 @@
 # Seed 002 Figure 4: training and inference interventions, over the variants that the config's
-# dynamics_comparisons names (cotdyn.dynamics_interventions).
-from cotdyn.dynamics_interventions import comparison_variants
+# dynamics_comparisons names (cotdyn.methods.dynamics_interventions).
+from cotdyn.methods.dynamics_interventions import comparison_variants
 
 
 if config.get("dynamics_comparisons"):

@@ -1,6 +1,6 @@
 # Exploratory analyses and sensitivity sweeps (docs/design.md section 6; seed 003 sections 5-6, Appendix F).
 # Outside the registration: computed from stored records only, and reported against the registered cell.
-from cotdyn.exploratory_report import FIGURES as EXPLORATORY_FIGURES, TABLES as EXPLORATORY_TABLES, TABLES_HTML
+from cotdyn.report.exploratory_tables import FIGURES as EXPLORATORY_FIGURES, TABLES as EXPLORATORY_TABLES, TABLES_HTML
 
 
 rule exploratory:

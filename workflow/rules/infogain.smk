@@ -1,6 +1,6 @@
 # Step information gain (seed 000): the toy experiment with five synthetic LLMs, a supervisor and an
 # ORM per LLM, Math-Shepherd with the generator as completer (docs/design.md section 9). CPU only.
-# config["infogain"]: size ("reduced" | "full" | a dict of overrides, see cotdyn.infogain.PRESETS)
+# config["infogain"]: size ("reduced" | "full" | a dict of overrides, see cotdyn.methods.infogain.PRESETS)
 # and seed (int).
 rule infogain_toy:
     output:
@@ -47,7 +47,7 @@ rule infogain:
 
 
 # Math-Shepherd labels of the study's own traces, from the continuations already drawn (seed 000);
-# a finished chain's last prefix is completed by the chain itself (cotdyn.math_shepherd).
+# a finished chain's last prefix is completed by the chain itself (cotdyn.methods.math_shepherd).
 rule math_shepherd:
     input:
         records=expand(f"{STUDY_DIR}/cells/{{cell}}/{{{{variant}}}}/records.parquet", cell=CELLS),
@@ -80,7 +80,7 @@ rule infogain_split:
         fractions=lambda w: INFOGAIN_TRACES.get("split", [0.6, 0.2, 0.2]),
         seed=lambda w: INFOGAIN_TRACES.get("seed", 0),
     conda:
-        "../../envs/generate-cpu.yaml"  # cotdyn.infogain imports torch
+        "../../envs/generate-cpu.yaml"  # cotdyn.methods.infogain imports torch
     log:
         f"{STUDY_DIR}/logs/infogain_split/{{benchmark}}.log",
     script:

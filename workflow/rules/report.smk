@@ -11,7 +11,7 @@ report: "../report/workflow.rst"
 # line is read because Snakemake (9.27) sets nothing on `workflow` before create_report runs.
 if any(arg == "--report" or arg.startswith("--report=") for arg in sys.argv):
     from snakemake.logging import logger
-    from cotdyn.report_pages import refresh_for_report
+    from cotdyn.report.pages import refresh_for_report
 
     _report_warning = refresh_for_report(STUDY_DIR, VARIANTS)
     if _report_warning:

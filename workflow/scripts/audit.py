@@ -1,7 +1,7 @@
 import sys
 
-from cotdyn.audit import audit, write_report
-from cotdyn.logs import tee_to
+from cotdyn.audit.check import audit, write_report
+from cotdyn.files.logs import tee_to
 
 tee_to(snakemake.log[0])
 report = audit(snakemake.params.study_dir, snakemake.params.plan)

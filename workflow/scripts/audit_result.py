@@ -1,5 +1,5 @@
-from cotdyn.integrity import write_audit_result
-from cotdyn.logs import tee_to
+from cotdyn.audit.result import write_audit_result
+from cotdyn.files.logs import tee_to
 
 tee_to(snakemake.log[0])
 result = write_audit_result(snakemake.params.study_dir, snakemake.input.plan, snakemake.output[0])

@@ -1,5 +1,5 @@
-from cotdyn.logs import tee_to
-from cotdyn.provenance import write_cell_manifest
+from cotdyn.files.logs import tee_to
+from cotdyn.provenance.manifests import write_cell_manifest
 
 tee_to(snakemake.log[0])
 write_cell_manifest(

@@ -1,5 +1,5 @@
-from cotdyn.logs import tee_to
-from cotdyn.study import run_continuations
+from cotdyn.files.logs import tee_to
+from cotdyn.generation.run import run_continuations
 
 tee_to(snakemake.log[0])
 run_continuations(

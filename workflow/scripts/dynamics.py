@@ -2,9 +2,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from cotdyn.dynamics_plots import write_dynamics
-from cotdyn.logs import tee_to
-from cotdyn.protocol import variant_samples
+from cotdyn.files.logs import tee_to
+from cotdyn.records.table import variant_samples
+from cotdyn.report.dynamics_plots import write_dynamics
 
 tee_to(snakemake.log[0])
 # The variant's own m and endpoint (its samples may be a parent's): under endpoint 'reasoning' the

@@ -2,8 +2,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from cotdyn.dynamics_interventions import write_interventions
-from cotdyn.logs import tee_to
+from cotdyn.files.logs import tee_to
+from cotdyn.methods.dynamics_interventions import write_interventions
 
 tee_to(snakemake.log[0])
 profiles = {v: pd.read_csv(p) for v, p in zip(snakemake.params.variants, snakemake.input.profiles)}

@@ -2,8 +2,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from cotdyn.exploratory_report import write_exploratory
-from cotdyn.logs import tee_to
+from cotdyn.files.logs import tee_to
+from cotdyn.report.exploratory_tables import write_exploratory
 
 tee_to(snakemake.log[0])
 records = pd.concat([pd.read_parquet(r) for r in snakemake.input.records], ignore_index=True)

@@ -1,8 +1,8 @@
 from pathlib import Path
 
-from cotdyn.logs import tee_to
-from cotdyn.plan import load_plan
-from cotdyn.secondary_report import derive_generations
+from cotdyn.files.logs import tee_to
+from cotdyn.plan.load import load_plan
+from cotdyn.report.secondary_tables import derive_generations
 
 tee_to(snakemake.log[0])
 out_dir = Path(snakemake.output.html).parent

@@ -1,5 +1,5 @@
-from cotdyn.audit import derive_analysis
-from cotdyn.logs import tee_to
+from cotdyn.audit.check import derive_analysis
+from cotdyn.files.logs import tee_to
 
 tee_to(snakemake.log[0])
 out_dir = snakemake.output[0].rsplit("/", 1)[0]

@@ -2,10 +2,10 @@
 
 import pandas as pd
 
-from cotdyn.infogain.real import SupervisorSpec, run_cell
-from cotdyn.infogain.traces import step_chains
-from cotdyn.logs import tee_to
-from cotdyn.writers import write_csv, write_json
+from cotdyn.files.logs import tee_to
+from cotdyn.files.writers import write_csv, write_json
+from cotdyn.methods.infogain.real import SupervisorSpec, run_cell
+from cotdyn.methods.infogain.traces import step_chains
 
 tee_to(snakemake.log[0])
 chains = pd.read_parquet(snakemake.input.chains)

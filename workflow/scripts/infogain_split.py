@@ -2,9 +2,9 @@
 
 import pandas as pd
 
-from cotdyn.infogain.traces import split_problems
-from cotdyn.logs import tee_to
-from cotdyn.writers import write_csv
+from cotdyn.files.logs import tee_to
+from cotdyn.files.writers import write_csv
+from cotdyn.methods.infogain.traces import split_problems
 
 tee_to(snakemake.log[0])
 problems = pd.read_parquet(snakemake.input[0])

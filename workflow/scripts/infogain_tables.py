@@ -2,8 +2,8 @@
 
 import pandas as pd
 
-from cotdyn.logs import tee_to
-from cotdyn.writers import write_csv
+from cotdyn.files.logs import tee_to
+from cotdyn.files.writers import write_csv
 
 tee_to(snakemake.log[0])
 cells = snakemake.params.cells

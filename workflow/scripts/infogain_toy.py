@@ -4,8 +4,8 @@ import json
 import time
 from pathlib import Path
 
-from cotdyn.infogain import run_toy_experiment
-from cotdyn.logs import tee_to
+from cotdyn.files.logs import tee_to
+from cotdyn.methods.infogain import run_toy_experiment
 
 if __name__ == "__main__":  # the five LLMs may run in spawned processes, which re-import this file
     tee_to(snakemake.log[0])

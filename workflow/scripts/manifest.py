@@ -1,5 +1,5 @@
-from cotdyn.logs import tee_to
-from cotdyn.provenance import write_study_manifest
+from cotdyn.files.logs import tee_to
+from cotdyn.provenance.manifests import write_study_manifest
 
 tee_to(snakemake.log[0])
 manifest = write_study_manifest(

@@ -1,8 +1,8 @@
 import pandas as pd
 
-from cotdyn.logs import tee_to
-from cotdyn.math_shepherd import math_shepherd_from_samples
-from cotdyn.protocol import variant_samples
+from cotdyn.files.logs import tee_to
+from cotdyn.methods.math_shepherd import math_shepherd_from_samples
+from cotdyn.records.table import variant_samples
 
 tee_to(snakemake.log[0])
 # the variant's own m, endpoint and equivalence (its samples may be a parent's)

@@ -1,7 +1,7 @@
 from pathlib import Path
 
-from cotdyn.backends.transformers import convert_gguf
-from cotdyn.logs import tee_to
+from cotdyn.files.logs import tee_to
+from cotdyn.generation.backends.transformers import convert_gguf
 
 tee_to(snakemake.log[0])
 gguf = snakemake.params.gguf

@@ -1,6 +1,6 @@
-from cotdyn.benchmarks import load_benchmark, problems_table
-from cotdyn.logs import tee_to
-from cotdyn.writers import write_parquet
+from cotdyn.dataset.benchmarks import load_benchmark, problems_table
+from cotdyn.files.logs import tee_to
+from cotdyn.files.writers import write_parquet
 
 tee_to(snakemake.log[0])
 problems = load_benchmark(snakemake.params.spec)

@@ -1,5 +1,5 @@
-from cotdyn.logs import tee_to
-from cotdyn.study import derive_records
+from cotdyn.files.logs import tee_to
+from cotdyn.records.derive import derive_records
 
 tee_to(snakemake.log[0])
 derive_records(

@@ -1,5 +1,5 @@
-from cotdyn.logs import tee_to
-from cotdyn.study import run_reference
+from cotdyn.files.logs import tee_to
+from cotdyn.generation.run import run_reference
 
 tee_to(snakemake.log[0])
 run_reference(

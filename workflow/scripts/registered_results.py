@@ -1,6 +1,6 @@
-from cotdyn.integrity import stored_check
-from cotdyn.logs import tee_to
-from cotdyn.report_pages import write_registered_results
+from cotdyn.files.logs import tee_to
+from cotdyn.provenance.integrity import stored_check
+from cotdyn.report.pages import write_registered_results
 
 tee_to(snakemake.log[0])
 print(

@@ -1,6 +1,6 @@
-from cotdyn.integrity import stored_check
-from cotdyn.logs import tee_to
-from cotdyn.report_header import write_header
+from cotdyn.files.logs import tee_to
+from cotdyn.provenance.integrity import stored_check
+from cotdyn.report.header import write_header
 
 tee_to(snakemake.log[0])
 print(

@@ -3,12 +3,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from cotdyn.exploratory import analyzed
-from cotdyn.exploratory_report import sweep_frame, sweeps_html
-from cotdyn.logs import tee_to
-from cotdyn.secondary import sweep_columns
+from cotdyn.analysis.exploratory import analyzed
+from cotdyn.analysis.secondary import sweep_columns
+from cotdyn.files.logs import tee_to
+from cotdyn.files.writers import write_csv
+from cotdyn.report.exploratory_tables import sweep_frame, sweeps_html
 from cotdyn.stats import cell_resamples
-from cotdyn.writers import write_csv
 
 tee_to(snakemake.log[0])
 p = snakemake.params

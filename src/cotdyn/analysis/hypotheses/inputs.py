@@ -1,0 +1,202 @@
+"""Inputs of the registered analysis: the records contract, the plan's settings, one cell's arrays."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+from cotdyn.files.columns import require_columns
+
+# The records contract (docs/design.md section 11); read_records checks every file against it.
+RECORD_COLUMNS = (
+    "cell", "problem_id", "trajectory", "n_points", "monotone", "violations", "coherence",
+    "final_entropy", "final_confidence", "pred", "gold", "correct", "chain_answer", "chain_correct",
+    "excluded", "exclusion_reason", "reference_tokens", "reference_truncated", "raw_units", "cap_hit",
+)  # fmt: skip
+# What analyze itself reads (plus the plan's H5 features).
+ANALYSIS_COLUMNS = ("cell", "problem_id", "n_points", "monotone", "violations", "coherence", "correct", "excluded")
+
+
+# What the code of plan version 1 decided without the plan registering it. Plan version 2 registers
+# each of these (preregistration/plan.md, "Deviations from the previous plan version"); they are read
+# only for a plan that predates them, so that version 1 stays runnable as it ran.
+PLAN_V1_UNREGISTERED = {
+    "p_values": {"fisher": "greater", "H2": "two-sided", "H3": "less"},
+    "undefined_p": 1.0,
+    "supported_requires": ("ci_criterion",),
+    "model": {
+        "kind": "logistic_regression", "penalty": "l2", "C": 1.0, "fit_intercept": True,
+        "scaling": "none", "solver": "lbfgs", "max_iter": 1000,
+    },
+    "tie_rule": "draws",
+}  # fmt: skip
+TIE_RULES = ("expected", "draws")
+VERDICT_PARTS = ("ci_criterion", "holm_reject")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The plan's analysis parameters (plan.yaml ``analysis``, ``holm`` and ``verdict_rule``)."""
+
+    resamples: int
+    level: float
+    seed: int
+    features: tuple[str, ...]
+    train_fraction: float
+    split_seed: int
+    tie_rule: str
+    tie_draws: int | None
+    tie_seed: int | None
+    model: dict
+    alternatives: dict
+    # None where the plan registers no such rule (version 1): no group is held to a size then
+    min_group_size: int | None = None
+    precise_group_size: int | None = None
+    min_kept_fraction: float | None = None
+    supported_requires: tuple[str, ...] = ("ci_criterion",)
+    estimation_verdicts: bool = False
+    undefined_p: float = 1.0
+
+    @classmethod
+    def from_plan(cls, plan: dict) -> "Settings":
+        boot = plan_key(plan, "analysis", "bootstrap")
+        h5 = plan_key(plan, "analysis", "h5")
+        analysis = plan["analysis"]
+        version1 = int(plan.get("plan_version", 1)) < 2
+        fallback = PLAN_V1_UNREGISTERED if version1 else {}
+
+        def registered(mapping: dict, key: str, where: str):
+            if key in mapping:
+                return mapping[key]
+            if key in fallback:
+                return fallback[key]
+            raise KeyError(f"{where}: missing key '{key}'")
+
+        tie_rule = registered(h5, "tie_rule", "analysis.h5")
+        if tie_rule not in TIE_RULES:
+            raise ValueError(f"analysis.h5.tie_rule: unknown rule '{tie_rule}' (known: {', '.join(TIE_RULES)})")
+        draws = tie_rule == "draws"
+        groups = analysis.get("groups") if not version1 else None
+        if groups is None and not version1:
+            raise KeyError("analysis: missing key 'groups'")
+        rule = plan.get("verdict_rule", {}) if not version1 else {}
+        requires = tuple(registered(rule, "supported_requires", "verdict_rule"))
+        unknown = sorted(set(requires) - set(VERDICT_PARTS))
+        if unknown:
+            raise ValueError(f"verdict_rule.supported_requires: unknown part(s) {unknown} (known: {VERDICT_PARTS})")
+        return cls(
+            resamples=int(plan_key(boot, "resamples", where="analysis.bootstrap")),
+            level=float(plan_key(boot, "level", where="analysis.bootstrap")),
+            seed=int(plan_key(boot, "seed", where="analysis.bootstrap")),
+            features=tuple(plan_key(h5, "features", where="analysis.h5")),
+            train_fraction=float(plan_key(h5, "train_fraction", where="analysis.h5")),
+            split_seed=int(plan_key(h5, "split_seed", where="analysis.h5")),
+            tie_rule=tie_rule,
+            tie_draws=int(plan_key(h5, "tie_draws", where="analysis.h5")) if draws else None,
+            tie_seed=int(plan_key(h5, "tie_seed", where="analysis.h5")) if draws else None,
+            model=dict(registered(h5, "model", "analysis.h5")),
+            alternatives=dict(registered(analysis, "p_values", "analysis")),
+            min_group_size=int(plan_key(groups, "min_group_size", where="analysis.groups")) if groups else None,
+            precise_group_size=int(plan_key(groups, "precise_group_size", where="analysis.groups")) if groups else None,
+            min_kept_fraction=None
+            if version1
+            else float(plan_key(boot, "min_kept_fraction", where="analysis.bootstrap")),
+            supported_requires=requires,
+            estimation_verdicts=not version1 and bool(plan_key(rule, "estimation_verdicts", where="verdict_rule")),
+            undefined_p=float(registered(plan_key(plan, "holm"), "undefined_p", "holm")),
+        )
+
+
+def plan_key(mapping: Any, *keys: str, where: str = "plan") -> Any:
+    for key in keys:
+        if not isinstance(mapping, dict) or key not in mapping:
+            raise KeyError(f"{where}: missing key '{key}'")
+        mapping, where = mapping[key], f"{where}.{key}"
+    return mapping
+
+
+@dataclass(frozen=True)
+class CellData:
+    """The usable (non-excluded) problems of one cell as arrays, plus its counts."""
+
+    cell: str
+    n_records: int
+    n_excluded: int
+    monotone: np.ndarray
+    correct: np.ndarray
+    violations: np.ndarray
+    coherence: np.ndarray
+    features: np.ndarray
+    n_points: np.ndarray
+    truncation_rate: float | None
+    cap_hit_rate: float | None
+
+    @property
+    def n(self) -> int:
+        return int(self.monotone.size)
+
+
+def cell_data(rows: pd.DataFrame, cell: str, features: Sequence[str]) -> CellData:
+    if rows["excluded"].isna().any():
+        raise ValueError(f"cell {cell}: column 'excluded' has missing values")
+    excluded = rows["excluded"].to_numpy(dtype=bool)
+    used = rows.loc[~excluded]
+    for column in (*ANALYSIS_COLUMNS, *features):
+        n_missing = int(used[column].isna().sum())
+        if n_missing:
+            raise ValueError(f"cell {cell}: column '{column}' has {n_missing} missing value(s) in non-excluded rows")
+    return CellData(
+        cell=cell,
+        n_records=len(rows),
+        n_excluded=int(excluded.sum()),
+        monotone=used["monotone"].to_numpy(dtype=bool),
+        correct=used["correct"].to_numpy(dtype=bool),
+        violations=used["violations"].to_numpy(dtype=float),
+        coherence=used["coherence"].to_numpy(dtype=float),
+        features=used[list(features)].to_numpy(dtype=float),
+        n_points=used["n_points"].to_numpy(dtype=float),
+        truncation_rate=_share(rows, "reference_truncated"),
+        cap_hit_rate=_share(rows, "cap_hit"),
+    )
+
+
+def _share(rows: pd.DataFrame, column: str) -> float | None:
+    if column not in rows.columns or rows[column].isna().all() or len(rows) == 0:
+        return None
+    return float(rows[column].dropna().astype(bool).mean())
+
+
+def panel_cells(plan: dict) -> list[str]:
+    """The registered cells in the paper's order: each model of the panel on each benchmark."""
+    panel = plan_key(plan, "panel")
+    models = list(plan_key(panel, "models", where="panel"))
+    benchmarks = list(plan_key(panel, "benchmarks", where="panel"))
+    return [f"{m}-{b}" for m in models for b in benchmarks]
+
+
+def registered_cells(plan: dict) -> set[str]:
+    """Cells the plan registers: the panel and every cell a hypothesis names."""
+    return set(panel_cells(plan)) | {c for h in plan["hypotheses"] for c in h.get("cells", [])}
+
+
+def ordered_cells(plan: dict, records: pd.DataFrame) -> list[str]:
+    registered = panel_cells(plan)
+    named = [c for h in plan["hypotheses"] for c in h.get("cells", [])]
+    extra = sorted((set(records["cell"].astype(str)) | set(named)) - set(registered))
+    return registered + extra
+
+
+def read_records(paths: Sequence[str | Path]) -> pd.DataFrame:
+    """Concatenate records.parquet files, checking each against the docs/design.md section 11 columns."""
+    if not paths:
+        raise ValueError("no records files given")
+    frames = []
+    for path in paths:
+        frame = pd.read_parquet(path)
+        require_columns(frame, RECORD_COLUMNS, str(path))
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True)

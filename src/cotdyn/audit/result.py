@@ -1,0 +1,22 @@
+"""The full audit's result as the report shows it (``cotdyn.provenance.integrity.summary`` of
+``cotdyn.audit.check.audit``), written to the study's audit result file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cotdyn.audit.check import audit
+from cotdyn.files.writers import write_json
+from cotdyn.provenance.integrity import summary
+
+
+def audit_result(study_dir, plan_path=None) -> dict:
+    """The full audit (re-derivation and hashes, cotdyn.audit.check.audit) as the report shows it."""
+    study_dir = Path(study_dir)
+    return summary(study_dir, audit(study_dir, plan_path), "audit: re-derived from samples and chains, hashed")
+
+
+def write_audit_result(study_dir, plan_path, out) -> dict:
+    result = audit_result(study_dir, plan_path)
+    write_json(result, out)
+    return result

@@ -1,0 +1,43 @@
+"""``cotdyn register`` and ``cotdyn audit`` (docs/design.md section 7); wired in by ``add_subcommands``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def cmd_register(args) -> int:
+    from cotdyn.plan.registration import PreregistrationError, register
+
+    try:
+        sha = register(args.plan, args.registered, args.date)
+    except PreregistrationError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(f"registered {args.plan}: sha256 {sha}, {args.date}")
+    return 0
+
+
+def cmd_audit(args) -> int:
+    from cotdyn.audit.check import audit, write_report
+
+    report = audit(args.study_dir, args.plan, args.scratch)
+    print(report.text())
+    if args.report:
+        write_report(report, args.report)
+    return 0 if report.ok else 1
+
+
+def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
+    r = subparsers.add_parser("register", help="freeze the plan: write its sha256 and date to REGISTERED")
+    r.add_argument("--plan", default="preregistration/plan.yaml")
+    r.add_argument("--registered", default="preregistration/REGISTERED", help="refuses to overwrite")
+    r.add_argument("--date", required=True, help="registration date, YYYY-MM-DD")
+    r.set_defaults(run=cmd_register)
+
+    a = subparsers.add_parser("audit", help="re-derive a finished study's outputs and compare with its manifest")
+    a.add_argument("study_dir", help="results/<study>")
+    a.add_argument("--plan", default=None, help="the plan (default: the one the study's config names)")
+    a.add_argument("--scratch", default=None, help="keep the re-derived files here (default: a temporary directory)")
+    a.add_argument("--report", default=None, help="also write the report as JSON here")
+    a.set_defaults(run=cmd_audit)

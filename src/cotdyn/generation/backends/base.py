@@ -1,0 +1,86 @@
+"""The backend interface: batched requests of token ids in, completions out (docs/design.md section 8)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Protocol, Sequence
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Every sampling parameter, explicit: a model's generation_config must never leak in."""
+
+    temperature: float
+    max_tokens: int
+    top_p: float = 1.0
+    top_k: int = 0  # 0 = off
+    repetition_penalty: float = 1.0
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Request:
+    prompt_ids: tuple[int, ...]
+    n: int
+    sampling: Sampling
+    seed: int  # sample j is drawn with seed + j
+    # What the request is for ("reference" | "continuation"). Not part of the content address:
+    # a real model sees only the ids; the simulated model uses it to decide between writing a
+    # chain and answering from an empty prefix.
+    role: str = "continuation"
+
+    def key(self, model_revision: str) -> str:
+        """Content address: (model revision, prompt ids, sampling parameters, seed, n)."""
+        payload = json.dumps(
+            [model_revision, list(self.prompt_ids), self.sampling.as_dict(), self.seed, self.n],
+            separators=(",", ":"),
+        )
+        return hashlib.sha256(payload.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Completion:
+    token_ids: tuple[int, ...]  # generated ids, without the stop token
+    text: str
+    finish_reason: str  # "stop" | "length"
+
+
+@dataclass
+class GenerationStats:
+    requests: int = 0
+    samples: int = 0
+    prompt_tokens: int = 0
+    generated_tokens: int = 0
+    seconds: float = 0.0
+    cached_requests: int = 0
+    calls: int = 0
+    # the cache shard each fresh chunk was written to, with the requests it holds: a later run can
+    # tell by their presence alone that this work is still cached (cotdyn.generation.timings)
+    shards: dict[str, int] = field(default_factory=dict)
+
+
+class Tokenizer(Protocol):
+    def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str: ...
+    def chat_prompt_ids(self, system_prompt: str, question: str) -> list[int]: ...
+
+
+class Backend(Protocol):
+    name: str
+    model_revision: str
+    tokenizer: Tokenizer
+
+    def generate(self, requests: Sequence[Request], desc: str = "") -> list[list[Completion]]:
+        """One batched call: completions[i] holds the n samples of requests[i], in order."""
+        ...
+
+    def effective_sampling(self, sampling: Sampling) -> dict:
+        """The parameters actually handed to the sampler for ``sampling``."""
+        ...
+
+    def describe(self) -> dict:
+        """Provenance: model id, resolved revision, dtype, device, tokenizer hashes."""
+        ...

@@ -1,0 +1,109 @@
+"""Content-addressed generation cache (docs/design.md section 3).
+
+A request is keyed by (model revision, prompt ids, sampling parameters, seed, n), so a prefix
+that two variants share is sampled once, and a killed run resumes without re-sampling or
+duplicating. Each chunk of results is one shard file written atomically (temporary file, then
+rename) with a checksum of its body; a torn or altered shard is detected on load, reported and
+ignored, so its requests are generated again rather than trusted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Sequence
+
+from tqdm import tqdm
+
+from cotdyn.generation.backends.base import Backend, Completion, GenerationStats, Request
+
+
+def revision_folder(cache_dir, model_revision: str) -> Path:
+    """The cache folder of one model revision: a job loads only the shards its model can use."""
+    return Path(cache_dir) / model_revision.replace("/", "_")
+
+
+class GenerationCache:
+    def __init__(self, directory: str | Path):
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.entries: dict[str, list[Completion]] = {}
+        self.rejected: list[str] = []
+        for shard in sorted(self.directory.glob("*.json")):
+            self._load(shard)
+
+    def _load(self, shard: Path) -> None:
+        try:
+            payload = json.loads(shard.read_text())
+            body = payload["body"]
+            if hashlib.sha256(body.encode()).hexdigest() != payload["sha256"]:
+                raise ValueError("checksum mismatch")
+            for key, samples in json.loads(body).items():
+                self.entries[key] = [Completion(tuple(ids), text, reason) for ids, text, reason in samples]
+        except (ValueError, KeyError, TypeError) as e:  # torn write or tampering: redo, never trust
+            self.rejected.append(f"{shard.name}: {e}")
+            print(f"generation cache: ignoring damaged shard {shard} ({e})", file=sys.stderr)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.entries
+
+    def get(self, key: str) -> list[Completion]:
+        return self.entries[key]
+
+    def put(self, results: dict[str, list[Completion]]) -> str:
+        """Write ``results`` as one shard; its file name."""
+        body = json.dumps(
+            {k: [[list(c.token_ids), c.text, c.finish_reason] for c in v] for k, v in sorted(results.items())},
+            separators=(",", ":"),
+        )
+        digest = hashlib.sha256(body.encode()).hexdigest()
+        payload = json.dumps({"sha256": digest, "body": body})
+        fd, tmp = tempfile.mkstemp(dir=self.directory, suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            f.write(payload)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.directory / f"{digest}.json")
+        self.entries.update(results)
+        return f"{digest}.json"
+
+
+def generate(
+    backend: Backend, requests: Sequence[Request], cache: GenerationCache | None, chunk_size: int = 0, desc: str = ""
+) -> tuple[list[list[Completion]], GenerationStats]:
+    """Completions for ``requests``, from the cache where present, else from the backend.
+
+    Pending requests go to the backend in chunks of ``chunk_size`` (0 = one call for all), each
+    chunk cached as it finishes; the chunks are a fixed partition of the request list, so a
+    resumed run hands the backend the same batches as an uninterrupted one.
+    """
+    stats = GenerationStats(requests=len(requests))
+    started = time.time()
+    keys = [r.key(backend.model_revision) for r in requests]
+    by_key = dict(zip(keys, requests))
+    unique = list(by_key)
+    size = chunk_size or max(1, len(unique))
+    chunks = [unique[i : i + size] for i in range(0, len(unique), size)]
+    results: dict[str, list[Completion]] = {}
+    with tqdm(total=len(unique), desc=desc or "generate", unit="request", disable=len(chunks) < 2) as bar:
+        for chunk in chunks:
+            pending = [k for k in chunk if cache is None or k not in cache]
+            stats.cached_requests += len(chunk) - len(pending)
+            if pending:
+                fresh = dict(zip(pending, backend.generate([by_key[k] for k in pending], desc=desc)))
+                stats.calls += 1
+                stats.generated_tokens += sum(len(c.token_ids) for out in fresh.values() for c in out)
+                if cache is not None:
+                    stats.shards[cache.put(fresh)] = len(fresh)
+                results.update(fresh)
+            bar.update(len(chunk))
+    completions = [results[k] if k in results else cache.get(k) for k in keys]  # type: ignore[union-attr]
+    stats.samples = sum(r.n for r in requests)
+    stats.prompt_tokens = sum(len(r.prompt_ids) for r in requests)
+    stats.seconds = time.time() - started
+    return completions, stats

@@ -1,0 +1,125 @@
+"""The benchmark registry (docs/design.md section 4): every benchmark a study may name.
+
+An entry says where the rows come from (a hub dataset: repo, config, split, and a pinned revision
+and content sha256 where they are known), which row fields hold the question, the gold answer, the
+id and the options, the answer type (``number``, ``boxed``, ``choice``, ``string``:
+``cotdyn.grading.answers``) and how a row becomes a problem. A config's ``benchmarks`` entry names one by
+``kind`` and may add a local copy (``path``) or the pinned values; ``kind: jsonl`` is a
+researcher's own file, with its fields and answer type in the config entry.
+
+Registered values of the panel (GSM8K's and MATH-500's revisions and hashes) live in the plan, not
+here. Seed 002's tasks (ARC-Challenge, SVAMP, MATH algebra) carry no pinned revision or hash: the
+hub was unreachable when they were added, so neither could be verified, and the loader refuses a
+hub load without a pinned revision and warns loudly when no content hash is pinned.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+
+from cotdyn.grading import choices
+from cotdyn.grading.types import ANSWER_TYPES
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    name: str
+    answer: str  # answer type
+    # row field of each role: question, gold, id (None: "<name>-<index>"), options (choice only),
+    # gold_raw (the source's gold field when an adapter derives the gold: ARC's answerKey)
+    fields: Mapping[str, str | None]
+    hub: Mapping[str, str | None] | None = None  # repo, config, split, revision (None: not pinned)
+    content_sha256: str | None = None
+    verified: bool = False  # revision and content hash checked against the hub
+    where: Mapping[str, str] = field(default_factory=dict)  # keep rows whose field equals the value
+    adapt: Callable[[dict], dict] | None = None  # a raw row in the form ``fields`` reads
+    generated: bool = False  # made by code (cotdyn.dataset.benchmarks.arithmetic), no rows
+
+
+def _arc_row(row: dict) -> dict:
+    """ARC's options are ``choices: {text: [...], label: [...]}`` with labels A-E or 1-5; the model
+    sees them lettered A, B, ... in their order, so the gold is the letter at the key's position."""
+    options, labels = row["choices"]["text"], row["choices"]["label"]
+    key = str(row["answerKey"])
+    if key not in labels:
+        raise KeyError(f"answerKey {key!r} is none of the labels {labels}")
+    return {**row, "options": list(options), "gold": choices.letters(len(options))[list(labels).index(key)]}
+
+
+def _svamp_row(row: dict) -> dict:
+    """SVAMP splits a problem into a Body and a Question; the model reads them joined."""
+    return {**row, "text": f"{str(row['Body']).strip()} {str(row['Question']).strip()}"}
+
+
+REGISTRY: dict[str, Benchmark] = {
+    b.name: b
+    for b in (
+        # revision and content sha256: the plan's panel (preregistration/plan.yaml)
+        Benchmark(
+            "gsm8k",
+            "number",
+            {"question": "question", "gold": "answer", "id": None},
+            {"repo": "openai/gsm8k", "config": "main", "split": "test", "revision": None},
+        ),
+        Benchmark(
+            "math500",
+            "boxed",
+            {"question": "problem", "gold": "answer", "id": "unique_id"},
+            {"repo": "HuggingFaceH4/MATH-500", "config": None, "split": "test", "revision": None},
+        ),
+        Benchmark("arithmetic", "number", {"question": "question", "gold": "gold", "id": None}, generated=True),
+        # seed 002 appendix A.1; revisions and hashes unverified (hub unreachable when added)
+        Benchmark(
+            "arc",
+            "choice",
+            {"question": "question", "gold": "gold", "gold_raw": "answerKey", "id": "id", "options": "options"},
+            {"repo": "allenai/ai2_arc", "config": "ARC-Challenge", "split": "test", "revision": None},
+            adapt=_arc_row,
+        ),
+        Benchmark(
+            "svamp",
+            "number",
+            {"question": "text", "gold": "Answer", "id": "ID"},
+            {"repo": "ChilleD/SVAMP", "config": None, "split": "test", "revision": None},
+            adapt=_svamp_row,
+        ),
+        Benchmark(
+            "math_algebra",
+            "boxed",
+            {"question": "problem", "gold": "solution", "id": None},
+            {"repo": "EleutherAI/hendrycks_math", "config": "algebra", "split": "test", "revision": None},
+            where={"type": "Algebra"},
+        ),
+    )
+}
+
+# A researcher's own file: its fields and answer type come from the config entry.
+JSONL = "jsonl"
+
+
+def entry(spec: Mapping) -> Benchmark:
+    """The registry entry a config's benchmark spec names, or the entry a ``jsonl`` spec describes."""
+    kind = spec.get("kind")
+    if kind == JSONL:
+        where = f"benchmark kind jsonl ({spec.get('path', 'no path')})"
+        for key in ("path", "fields", "answer"):
+            if key not in spec:
+                raise KeyError(f"{where}: missing key '{key}'")
+        if spec["answer"] not in ANSWER_TYPES:
+            raise KeyError(f"{where}: answer '{spec['answer']}' is not an answer type ({', '.join(ANSWER_TYPES)})")
+        fields = dict(spec["fields"])
+        for role in ("question", "gold"):
+            if role not in fields:
+                raise KeyError(f"{where}: fields has no '{role}'")
+        if spec["answer"] == "choice" and "options" not in fields:
+            raise KeyError(f"{where}: a choice benchmark needs fields.options (the list of option texts)")
+        return Benchmark(JSONL, spec["answer"], {"id": None, **fields})
+    if kind not in REGISTRY:
+        raise KeyError(f"unknown benchmark kind '{kind}' (known: {', '.join([*REGISTRY, JSONL])})")
+    return REGISTRY[kind]
+
+
+def answer_rule(spec: Mapping) -> str:
+    """The name the answer functions take for a benchmark spec: the registered name, or a jsonl's type."""
+    return spec["answer"] if spec.get("kind") == JSONL else spec["kind"]

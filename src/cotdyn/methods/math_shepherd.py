@@ -1,0 +1,80 @@
+"""Math-Shepherd labels (Wang et al., 2024; seed 000's annotation-free baseline), without torch.
+
+From the prefix through step t, N completions by the generator itself; the soft label is the share
+that reach the gold answer, the hard label is 1 when any does. ``math_shepherd_from_samples`` labels
+the study's own traces from the continuations the pipeline already drew (rule math_shepherd, in
+envs/analysis.yaml); the toy experiment (``cotdyn.methods.infogain``) uses ``math_shepherd_labels``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from cotdyn.grading.answers import answer_or_none, equivalent
+
+
+def math_shepherd_labels(completions_correct: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Soft and hard Math-Shepherd labels from an (n prefixes, N completions) bool array.
+
+    soft = share of completions reaching the gold answer; hard = 1 when at least one does.
+    """
+    hits = np.asarray(completions_correct, dtype=bool)
+    if hits.ndim != 2 or hits.shape[1] == 0:
+        raise ValueError(f"completions_correct must be (n prefixes, N >= 1 completions), got shape {hits.shape}")
+    return hits.mean(axis=1), hits.any(axis=1).astype(float)
+
+
+def math_shepherd_from_samples(
+    samples: pd.DataFrame,
+    records: pd.DataFrame,
+    benchmark: str,
+    equivalence: str = "normalized",
+    chains: pd.DataFrame | None = None,
+) -> pd.DataFrame:
+    """Math-Shepherd labels of LLM traces from the continuations the pipeline already drew.
+
+    Each (problem, prefix) row of ``samples`` is one prefix with its m completions; a completion
+    reaches the gold answer when its extracted answer is equivalent to the record's gold under
+    ``equivalence`` (the variant's, as correctness uses). Pass the variant's samples
+    (``protocol.variant_samples``: its m and endpoint). Returns one row per (problem, prefix):
+    ``soft`` (share reaching gold), ``hard`` (any) and ``endpoint`` (true where the chain's own answer
+    stood in for the samples).
+
+    The endpoint, under the registered ``endpoint: continuation``: the last prefix of a finished chain
+    is the whole chain, so its completion is the chain itself and what it reaches is the chain's own
+    answer; the continuations drawn there are mostly empty (seed 003 section 5.2) and would score 0,
+    flagging the last step of every correct chain. With ``chains`` given, every completion of that
+    prefix is the chain's own answer (none when the chain gave none); a chain cut by its budget keeps
+    its sampled completions. Under the other endpoints the last prefix is not the whole chain (seed 002's
+    sampled last state) or is forced already (``chain_answer``): pass no chains.
+    """
+    gold = records.set_index("problem_id")["gold"]
+    table = samples[["problem_id", "prefix", "prefix_tokens", "answer"]].copy()
+    table["endpoint"] = False
+    if chains is not None:
+        finished = chains.loc[~chains["reference_truncated"].to_numpy(dtype=bool), ["problem_id", "chain_answer"]]
+        last = table.groupby("problem_id")["prefix"].transform("max").to_numpy() == table["prefix"].to_numpy()
+        own = table["problem_id"].map(finished.set_index("problem_id")["chain_answer"])
+        replace = last & table["problem_id"].isin(finished["problem_id"]).to_numpy()
+        table.loc[replace, "answer"] = own[replace]
+        table.loc[replace, "endpoint"] = True
+    table["hit"] = [
+        equivalent(answer_or_none(a), answer_or_none(gold.get(p)), benchmark, equivalence)
+        for p, a in zip(table["problem_id"], table["answer"])
+    ]
+    rows = []
+    for (problem, prefix), group in table.groupby(["problem_id", "prefix"], sort=True):
+        soft, hard = math_shepherd_labels(group["hit"].to_numpy()[None, :])
+        rows.append(
+            {
+                "problem_id": problem,
+                "prefix": prefix,
+                "prefix_tokens": int(group["prefix_tokens"].iloc[0]),
+                "n": len(group),
+                "soft": float(soft[0]),
+                "hard": float(hard[0]),
+                "endpoint": bool(group["endpoint"].iloc[0]),
+            }
+        )
+    return pd.DataFrame(rows)

@@ -1,0 +1,182 @@
+"""A study's config resolved against the plan: cells, their model and benchmark, and protocols.
+
+The config names cells ``<model>-<benchmark>``; panel models and benchmarks take their ids,
+revisions and content hashes from the plan's ``panel`` (one place for each registered fact),
+with the config's entry laid over them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+
+from cotdyn.grading.registry import answer_rule
+from cotdyn.grading.registry import entry as registry_entry
+from cotdyn.plan.load import effective_protocol
+from cotdyn.protocol.segment import RULES
+
+
+class ConfigError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Cell:
+    name: str
+    model_key: str
+    benchmark_key: str
+    model: dict
+    benchmark: dict
+
+    @property
+    def answer_rule(self) -> str:
+        """What the answer functions take for this cell: its benchmark's registered name, or a
+        researcher's JSONL's answer type (``cotdyn.grading.registry.answer_rule``)."""
+        return answer_rule(self.benchmark)
+
+
+def split_cell(name: str) -> tuple[str, str]:
+    """(model key, benchmark) of a cell name: the benchmark is what follows the last '-'."""
+    model, sep, benchmark = str(name).rpartition("-")
+    if not sep or not model or not benchmark:
+        raise ValueError(f"cell name '{name}' is not '<model>-<benchmark>'")
+    return model, benchmark
+
+
+def resolve_cells(config: dict, plan: dict, source: str = "config") -> dict[str, Cell]:
+    panel_models = plan.get("panel", {}).get("models", {})
+    panel_benchmarks = plan.get("panel", {}).get("benchmarks", {})
+    cells = {}
+    for name in config["cells"]:
+        try:
+            model_key, benchmark_key = split_cell(name)
+        except ValueError as e:
+            raise ConfigError(f"{source}: {e}") from None
+        if model_key not in config["models"]:
+            raise ConfigError(f"{source}: cell '{name}' names model '{model_key}', which is not under 'models'")
+        if benchmark_key not in config["benchmarks"]:
+            raise ConfigError(
+                f"{source}: cell '{name}' names benchmark '{benchmark_key}', which is not under 'benchmarks'"
+            )
+        model = {**panel_models.get(model_key, {}), **config["models"][model_key]}
+        benchmark = {**panel_benchmarks.get(benchmark_key, {}), **config["benchmarks"][benchmark_key]}
+        if model["backend"] in ("transformers", "vllm") and "id" not in model and "gguf" not in model:
+            raise ConfigError(
+                f"{source}: model '{model_key}' needs an 'id' (or 'gguf'), or must be a panel model of the plan"
+            )
+        try:
+            registry_entry(benchmark)
+        except KeyError as e:
+            raise ConfigError(f"{source}: benchmarks.{benchmark_key}: {e.args[0]}") from None
+        cells[name] = Cell(name, model_key, benchmark_key, model, benchmark)
+    for name in config.get("confirmatory", []):
+        if name not in cells:
+            raise ConfigError(f"{source}: confirmatory cell '{name}' is not one of the study's cells")
+    return cells
+
+
+# Protocol parameters that take one of a few named values, and where those values are defined.
+CHOICES = {
+    "segmentation": RULES,
+    "null_answers": ("drop", "class"),
+    "label": ("majority", "chain"),
+    "endpoint": ("continuation", "chain_answer", "reasoning", "forced"),
+    "equivalence": ("normalized", "math_verify"),
+    "checkpoints": ("steps", "tokens"),
+    "dtype": ("bfloat16", "float16", "float32"),
+}
+
+
+# What a records-only variant may change: everything else is fixed by the generations it reuses.
+RECORDS_ONLY = ("m", "epsilon", "null_answers", "label", "endpoint", "equivalence")
+
+
+def samples_variant(config: dict, variant: str) -> str:
+    """The variant whose samples.parquet ``variant`` reads: its own, or the one it subsamples."""
+    return config.get("variants", {}).get(variant, {}).get("subsample_of", variant)
+
+
+def protocol_for(config: dict, plan: dict, variant: str, source: str = "config") -> dict:
+    """The effective protocol of a variant: plan, then the study's overrides, then the variant's.
+
+    A variant with ``subsample_of: <other>`` generates nothing: its records are derived from the
+    other variant's samples (the first m of them, for the m sweep), so it may differ from that
+    variant only in the records-only parameters.
+    """
+    variants = config.get("variants", {"registered": {}})
+    if variant not in variants:
+        raise ConfigError(f"{source}: unknown variant '{variant}' (known: {', '.join(variants)})")
+    overrides = {k: v for k, v in variants[variant].items() if k != "subsample_of"}
+    try:
+        protocol = effective_protocol(plan, config.get("protocol"), overrides)
+    except KeyError as e:
+        raise ConfigError(f"{source}: variant '{variant}': {e.args[0]}") from None
+    for key, allowed in CHOICES.items():
+        if protocol[key] not in allowed:
+            raise ConfigError(
+                f"{source}: variant '{variant}': unknown {key} '{protocol[key]}' (known: {', '.join(allowed)})"
+            )
+    parent = samples_variant(config, variant)
+    if parent != variant:
+        if parent not in variants or samples_variant(config, parent) != parent:
+            raise ConfigError(
+                f"{source}: variant '{variant}': subsample_of '{parent}' must name a variant that generates"
+            )
+        generating = protocol_for(config, plan, parent, source)
+        changed = sorted(k for k in protocol if protocol[k] != generating[k] and k not in RECORDS_ONLY)
+        if changed:
+            raise ConfigError(
+                f"{source}: variant '{variant}' reuses the samples of '{parent}' but changes "
+                f"{', '.join(changed)} (only {', '.join(RECORDS_ONLY)} may differ)"
+            )
+        cut, parent_cut = protocol["endpoint"] == "reasoning", generating["endpoint"] == "reasoning"
+        # the reasoning cut moves the last prefix, so samples drawn with it serve only the sampled
+        # (reasoning) or forced endpoint, and samples drawn without it never the sampled one
+        if cut != parent_cut and not (parent_cut and protocol["endpoint"] == "forced"):
+            raise ConfigError(
+                f"{source}: variant '{variant}': endpoint '{protocol['endpoint']}' cannot reuse the samples of "
+                f"'{parent}' (endpoint '{generating['endpoint']}'): the reasoning cut changes which prefixes "
+                "are sampled"
+            )
+        if protocol["m"] > generating["m"]:
+            raise ConfigError(
+                f"{source}: variant '{variant}': m = {protocol['m']} exceeds the {generating['m']} "
+                f"samples of '{parent}'"
+            )
+    return protocol
+
+
+# The protocol parameters a reference chain depends on (cotdyn.generation.requests.reference_requests and the
+# prompt); variants equal in all of them share one chains file.
+REFERENCE_FIELDS = (
+    "system_prompt",
+    "reference_temperature",
+    "reference_max_tokens",
+    "top_p",
+    "top_k",
+    "repetition_penalty",
+    "seed",
+)
+
+# Parameters of the model rather than of a variant: one value for the whole study.
+STUDY_WIDE = ("dtype",)
+
+
+def reference_id(protocol: dict) -> str:
+    """Name of a reference setting: temperature, budget and seed, readable, then a digest of every
+    field in REFERENCE_FIELDS, so variants differing only in, say, top-p never share chains."""
+    setting = {field: protocol[field] for field in REFERENCE_FIELDS}
+    digest = hashlib.sha256(json.dumps(setting, sort_keys=True).encode()).hexdigest()[:8]
+    return f"t{protocol['reference_temperature']}-b{protocol['reference_max_tokens']}-s{protocol['seed']}-{digest}"
+
+
+def check_study_wide(protocols: dict[str, dict], source: str = "config") -> None:
+    """Variants may not differ in a study-wide parameter: a cell's model is built once for all of them."""
+    for key in STUDY_WIDE:
+        values = {variant: protocol[key] for variant, protocol in protocols.items()}
+        if len(set(values.values())) > 1:
+            listed = ", ".join(f"{variant}: {value}" for variant, value in values.items())
+            raise ConfigError(
+                f"{source}: {key} is one value for the whole study (set it under protocol:), got {listed}"
+            )

@@ -1,0 +1,59 @@
+"""The registered plan (preregistration/plan.yaml): loading, hashing and the effective protocol."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+def plan_sha256(path: str | Path) -> str:
+    """sha256 of the plan file's bytes: the hash REGISTERED freezes."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def load_plan(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    try:
+        plan = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise FileNotFoundError(f"plan file not found: {path}") from None
+    for key in ("protocol", "exclusion", "hypotheses", "holm", "analysis"):
+        if key not in plan:
+            raise ValueError(f"{path}: missing top-level key '{key}'")
+    check_panel_benchmarks(plan, path)
+    return plan
+
+
+def check_panel_benchmarks(plan: dict, path) -> None:
+    """A plan names each benchmark of its panel by a registered name (``kind``, else its key) and
+    freezes its content sha256, which the loader and the audit check the data against."""
+    from cotdyn.grading.registry import JSONL, REGISTRY
+
+    for key, entry in ((plan.get("panel") or {}).get("benchmarks") or {}).items():
+        where = f"{path}: panel.benchmarks.{key}"
+        if not isinstance(entry, dict):
+            raise ValueError(f"{where}: expected a mapping with content_sha256")
+        name = entry.get("kind", key)
+        if name not in REGISTRY and name != JSONL:
+            raise ValueError(f"{where}: '{name}' is not a registered benchmark (known: {', '.join(REGISTRY)}, jsonl)")
+        if not re.fullmatch(r"[0-9a-f]{64}", str(entry.get("content_sha256", ""))):
+            raise ValueError(f"{where}: content_sha256 must be the 64 hex digits of the frozen content")
+
+
+def effective_protocol(plan: dict, *overrides: dict | None) -> dict[str, Any]:
+    """The plan's frozen protocol with each override mapping applied in turn.
+
+    An override may only name parameters the plan registers, so a typo cannot silently
+    introduce a parameter the pipeline ignores.
+    """
+    protocol = dict(plan["protocol"])
+    for override in overrides:
+        for key, value in (override or {}).items():
+            if key not in protocol:
+                raise KeyError(f"unknown protocol parameter '{key}' (registered: {sorted(protocol)})")
+            protocol[key] = value
+    return protocol

@@ -1,0 +1,305 @@
+"""Preregistration as code (docs/design.md section 7): the registered hash, declared deviations, plan.md.
+
+``preregistration/REGISTERED`` freezes the sha256 of ``plan.yaml`` and the registration date.
+A confirmatory cell may run only if the plan still has that hash and every difference between
+the cell's effective protocol and the plan's frozen protocol is declared in
+``preregistration/deviations.yaml``. ``plan.md`` is rendered from ``plan.yaml`` so the two
+cannot drift.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from cotdyn.plan.load import plan_sha256
+
+# The variant whose protocol a confirmatory cell is held to; other variants are sensitivity
+# analyses reported against it (docs/design.md section 6), so their differences are not deviations.
+REGISTERED_VARIANT = "registered"
+DEVIATION_FIELDS = ("cell", "parameter", "registered", "used", "reason")
+ANY_CELL = "*"
+
+
+class PreregistrationError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Deviation:
+    cell: str  # a cell name, or "*" for every confirmatory cell
+    parameter: str
+    registered: Any
+    used: Any
+    reason: str
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def sibling_paths(plan_path: str | Path) -> tuple[Path, Path]:
+    """REGISTERED and deviations.yaml live beside the plan they belong to."""
+    plan_path = Path(plan_path)
+    return plan_path.with_name("REGISTERED"), plan_path.with_name("deviations.yaml")
+
+
+# --- REGISTERED ---------------------------------------------------------------------------
+
+
+def registered_text(sha256: str, date: str) -> str:
+    return (
+        "# The registration of plan.yaml: its sha256 and date (cotdyn.plan.registration.register).\n"
+        f"plan_sha256: {sha256}\ndate: '{date}'\n"
+    )
+
+
+def register(plan_path: str | Path, registered_path: str | Path, date: str) -> str:
+    """Freeze the plan: write its sha256 and ``date`` to ``registered_path``; return the hash.
+
+    Refuses to overwrite: a plan is registered once, and a new plan is a new registration.
+    """
+    registered_path = Path(registered_path)
+    if registered_path.exists():
+        raise PreregistrationError(f"{registered_path} exists: a registration is never overwritten")
+    sha = plan_sha256(plan_path)
+    registered_path.write_text(registered_text(sha, str(date)))
+    return sha
+
+
+def read_registered(registered_path: str | Path) -> dict:
+    path = Path(registered_path)
+    if not path.exists():
+        raise PreregistrationError(f"{path} not found: the plan has not been registered")
+    data = yaml.safe_load(path.read_text())
+    for key in ("plan_sha256", "date"):
+        if not isinstance(data, dict) or key not in data:
+            raise PreregistrationError(f"{path}: missing field '{key}'")
+    return {"plan_sha256": str(data["plan_sha256"]), "date": str(data["date"])}
+
+
+def check_registered(plan_path: str | Path, registered_path: str | Path) -> str:
+    """The plan's sha256 if it equals the registered one; otherwise an error naming both."""
+    registered = read_registered(registered_path)["plan_sha256"]
+    found = plan_sha256(plan_path)
+    if found != registered:
+        raise PreregistrationError(
+            f"{plan_path} has sha256 {found}, but {registered_path} registers {registered}: "
+            "the plan was edited after registration"
+        )
+    return found
+
+
+# --- deviations ---------------------------------------------------------------------------
+
+
+def parse_deviations(entries: Any, source: str) -> list[Deviation]:
+    if entries is None:
+        return []
+    if not isinstance(entries, list):
+        raise PreregistrationError(f"{source}: expected a list of deviations, got {type(entries).__name__}")
+    deviations = []
+    for number, entry in enumerate(entries, 1):
+        where = f"{source}: deviation {number}"
+        if not isinstance(entry, dict):
+            raise PreregistrationError(f"{where}: expected a mapping with fields {', '.join(DEVIATION_FIELDS)}")
+        missing = [f for f in DEVIATION_FIELDS if f not in entry]
+        unknown = sorted(set(entry) - set(DEVIATION_FIELDS))
+        if missing:
+            raise PreregistrationError(f"{where}: missing field(s) {', '.join(missing)}")
+        if unknown:
+            raise PreregistrationError(
+                f"{where}: unknown field(s) {', '.join(unknown)} (known: {', '.join(DEVIATION_FIELDS)})"
+            )
+        for field in ("cell", "parameter", "reason"):
+            if not isinstance(entry[field], str) or not entry[field].strip():
+                raise PreregistrationError(f"{where}: field '{field}' must be a non-empty string")
+        deviations.append(Deviation(**{f: entry[f] for f in DEVIATION_FIELDS}))
+    return deviations
+
+
+def load_deviations(path: str | Path) -> list[Deviation]:
+    """The declared deviations; a missing file declares none."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    try:
+        entries = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        raise PreregistrationError(f"{path}: not YAML ({e})") from None
+    return parse_deviations(entries, str(path))
+
+
+def protocol_differences(plan: dict, effective_protocol: dict) -> list[tuple[str, Any, Any]]:
+    """(parameter, registered, used) for every parameter whose effective value differs, in plan order."""
+    registered = plan["protocol"]
+    unknown = sorted(set(effective_protocol) - set(registered))
+    if unknown:
+        raise PreregistrationError(
+            f"effective protocol names parameters the plan does not register: {', '.join(unknown)}"
+        )
+    return [
+        (k, v, effective_protocol[k])
+        for k, v in registered.items()
+        if k in effective_protocol and effective_protocol[k] != v
+    ]
+
+
+def _declaration(cell: str, difference: tuple[str, Any, Any], deviations: list[Deviation]) -> Deviation | None:
+    parameter, registered, used = difference
+    return next(
+        (
+            d
+            for d in deviations
+            if d.cell in (cell, ANY_CELL) and d.parameter == parameter and d.registered == registered and d.used == used
+        ),
+        None,
+    )
+
+
+def undeclared_differences(
+    cell: str, effective_protocol: dict, plan: dict, deviations: list[Deviation]
+) -> list[tuple[str, Any, Any]]:
+    """The cell's differences from the plan that no deviation declares (the audit lists them all)."""
+    return [d for d in protocol_differences(plan, effective_protocol) if _declaration(cell, d, deviations) is None]
+
+
+def undeclared_message(cell: str, difference: tuple[str, Any, Any]) -> str:
+    parameter, registered, used = difference
+    return (
+        f"cell {cell}: protocol parameter '{parameter}' is {used!r} but the plan registers {registered!r}, "
+        "and preregistration/deviations.yaml declares no such deviation"
+    )
+
+
+def check_cell(cell: str, effective_protocol: dict, plan: dict, deviations: list[Deviation]) -> list[Deviation]:
+    """The declared deviations covering the cell's differences from the plan.
+
+    A difference is declared by an entry for this cell (or "*") naming the parameter with the
+    same registered and used values; any other difference stops the run.
+    """
+    declared = []
+    for difference in protocol_differences(plan, effective_protocol):
+        found = _declaration(cell, difference, deviations)
+        if found is None:
+            raise PreregistrationError(undeclared_message(cell, difference))
+        declared.append(found)
+    return declared
+
+
+def declared_deviations(
+    cells: list[str], confirmatory: list[str], protocols: dict[str, dict], plan: dict, deviations: list[Deviation]
+) -> dict[str, dict]:
+    """plan_check.json's content: per cell, whether it is confirmatory, its declared deviations
+    (confirmatory cells, registered variant) and, for exploratory cells, its differences."""
+    if confirmatory and REGISTERED_VARIANT not in protocols:
+        raise PreregistrationError(f"confirmatory cells need a variant named '{REGISTERED_VARIANT}'")
+    out = {}
+    for cell in cells:
+        if cell in confirmatory:
+            found = check_cell(cell, protocols[REGISTERED_VARIANT], plan, deviations)
+            out[cell] = {"confirmatory": True, "deviations": [d.as_dict() for d in found]}
+        else:
+            out[cell] = {
+                "confirmatory": False,
+                "differences": {
+                    v: [{"parameter": p, "registered": r, "used": u} for p, r, u in protocol_differences(plan, proto)]
+                    for v, proto in sorted(protocols.items())
+                },
+            }
+    return out
+
+
+def plan_check(
+    plan_path: str | Path, cells: list[str], confirmatory: list[str], protocols: dict[str, dict], plan: dict
+) -> dict:
+    """The check at the head of the DAG: the registered hash, then every confirmatory cell."""
+    registered_path, deviations_path = sibling_paths(plan_path)
+    sha = check_registered(plan_path, registered_path)
+    cells_out = declared_deviations(cells, confirmatory, protocols, plan, load_deviations(deviations_path))
+    return {"plan_sha256": sha, "registered": read_registered(registered_path), "cells": cells_out}
+
+
+# --- plan.md ------------------------------------------------------------------------------
+
+
+def _value(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_value(v) for v in value)
+    if isinstance(value, dict):
+        return "; ".join(f"{k}: {_value(v)}" for k, v in value.items())
+    return str(value).replace("|", "\\|")
+
+
+def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
+    lines += ["| " + " | ".join(_value(c) for c in row) + " |" for row in rows]
+    return lines + [""]
+
+
+def render_plan_md(plan: dict) -> str:
+    """plan.md: every registered value of plan.yaml as text, generated so they cannot drift."""
+    lines = [
+        f"# {plan.get('title', 'Registered plan')}",
+        "",
+        "<!-- Generated from plan.yaml by cotdyn.plan.registration.render_plan_md; do not edit. -->",
+        "",
+        f"Plan version {plan.get('plan_version')}. The sha256 of plan.yaml and the registration date are in "
+        "REGISTERED; declared deviations are in deviations.yaml.",
+        "",
+        "## Frozen protocol",
+        "",
+    ]
+    lines += _table(["parameter", "registered value"], [[k, v] for k, v in plan["protocol"].items()])
+    lines += ["## Exclusion", ""]
+    lines += _table(["rule", "value"], [[k, v] for k, v in plan["exclusion"].items()])
+    panel = plan.get("panel", {})
+    if panel:
+        lines += [
+            "## Panel",
+            "",
+            f"Anchor: {panel.get('anchor')}; distilled: {panel.get('distilled')}; "
+            f"standard: {_value(panel.get('standard', []))}.",
+            "",
+        ]
+        lines += _table(
+            ["model", "id", "revision"],
+            [[k, m.get("id"), m.get("revision")] for k, m in panel.get("models", {}).items()],
+        )
+        lines += _table(
+            ["benchmark", "hub", "n", "content sha256"],
+            [[k, b.get("hub"), b.get("n"), b.get("content_sha256")] for k, b in panel.get("benchmarks", {}).items()],
+        )
+    lines += ["## Hypotheses", ""]
+    lines += _table(
+        ["id", "role", "statistic", "cells", "criterion"],
+        [[h["id"], h["role"], h["statistic"], h["cells"], h["criterion"]] for h in plan["hypotheses"]],
+    )
+    lines += [f"## Holm family (alpha = {plan['holm']['alpha']})", ""]
+    lines += _table(["hypothesis", "cell", "p-value"], [[f["id"], f["cell"], f["p"]] for f in plan["holm"]["family"]])
+    if "undefined_p" in plan["holm"]:
+        lines += [
+            f"A member whose p-value is undefined enters the correction as p = {plan['holm']['undefined_p']}.",
+            "",
+        ]
+    lines += ["## Analysis parameters", ""]
+    lines += _table(
+        ["group", "parameter", "value"],
+        [[g, k, v] for g, params in plan["analysis"].items() for k, v in params.items()],
+    )
+    if "verdict_rule" in plan:
+        lines += ["## Verdict rule", ""]
+        lines += _table(["rule", "value"], [[k, v] for k, v in plan["verdict_rule"].items()])
+    if "changes_from_previous_version" in plan:
+        lines += ["## Deviations from the previous plan version", ""]
+        lines += _table(
+            ["key", "previous version", "this version", "why"],
+            [[c["key"], c["v1"], c["v2"], c["why"]] for c in plan["changes_from_previous_version"]],
+        )
+    return "\n".join(lines).rstrip("\n") + "\n"

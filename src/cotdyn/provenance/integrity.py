@@ -1,0 +1,113 @@
+"""The study's integrity as its report shows it (docs/design.md section 7): the study manifest's
+sha256, the audit's result per file, and a check of the stored files against the manifest made
+when the report is built, so a report over outputs that no longer match their manifest says so.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from cotdyn.files.layout import STUDY_MANIFEST
+from cotdyn.provenance.manifests import file_sha256, output_hashes
+
+MATCH, MISMATCH, MISSING, UNLISTED = "match", "mismatch", "missing", "unlisted"
+STATUSES = (MATCH, MISMATCH, MISSING, UNLISTED)
+
+
+@dataclass(frozen=True)
+class FileCheck:
+    path: str
+    status: str  # match | mismatch | missing | unlisted
+    detail: str = ""
+
+
+@dataclass
+class AuditReport:
+    study: str
+    files: list[FileCheck] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # plan hash, config hash, undeclared deviations, ...
+
+    @property
+    def failures(self) -> list[FileCheck]:
+        return [f for f in self.files if f.status in (MISMATCH, MISSING)]
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures and not self.problems
+
+    def as_dict(self) -> dict:
+        return {"study": self.study, "ok": self.ok, "problems": self.problems, "files": [asdict(f) for f in self.files]}
+
+    def text(self) -> str:
+        lines = [f"audit of {self.study}: {'PASS' if self.ok else 'FAIL'}"]
+        lines += [f"  problem: {p}" for p in self.problems]
+        lines += [f"  {f.status:9s} {f.path}" + (f"  ({f.detail})" if f.detail else "") for f in self.files]
+        return "\n".join(lines)
+
+
+def summary(study_dir: Path, report: AuditReport, how: str) -> dict:
+    manifest = study_dir / STUDY_MANIFEST
+    counts = Counter(f.status for f in report.files)
+    return {
+        "check": how,
+        "manifest_sha256": file_sha256(manifest) if manifest.exists() else None,
+        "ok": report.ok,
+        "counts": {s: counts.get(s, 0) for s in STATUSES},
+        "problems": list(report.problems),
+        # unlisted files (written after the manifest, such as the report's own pages) are not audited
+        "files": [
+            {"path": f.path, "status": f.status, "detail": f.detail} for f in report.files if f.status != UNLISTED
+        ],
+    }
+
+
+def stored_check(study_dir) -> dict:
+    """Every stored file's sha256 against the study manifest, without re-deriving anything: fast
+    enough to run each time the report is built."""
+    study_dir = Path(study_dir)
+    report = AuditReport(str(study_dir))
+    manifest = study_dir / STUDY_MANIFEST
+    if not manifest.exists():
+        report.problems.append(f"{STUDY_MANIFEST} not found: the study has no manifest to check against")
+    else:
+        listed, stored = json.loads(manifest.read_text()).get("files", {}), output_hashes(study_dir)
+        report.files = [stored_file(path, want, stored.get(path)) for path, want in sorted(listed.items())]
+    return summary(study_dir, report, "stored files hashed against the manifest")
+
+
+def stored_file(path: str, listed: str, stored: str | None) -> FileCheck:
+    if stored is None:
+        return FileCheck(path, MISSING, "listed in the manifest, absent from the study")
+    if stored != listed:
+        return FileCheck(path, MISMATCH, f"stored sha256 {stored} != manifest {listed}")
+    return FileCheck(path, MATCH, "stored")
+
+
+def failures(result: dict) -> list[str]:
+    """One line per failing file or problem of an audit_result or stored_check (the hashes are in
+    the per-file table)."""
+    lines = [f"{f['status']}: {f['path']}" for f in result["files"] if f["status"] != MATCH]
+    return lines + [f"problem: {p}" for p in result["problems"]]
+
+
+def warning_text(audit: dict | None, stored: dict | None) -> str | None:
+    """The warning a report over a study that fails its audit or no longer matches its manifest
+    carries on its pages and on the console; None when both are clean."""
+    lines = []
+    if audit is None:
+        lines.append("the audit has not run for this study")
+    elif not audit["ok"]:
+        lines.append(f"the audit FAILED ({audit['counts'][MISMATCH]} mismatching, {audit['counts'][MISSING]} missing)")
+        lines += [f"  {line}" for line in failures(audit)]
+    if stored is not None and not stored["ok"]:
+        lines.append(
+            f"when this report was built, {stored['counts'][MISMATCH] + stored['counts'][MISSING]} stored file(s) "
+            "no longer matched the study manifest"
+        )
+        lines += [f"  {line}" for line in failures(stored)]
+    if not lines:
+        return None
+    return "cotdyn: the study's outputs cannot be trusted as they stand:\n" + "\n".join(lines)

@@ -1,0 +1,28 @@
+"""The I/O shell around ``cotdyn.records.table``: read a cell's chains and samples, write its records
+and summary (atomically, through ``cotdyn.files.writers``)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from cotdyn.files.writers import write_json, write_parquet
+from cotdyn.records import table as R
+
+
+def derive_records(
+    chains_path,
+    samples_path,
+    protocol: dict,
+    exclusion: dict,
+    benchmark: str,
+    cell: str,
+    records_out,
+    summary_out,
+    m: int | None = None,
+) -> pd.DataFrame:
+    chains, samples = pd.read_parquet(chains_path), pd.read_parquet(samples_path)
+    records = R.records_table(chains, samples, protocol, exclusion, benchmark, cell, m)
+    write_parquet(records, records_out)
+    summary = {"cell": cell, **R.cell_summary(records, samples[samples["sample"] < (m or protocol["m"])])}
+    write_json(summary, summary_out)
+    return records

@@ -1,0 +1,179 @@
+"""Records from chains and samples, as pure steps over plain tables (seed 003 sections 2-3).
+
+1. ``variant_samples``: a variant's view of the samples (its m; its endpoint, ``ENDPOINTS``).
+2. ``records_table``: one row per problem (docs/design.md section 11), derived from chains and samples only.
+3. ``cell_summary``: the cell's summary.json.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from cotdyn import stats
+from cotdyn.grading import answers
+from cotdyn.protocol.trajectory import agreement, answer_classes, summarize
+
+
+def with_chain_endpoint(samples: pd.DataFrame, chains: pd.DataFrame) -> pd.DataFrame:
+    """Samples whose null answers at the final prefix of every finished chain are filled with the
+    chain's own answer.
+
+    The final prefix of a finished chain usually continues with nothing (seed 003 section 5.2);
+    this endpoint variant scores what the chain itself concluded in place of those empty
+    continuations. Samples that did answer keep their answer, so the final entropy still measures
+    the spread of the answers (filling all m would make it 0 for every finished chain, a truncation
+    flag). Truncated chains and chains without an answer keep their sampled continuations.
+    """
+    answered = answers.is_answered(chains["chain_answer"])
+    finished = chains.loc[
+        ~chains["reference_truncated"].to_numpy(dtype=bool) & answered, ["problem_id", "chain_answer"]
+    ]
+    last = samples.groupby("problem_id")["prefix"].transform("max")
+    out = samples.merge(finished, on="problem_id", how="left")
+    replace = (
+        (out["prefix"].to_numpy() == last.to_numpy())
+        & answers.is_answered(out["chain_answer"])
+        & ~answers.is_answered(out["answer"])
+    )
+    out.loc[replace, "answer"] = out.loc[replace, "chain_answer"]
+    out.loc[replace, "status"] = answers.OK
+    return out.drop(columns="chain_answer")
+
+
+def with_forced_endpoint(samples: pd.DataFrame, chains: pd.DataFrame) -> pd.DataFrame:
+    """Samples whose every answer at the final prefix of every finished, answered chain is the chain's
+    own answer: seed 002's forced last state (a point mass on what the chain concluded), the named
+    alternative to its sampled last state (Def. 1). Truncated and unanswered chains keep their samples."""
+    answered = answers.is_answered(chains["chain_answer"])
+    finished = chains.loc[
+        ~chains["reference_truncated"].to_numpy(dtype=bool) & answered, ["problem_id", "chain_answer"]
+    ]
+    last = samples.groupby("problem_id")["prefix"].transform("max")
+    out = samples.merge(finished, on="problem_id", how="left")
+    replace = (out["prefix"].to_numpy() == last.to_numpy()) & answers.is_answered(out["chain_answer"])
+    out.loc[replace, "answer"] = out.loc[replace, "chain_answer"]
+    out.loc[replace, "status"] = answers.OK
+    return out.drop(columns="chain_answer")
+
+
+ENDPOINTS = {"chain_answer": with_chain_endpoint, "forced": with_forced_endpoint}
+
+
+def variant_samples(samples: pd.DataFrame, chains: pd.DataFrame, protocol: dict, m: int | None = None) -> pd.DataFrame:
+    """The samples a variant reads: the first m of each prefix, with its endpoint applied.
+
+    ``endpoint: chain_answer`` (seed 003 section 5.2) fills the null answers of the last state with the
+    chain's own answer; ``forced`` (seed 002) makes the whole last state the chain's own answer;
+    ``continuation`` and ``reasoning`` keep the sampled last state (under ``reasoning`` it was sampled
+    from the chain cut before its final-answer statement, seed 002 Def. 1).
+    """
+    samples = samples[samples["sample"] < (m or protocol["m"])]
+    endpoint = ENDPOINTS.get(protocol["endpoint"])
+    return endpoint(samples, chains) if endpoint else samples
+
+
+def records_table(
+    chains: pd.DataFrame,
+    samples: pd.DataFrame,
+    protocol: dict,
+    plan_exclusion: dict,
+    benchmark: str,
+    cell: str,
+    m: int | None = None,
+) -> pd.DataFrame:
+    """One row per problem: trajectory, shape, magnitude, labels and flags (docs/design.md section 11).
+
+    ``m`` keeps only the first m samples of each prefix (the m sweep subsamples N = 20 this way).
+    """
+    samples = variant_samples(samples, chains, protocol, m)
+    grouped = {pid: g for pid, g in samples.groupby("problem_id", sort=False)}
+    rows = []
+    for chain in chains.itertuples():
+        group = grouped.get(chain.problem_id)
+        prefix_answers = _prefix_answers(group)
+        t = summarize(
+            prefix_answers, protocol["epsilon"], protocol["null_answers"], plan_exclusion["min_answer_bearing_prefixes"]
+        )
+        chain_answer = answers.answer_or_none(chain.chain_answer)
+        pred, confidence = t.pred, t.final_confidence
+        if protocol["label"] == "chain":
+            # the confidence is the final answers' agreement with the label actually scored
+            pred = chain_answer
+            last = answer_classes(prefix_answers[t.points[-1]], protocol["null_answers"]) if t.points else []
+            confidence = agreement(last, pred)
+        raw_units = int(group["raw_units"].iloc[0]) if group is not None else 0
+        n_answered = int((group["status"] == answers.OK).sum()) if group is not None else 0
+        rows.append(
+            {
+                "cell": cell,
+                "problem_id": chain.problem_id,
+                "trajectory": t.trajectory,
+                "points": t.points,
+                "n_points": len(t.trajectory),
+                "n_prefixes": len(prefix_answers),
+                "monotone": t.monotone,
+                "violations": t.violations,
+                "coherence": t.coherence,
+                "final_entropy": t.final_entropy,
+                "final_confidence": confidence,
+                "pred": pred,
+                "gold": chain.gold,
+                "correct": answers.equivalent(pred, chain.gold, benchmark, protocol["equivalence"]),
+                "chain_answer": chain_answer,
+                "chain_correct": answers.equivalent(chain_answer, chain.gold, benchmark, protocol["equivalence"]),
+                "excluded": t.excluded,
+                "exclusion_reason": t.exclusion_reason,
+                "reference_tokens": int(chain.reference_tokens),
+                "reference_truncated": bool(chain.reference_truncated),
+                "raw_units": raw_units,
+                "cap_hit": protocol["cap"] is not None
+                and protocol["checkpoints"] == "steps"
+                and raw_units >= protocol["cap"],
+                "parse_rate": n_answered / len(group) if group is not None and len(group) else float("nan"),
+                "endpoint_answered": bool(prefix_answers and any(a is not None for a in prefix_answers[-1])),
+            }
+        )
+    records = pd.DataFrame(rows)
+    records["monotone"] = records["monotone"].astype("boolean")
+    records["violations"] = records["violations"].astype("Int64")
+    return records
+
+
+def _prefix_answers(group: pd.DataFrame | None) -> list[list[str | None]]:
+    if group is None:
+        return []
+    ordered = group.sort_values(["prefix", "sample"])
+    return [answers.answers_or_none(g["answer"]) for _, g in ordered.groupby("prefix", sort=True)]
+
+
+def cell_summary(records: pd.DataFrame, samples: pd.DataFrame) -> dict:
+    """The per-cell summary: n, exclusions, accuracy, coverage, points, truncation, cap, parse rate."""
+    kept = records[~records["excluded"].astype(bool)]
+    monotone = kept["monotone"].astype(bool).to_numpy()
+
+    def rate(values) -> float | None:
+        return float(np.mean(values)) if len(values) else None
+
+    # the accuracy of each group as H1 defines it (stats.group_accuracy_rows); NaN for an empty group
+    acc_in, acc_out = stats.group_accuracy_rows(
+        monotone, kept["correct"].astype(bool).to_numpy(), stats.full_sample(len(kept))
+    )
+    acc_mono = float(acc_in[0]) if monotone.any() else None
+    acc_non = float(acc_out[0]) if (~monotone).any() else None
+    return {
+        "n": int(len(records)),
+        "n_excluded": int(records["excluded"].sum()),
+        "n_analyzed": int(len(kept)),
+        "accuracy": rate(kept["correct"]),
+        "monotone_coverage": rate(monotone),
+        "accuracy_monotone": acc_mono,
+        "accuracy_nonmonotone": acc_non,
+        "gap_pp": None if acc_mono is None or acc_non is None else 100 * (acc_mono - acc_non),
+        "median_points": float(np.median(kept["n_points"])) if len(kept) else None,
+        "truncation_rate": rate(records["reference_truncated"]),
+        "cap_hit_rate": rate(records["cap_hit"]),
+        "parse_rate": rate(samples["status"] == answers.OK),
+        "endpoint_answered_rate": rate(records["endpoint_answered"]),
+        "chain_accuracy": rate(records["chain_correct"]),
+    }
