@@ -235,7 +235,8 @@ def _rederive(study_dir: Path, scratch: Path, config: dict, plan_path: Path, pro
                 all_records += records_paths
     analyses = [scratch / analysis_file(v, "hypotheses.json") for v in protocols]
     if has_secondary(plan) and all(p.exists() for p in analyses):
-        derive_generations(all_records, analyses, protocols, plan, scratch / Path(GENERATIONS).parent)
+        benchmarks = {name: spec.answer_rule for name, spec in cells.items()}
+        derive_generations(all_records, analyses, protocols, plan, scratch / Path(GENERATIONS).parent, benchmarks)
 
 
 def audit(study_dir, plan_path=None, scratch=None) -> AuditReport:

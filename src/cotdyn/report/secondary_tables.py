@@ -151,11 +151,14 @@ def generation_tables(
     protocols: Mapping[str, dict],
     s: SecondarySettings,
     registered: str = "registered",
+    benchmarks: Mapping[str, str] | None = None,
 ) -> dict:
     """The tables across generations: per-problem agreement of every pair of generations that
     differ only in their seed (the registered one included), the spread of each registered
     statistic over them, and, from every variant that differs only in a larger reference budget,
-    the completion fraction at the registered budget and the longest uncensored chain."""
+    the completion fraction at the registered budget and the longest uncensored chain.
+    ``benchmarks`` maps each cell to its answer rule: predictions agree under the registered
+    variant's equivalence for it (without it, as strings)."""
     seeds = [registered, *variants_differing_only_in(protocols, registered, "seed")]
     budget = int(protocols[registered]["reference_max_tokens"])
     probes = [
@@ -174,7 +177,15 @@ def generation_tables(
                 idx = cell_resamples(s.seed, cell, n, s.resamples) if n else None
                 agreement += [
                     {"cell": cell, "variant_a": a, "variant_b": b} | r
-                    for r in sec.generation_agreement(records[a][cell], records[b][cell], idx, s.level, s.groups)
+                    for r in sec.generation_agreement(
+                        records[a][cell],
+                        records[b][cell],
+                        idx,
+                        s.level,
+                        s.groups,
+                        (benchmarks or {}).get(cell),
+                        protocols[registered]["equivalence"],
+                    )  # fmt: skip
                 ]
         for v in probes:
             frame = records[v].get(cell)
@@ -212,15 +223,15 @@ def derive_secondary(records_paths, hypotheses_path, plan: dict, epsilon: float,
 
 
 def derive_generations(
-    records_paths, hypotheses_paths, protocols: Mapping[str, dict], plan: dict, out_dir
+    records_paths, hypotheses_paths, protocols: Mapping[str, dict], plan: dict, out_dir, benchmarks=None
 ) -> list[Path]:
     """analysis/generations/ from every variant's records (paths .../<cell>/<variant>/records.parquet)
-    and hypotheses.json (paths .../<variant>/hypotheses.json)."""
+    and hypotheses.json (paths .../<variant>/hypotheses.json); ``benchmarks``: cell -> answer rule."""
     import json
 
     records: dict[str, dict[str, pd.DataFrame]] = {}
     for path in sorted(map(Path, records_paths)):
         records.setdefault(path.parent.name, {})[path.parent.parent.name] = pd.read_parquet(path)
     results = {Path(p).parent.name: json.loads(Path(p).read_text()) for p in hypotheses_paths}
-    tables = generation_tables(records, results, protocols, SecondarySettings.from_plan(plan))
+    tables = generation_tables(records, results, protocols, SecondarySettings.from_plan(plan), benchmarks=benchmarks)
     return write_generations(tables, out_dir)
