@@ -1,5 +1,6 @@
 from cotdyn.files.logs import tee_to
 from cotdyn.generation.run import run_continuations
+from cotdyn.generation.timings import TimingObserver
 
 tee_to(snakemake.log[0])
 run_continuations(
@@ -12,5 +13,5 @@ run_continuations(
     snakemake.params.cache,
     snakemake.output.samples,
     snakemake.output.generation,
-    benchmark_entry=snakemake.params.benchmark_entry,
+    observer=TimingObserver(benchmark_entry=snakemake.params.benchmark_entry),
 )

@@ -1,5 +1,6 @@
 from cotdyn.files.logs import tee_to
 from cotdyn.generation.run import run_reference
+from cotdyn.generation.timings import TimingObserver
 
 tee_to(snakemake.log[0])
 run_reference(
@@ -11,5 +12,5 @@ run_reference(
     snakemake.params.cache,
     snakemake.output.chains,
     snakemake.output.generation,
-    benchmark_entry=snakemake.params.benchmark_entry,
+    observer=TimingObserver(benchmark_entry=snakemake.params.benchmark_entry),
 )
