@@ -1,4 +1,4 @@
-"""Seed 003's further analyses (cotdyn.analysis.secondary) against hand computations, scipy and loops."""
+"""Seed 003's further analyses (cotdyn.analysis.secondary, secondary_generations) against hand computations, scipy and loops."""
 
 import math
 
@@ -9,6 +9,7 @@ from scipy import stats as sps
 
 from cotdyn import stats
 from cotdyn.analysis import secondary as sec
+from cotdyn.analysis import secondary_generations as gen
 from cotdyn.analysis.calibration import PlantedCell, simulate_records
 
 LEVEL = 0.95
@@ -206,13 +207,13 @@ def test_generation_agreement_by_hand():
     b["correct"] = [True, True, False, True, True]
     b["trajectory"] = [[1.0, 0.5], [1.0, 0.1], [0.5, 0.7], [1.0, 0.6], [0.0, 0.0]]
     b = b.iloc[::-1].reset_index(drop=True)  # matched by problem id, not by row
-    out = {r["agreement_on"]: r for r in sec.generation_agreement(a, b, None, LEVEL)}
+    out = {r["agreement_on"]: r for r in gen.generation_agreement(a, b, None, LEVEL)}
     assert out["prediction"]["n"] == 4  # p5 excluded; p3's two missing answers agree (stated)
     assert out["prediction"]["agreement"] == 0.75 and out["prediction"]["n_both_null"] == 1
     assert out["prediction"]["rule"] == "string equality; both null agree"
     assert out["correctness"]["agreement"] == 0.75
     assert out["monotone_flag"]["agreement"] == 1.0 and out["trajectory"]["agreement"] == 0.5
-    assert sec.joint_problems(a, b) == 4
+    assert gen.joint_problems(a, b) == 4
 
 
 def test_generation_agreement_applies_the_variants_equivalence():
@@ -220,11 +221,11 @@ def test_generation_agreement_applies_the_variants_equivalence():
     a = pd.DataFrame({"problem_id": ["p1", "p2", "p3", "p4"], "pred": ["1,000", "\\frac{1}{2}", "7", None],
                       "correct": True, "monotone": True, "trajectory": [[1.0]] * 4, "excluded": False})  # fmt: skip
     b = a.assign(pred=["1000", "\\dfrac{1}{2}", "8", None])
-    out = {r["agreement_on"]: r for r in sec.generation_agreement(a, b, None, LEVEL, None, "math500")}["prediction"]
+    out = {r["agreement_on"]: r for r in gen.generation_agreement(a, b, None, LEVEL, None, "math500")}["prediction"]
     # independent: 2 equivalent pairs + 1 null-null of 4; as strings only the null pair would agree
     assert out["agreement"] == 3 / 4 and out["n_both_null"] == 1
     assert out["rule"] == "normalized equivalence; both null agree"
-    strings = {r["agreement_on"]: r for r in sec.generation_agreement(a, b, None, LEVEL)}["prediction"]
+    strings = {r["agreement_on"]: r for r in gen.generation_agreement(a, b, None, LEVEL)}["prediction"]
     assert strings["agreement"] == 1 / 4
 
 
@@ -233,7 +234,7 @@ def test_seed_spread_by_hand():
         f"seed-{i}": {"cells": {"c": {"H1": {"gap_pp": g, "coverage": 0.5}, "H2": {"rho": None}}}}
         for i, g in enumerate([5.2, 13.8, 9.1])
     }
-    out = {r["statistic"]: r for r in sec.seed_spread(results, ["c"])}
+    out = {r["statistic"]: r for r in gen.seed_spread(results, ["c"])}
     gap = out["gap_pp"]
     assert gap["min"] == 5.2 and gap["max"] == 13.8 and gap["range"] == pytest.approx(8.6)
     assert gap["sd"] == pytest.approx(np.std([5.2, 13.8, 9.1], ddof=1)) and gap["value_seed-1"] == 13.8
@@ -243,11 +244,11 @@ def test_seed_spread_by_hand():
 def test_budget_probe_by_hand():
     frame = pd.DataFrame({"reference_tokens": [300, 600, 601, 2390, 4096, 4096],
                           "reference_truncated": [False, False, False, False, True, True]})  # fmt: skip
-    out = sec.budget_probe(frame, 600, stats.resample_indices(6, 30, 1), LEVEL)
+    out = gen.budget_probe(frame, 600, stats.resample_indices(6, 30, 1), LEVEL)
     assert out["completed"] == pytest.approx(2 / 6) and out["longest_uncensored"] == 2390
     assert out["n_censored"] == 2 and out["ci_n_kept"] == 30 and out["n_censored_below_budget"] == 0
     with pytest.raises(ValueError, match="censored at 600"):
-        sec.budget_probe(frame.assign(reference_tokens=[300, 600, 600, 600, 600, 600]), 600, None, LEVEL)
+        gen.budget_probe(frame.assign(reference_tokens=[300, 600, 600, 600, 600, 600]), 600, None, LEVEL)
 
 
 def _km_completion(tokens, truncated, budget):
@@ -266,14 +267,14 @@ def test_budget_probe_ci_is_the_kaplan_meier_of_each_resample():
     truncated = [False, False, True, False, False, False, False, True, True, True]
     frame = pd.DataFrame({"reference_tokens": tokens, "reference_truncated": truncated})
     idx = stats.resample_indices(10, 200, 3)
-    out = sec.budget_probe(frame, 600, idx, LEVEL)
+    out = gen.budget_probe(frame, 600, idx, LEVEL)
     assert out["completed"] == pytest.approx(11 / 35) and _km_completion(tokens, truncated, 600) == pytest.approx(
         11 / 35
     )
     assert out["n_censored_below_budget"] == 1
     t, c = np.asarray(tokens), np.asarray(truncated)
     boot = [_km_completion(t[row], c[row], 600) for row in idx]
-    np.testing.assert_allclose(sec.completion_rows(t, c, 600, idx), boot, atol=1e-12)
+    np.testing.assert_allclose(gen.completion_rows(t, c, 600, idx), boot, atol=1e-12)
     assert [out["ci_lo"], out["ci_hi"]] == pytest.approx(_percentile(boot))
     share = (~c & (t <= 600))[idx].mean(axis=1)
     assert [out["ci_lo"], out["ci_hi"]] != pytest.approx(_percentile(share))

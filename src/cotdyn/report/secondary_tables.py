@@ -1,4 +1,5 @@
-"""Seed 003's further analyses as report tables (docs/design.md section 6; ``cotdyn.analysis.secondary``).
+"""Seed 003's further analyses as report tables (docs/design.md section 6; ``cotdyn.analysis.secondary``
+and ``cotdyn.analysis.secondary_generations``).
 
 ``secondary_tables`` builds one variant's tables from its records and its hypotheses.json;
 ``generation_tables`` builds the tables that compare variants (the seed variants, the budget
@@ -16,6 +17,7 @@ from typing import Mapping
 import pandas as pd
 
 from cotdyn.analysis import secondary as sec
+from cotdyn.analysis import secondary_generations as gen
 from cotdyn.analysis.exploratory import analyzed
 from cotdyn.analysis.hypotheses.inputs import panel_cells, plan_key
 from cotdyn.files.writers import write_csv, write_text
@@ -173,11 +175,11 @@ def generation_tables(
             for b in seeds[i + 1 :]:
                 if cell not in records.get(a, {}) or cell not in records.get(b, {}):
                     continue
-                n = sec.joint_problems(records[a][cell], records[b][cell])
+                n = gen.joint_problems(records[a][cell], records[b][cell])
                 idx = cell_resamples(s.seed, cell, n, s.resamples) if n else None
                 agreement += [
                     {"cell": cell, "variant_a": a, "variant_b": b} | r
-                    for r in sec.generation_agreement(
+                    for r in gen.generation_agreement(
                         records[a][cell],
                         records[b][cell],
                         idx,
@@ -194,9 +196,9 @@ def generation_tables(
             idx = cell_resamples(s.seed, cell, len(frame), s.resamples) if len(frame) else None
             probe_rows.append(
                 {"cell": cell, "variant": v, "probe_budget": int(protocols[v]["reference_max_tokens"])}
-                | sec.budget_probe(frame, budget, idx, s.level)
+                | gen.budget_probe(frame, budget, idx, s.level)
             )
-    spread = sec.seed_spread({v: results[v] for v in seeds if v in results}, cells) if len(seeds) > 1 else []
+    spread = gen.seed_spread({v: results[v] for v in seeds if v in results}, cells) if len(seeds) > 1 else []
     none = {
         "generation_agreement": "no variant differs from the registered one only in its seed",
         "seed_spread": "no variant differs from the registered one only in its seed",
