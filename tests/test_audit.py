@@ -128,29 +128,37 @@ def build_study(root: Path, data: Path, protocol: dict, deviations: list[dict]) 
 
 
 def derive_further_analyses(study: Path, cell_dir: Path, plan: dict, protocol: dict) -> None:
-    """Seed 003's further analyses, as rules secondary and generations write them (the audit re-derives them)."""
+    """Seed 003's further analyses and seed 002's dynamics, as rules secondary, generations and
+    dynamics write them (the audit re-derives them)."""
+    from cotdyn.records.table import variant_samples
+    from cotdyn.report.dynamics_plots import write_dynamics
     from cotdyn.report.secondary_tables import derive_generations, derive_secondary
 
     records, hypotheses = [cell_dir / "records.parquet"], [study / "analysis" / "registered" / "hypotheses.json"]
     secondary = study / "analysis" / "registered" / "secondary"
     derive_secondary(records, hypotheses[0], plan, float(protocol["epsilon"]), secondary)
     derive_generations(records, hypotheses, {"registered": protocol}, plan, study / "analysis" / "generations")
+    chains = pd.read_parquet(study / "cells" / CELL / "reference" / reference_id(protocol) / "chains.parquet")
+    write_dynamics(
+        variant_samples(pd.read_parquet(cell_dir / "samples.parquet"), chains, protocol).assign(cell=CELL),
+        pd.read_parquet(records[0]),
+        study / "analysis" / "registered" / "dynamics",
+        null_class=protocol["null_answers"] == "class",
+        benchmarks={CELL: "gsm8k"},
+        equivalence=protocol["equivalence"],
+        endpoint=protocol["endpoint"],
+    )
 
 
 def write_hash_checked_outputs(study: Path, chains: Path, cell_dir: Path, plan: dict) -> None:
     """The outputs the audit checks by hash only, written by the functions their rules call."""
     from cotdyn.files.writers import write_csv
     from cotdyn.methods.math_shepherd import math_shepherd_from_samples
-    from cotdyn.records.table import with_chain_endpoint
-    from cotdyn.report.dynamics_plots import write_dynamics
     from cotdyn.report.exploratory_tables import sweep_frame, tables_html, write_exploratory
     from cotdyn.report.header import write_header
 
     analysis = study / "analysis" / "registered"
     samples, records = pd.read_parquet(cell_dir / "samples.parquet"), pd.read_parquet(cell_dir / "records.parquet")
-    write_dynamics(
-        with_chain_endpoint(samples, pd.read_parquet(chains)).assign(cell=CELL), records, analysis / "dynamics"
-    )
     write_exploratory(records, analysis / "exploratory", m=5, epsilon=0.01, seed=1, resamples=50)
     write_header("registered", analysis / "hypotheses.json", study / PLAN_CHECK, analysis / "report_header.html")
     math_shepherd_from_samples(samples, records, "gsm8k", chains=pd.read_parquet(chains)).to_csv(
@@ -199,6 +207,9 @@ def test_untouched_study_passes_twice(registered_study):
         "analysis/registered/secondary/selective_accuracy.csv",
         "analysis/registered/secondary/descriptive_family.csv",
         "analysis/generations/budget_probe.csv",
+        "analysis/registered/dynamics/profiles.csv",
+        "analysis/registered/dynamics/mechanism_shares.csv",
+        "analysis/registered/dynamics/mechanism_shares.png",
     } <= derived
     assert all(f.status == MATCH for f in first.files)
 
@@ -247,6 +258,22 @@ def test_changed_records_value_is_detected(study):
     check = status(report, RECORDS)
     assert check.status == MISMATCH and "stored sha256" in check.detail
     assert [f.path for f in report.failures] == [RECORDS]
+
+
+def test_a_rewritten_mechanism_table_is_caught_by_its_rederivation(study):
+    """The dynamics tables are re-derived (issue 24): a mechanism table rewritten together with its
+    manifest hash passes the stored check and fails the re-derivation."""
+    from cotdyn.provenance.manifests import file_sha256
+
+    path = "analysis/registered/dynamics/mechanism_shares.csv"
+    shares = pd.read_csv(study / path)
+    shares["endpoint_note"] = None  # the endpoint note dropped
+    shares.to_csv(study / path, index=False)
+    manifest = json.loads((study / STUDY_MANIFEST).read_text())
+    manifest["files"][path] = file_sha256(study / path)
+    (study / STUDY_MANIFEST).write_text(json.dumps(manifest))
+    check = status(audit(study), path)
+    assert check.status == MISMATCH and check.detail.startswith("re-derived from samples and chains")
 
 
 def test_deleted_output_is_detected(study):
@@ -306,10 +333,11 @@ def test_outputs_the_audit_does_not_rederive_are_hash_checked_not_failed():
     from cotdyn.audit.check import MATCH, MISMATCH, compare_files, is_derived
 
     assert is_derived("analysis/registered/hypotheses.json")
-    assert not is_derived("analysis/registered/dynamics/profiles.csv")
-    listed = {"analysis/registered/dynamics/profiles.csv": "a", "analysis/sweeps.csv": "b"}
+    assert is_derived("analysis/registered/dynamics/mechanism_shares.csv")  # re-derived since issue 24
+    assert not is_derived("analysis/registered/exploratory/tables.html")
+    listed = {"analysis/registered/exploratory/tables.html": "a", "analysis/sweeps.csv": "b"}
     checks = {c.path: c.status for c in compare_files(listed, {**listed, "analysis/sweeps.csv": "x"}, {})}
-    assert checks == {"analysis/registered/dynamics/profiles.csv": MATCH, "analysis/sweeps.csv": MISMATCH}
+    assert checks == {"analysis/registered/exploratory/tables.html": MATCH, "analysis/sweeps.csv": MISMATCH}
 
 
 def test_a_study_output_missing_from_the_manifest_fails_the_audit(study):

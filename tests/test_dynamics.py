@@ -837,3 +837,47 @@ def test_def1_planted_mechanisms_including_fragile_success_and_stochastic_miss_a
         assert expected > 0, row.mechanism  # every mechanism is planted
         se = math.sqrt(expected * (1 - expected) / row.n_outcome)
         assert abs(row.share - expected) < 4 * se, (row.mechanism, row.share, expected, se)
+
+
+def test_mechanism_tables_say_what_the_endpoint_did_to_the_last_state():
+    """Issue 24's planted chain: correct and finished, gold dominant at p = 1 until a last prefix of
+    four nulls and one other answer. Under the registered endpoint (continuation, nulls dropped) it
+    is labelled fragile_success off one sample; the table counts and notes that. Filling the nulls
+    with the chain's answer (chain_answer) makes it a stable success."""
+    from cotdyn.records.table import variant_samples
+
+    answers = [["18"] * 5, ["18"] * 5, ["18"] * 5, [None, None, None, None, "17"]]
+    samples = pd.DataFrame(
+        [
+            {
+                "problem_id": "q1",
+                "prefix": k,
+                "sample": j,
+                "prefix_tokens": 10 * k,
+                "answer": a,
+                "status": "ok" if a is not None else "no_answer",
+            }
+            for k, row in enumerate(answers)
+            for j, a in enumerate(row)
+        ]  # fmt: skip
+    )
+    records = pd.DataFrame({"cell": "m-gsm8k", "problem_id": ["q1"], "gold": "18", "chain_correct": True,
+                            "reference_tokens": 60})  # fmt: skip
+    chains = pd.DataFrame({"problem_id": ["q1"], "chain_answer": ["18"], "reference_truncated": [False]})
+    registered = dyn.profile_table(samples, records, null_class=False)
+    # independent: the share of null answers at the last prefix, by pandas
+    last = samples[samples["prefix"] == samples["prefix"].max()]
+    assert registered["endpoint_null_share"].iloc[0] == pytest.approx(last["answer"].isna().mean()) == 0.8
+    assert registered["mechanism"].iloc[0] == "fragile_success"
+    shares = dyn.mechanism_shares(registered, "continuation").set_index("mechanism")
+    assert shares.at["fragile_success", "count"] == 1 and shares.at["fragile_success", "n_null_endpoint"] == 1
+    assert shares.at["stable_success", "n_null_endpoint"] == 0
+    assert (shares["endpoint"] == "continuation").all()
+    assert shares["endpoint_note"].str.startswith("last state sampled from the whole finished chain").all()
+    filled = variant_samples(samples, chains, {"m": 5, "endpoint": "chain_answer"})
+    again = dyn.profile_table(filled, records, null_class=False)
+    assert again["mechanism"].iloc[0] == "stable_success" and again["endpoint_null_share"].iloc[0] == 0.0
+    noted = dyn.mechanism_shares(again, "chain_answer").set_index("mechanism")
+    assert noted.at["stable_success", "n_null_endpoint"] == 0
+    assert noted["endpoint_note"].str.contains("filled with the chain's own answer").all()
+    assert dyn.mechanism_shares(registered)["endpoint_note"].isna().all()  # no endpoint named, no note

@@ -127,3 +127,19 @@ def test_comparison_variants_are_checked_against_the_study():
     assert di.comparison_variants(config, ["base", "t02", "t10"]) == ["base", "t02", "t10"]
     with pytest.raises(ValueError, match="unknown variant\\(s\\) t10 \\(known: base, t02\\)"):
         di.comparison_variants(config, ["base", "t02"])
+
+
+def test_n_tasks_and_tasks_count_only_tasks_defined_on_both_sides():
+    # planted (issue 24): t_commit undefined for the intervened model on math500, defined elsewhere
+    conditions = random_conditions(np.random.default_rng(7))
+    hole = (conditions["model"] == "f0-small-it") & (conditions["task"] == "math500")
+    conditions.loc[hole, "t_commit"] = np.nan
+    one = {"default_variant": "base", "families": {"it": [comparisons()["families"]["instruction_tuning"][0]]}}
+    rows = di.standardized_changes(conditions, one).set_index("metric")
+    # independent: pandas pivot, rows where both sides are defined
+    wide = conditions.pivot(index="task", columns="model", values="t_commit")
+    diff = (wide["f0-small-it"] - wide["f0-small-base"]).dropna()
+    sd = conditions["t_commit"].std(ddof=1)
+    assert rows.at["t_commit", "n_tasks"] == len(diff) == 1 and rows.at["t_commit", "tasks"] == "gsm8k"
+    assert rows.at["t_commit", "change"] == pytest.approx((diff / sd).mean())
+    assert rows.at["accuracy", "n_tasks"] == 2 and rows.at["accuracy", "tasks"] == "gsm8k;math500"

@@ -20,6 +20,7 @@ from cotdyn.methods.infogain.traces import (
     leakage,
     split_problems,
     step_chains,
+    step_table,
     step_texts,
 )
 from cotdyn.methods.math_shepherd import math_shepherd_from_samples
@@ -58,10 +59,30 @@ def test_split_refuses_bad_fractions_and_duplicate_ids():
 
 def test_leakage_check_names_what_leaks():
     split = pd.DataFrame({"problem_id": ["a", "b", "c"], "split": ["train", "val", "test"]})
-    assert leakage(split, ["a"]) == {"ok": True, "in_two_splits": [], "trained_outside_train": []}
+    clean = {"ok": True, "in_two_splits": [], "trained_outside_train": [], "trained_and_scored": [],
+             "scored_question_trained": []}  # fmt: skip
+    assert leakage(split, ["a"], ["b", "c"]) == clean
     assert leakage(split, ["a", "c"])["trained_outside_train"] == ["c"]
     doubled = pd.concat([split, pd.DataFrame({"problem_id": ["b"], "split": ["test"]})])
-    assert leakage(doubled, ["a"]) == {"ok": False, "in_two_splits": ["b"], "trained_outside_train": []}
+    assert leakage(doubled, ["a"]) == clean | {"ok": False, "in_two_splits": ["b"]}
+    # planted: a problem fitted on and scored
+    assert leakage(split, ["a"], ["a", "b"]) == clean | {"ok": False, "trained_and_scored": ["a"]}
+    # planted: the same question under a train id and a test id (a benchmark duplicate)
+    questions = {"a": "What is 2 + 2?", "b": "Name a prime.", "c": "what is 2 +  2?"}
+    assert leakage(split, ["a"], ["b", "c"], questions) == clean | {"ok": False, "scored_question_trained": ["c"]}
+
+
+def test_run_cell_refuses_a_split_that_shares_a_question_between_train_and_test():
+    from cotdyn.methods.infogain.real import SupervisorSpec, run_cell
+
+    ids = [f"p{i}" for i in range(6)]
+    chains = pd.DataFrame({"problem_id": ids, "text": ["a\n\nb"] * 6, "chain_correct": [True, False] * 3})
+    questions = ["q0", "q1", "q2", "q3", "q0", "q5"]  # p4 repeats p0's question
+    problems = pd.DataFrame({"problem_id": ids, "question": questions, "gold": ["1"] * 6})
+    split = pd.DataFrame({"problem_id": ids, "split": ["train", "train", "val", "val", "test", "test"]})
+    out = run_cell(step_chains(chains, problems, "blank_line", 8), split, None, SupervisorSpec(id="never-loaded"))
+    assert not out["summary"]["leakage"]["ok"] and out["summary"]["leakage"]["scored_question_trained"] == ["p4"]
+    assert out["summary"]["reason"] == "the split leaks: nothing is fitted" and out["steps"].empty
 
 
 # ---------------------------------------------------------------------------------------------
@@ -123,6 +144,84 @@ def test_math_shepherd_completes_a_finished_chains_last_prefix_with_the_chain():
     assert (new.xs(0, level="prefix")["soft"] == old.xs(0, level="prefix")["soft"]).all()
 
 
+def _signal_free_cell(n=200, seed=5):
+    """Finished chains of 3 steps whose Math-Shepherd labels before the last step are coin flips
+    independent of correctness; the last prefix is the chain's own answer (the endpoint)."""
+    rng = np.random.default_rng(seed)
+    ids = [f"p{i:03d}" for i in range(n)]
+    correct = rng.random(n) < 0.5
+    rows = []
+    for pid, ok in zip(ids, correct):
+        for prefix in range(4):
+            for j in range(4):
+                answer = None if prefix == 3 else ("7" if rng.random() < 0.5 else "8")
+                rows.append({"problem_id": pid, "prefix": prefix, "prefix_tokens": 10 * prefix, "answer": answer})
+    samples = pd.DataFrame(rows)
+    records = pd.DataFrame({"problem_id": ids, "gold": "7"})
+    chains = pd.DataFrame({"problem_id": ids, "chain_answer": np.where(correct, "7", "9"),
+                           "reference_truncated": False})  # fmt: skip
+    frame = pd.DataFrame({"problem_id": ids, "split": ["val", "test"] * (n // 2), "chain_correct": correct})
+    return samples, records, chains, frame, rng
+
+
+def test_math_shepherd_is_judged_without_its_endpoint_label():
+    """Issue 24's planted case: on main MS scored accuracy 1.0 here (its last step is the label)."""
+    from sklearn.metrics import roc_curve
+
+    samples, records, chains, frame, rng = _signal_free_cell()
+    ms = math_shepherd_from_samples(samples, records, "gsm8k", chains=chains)
+    ce = [np.cumsum(rng.normal(size=4)) for _ in range(len(frame))]
+    steps = step_table(frame, ce, [rng.random(4) for _ in range(len(frame))], ms)
+    assert steps.loc[steps["step"] == 3, "ms_endpoint"].all() and not steps.loc[steps["step"] < 3, "ms_endpoint"].any()
+    row = detection_table(steps).query("method == 'MS' and stratum == 'all'").iloc[0]
+    # independent: the earlier steps' shares straight from the samples, their minimum per chain
+    early = samples[samples["prefix"].isin([1, 2])].assign(hit=lambda f: f["answer"] == "7")
+    score = early.groupby(["problem_id", "prefix"])["hit"].mean().groupby("problem_id").min()
+    split = frame.set_index("problem_id")
+    wrong = ~split["chain_correct"]
+    val = split["split"] == "val"
+    # the best validation accuracy any threshold on those scores reaches (sklearn's ROC points)
+    fpr, tpr, _ = roc_curve(wrong[val], -score[val.index[val]], drop_intermediate=False)
+    p, q = wrong[val].sum(), (~wrong[val]).sum()
+    best = max(np.max((tpr * p + (1 - fpr) * q) / (p + q)), max(p, q) / (p + q))
+    assert row["val_accuracy"] == pytest.approx(best)
+    test = val.index[~val]
+    flagged = score[test] <= row["threshold"]
+    assert row["accuracy"] == pytest.approx((flagged == wrong[test]).mean())
+    assert row["accuracy"] < 0.75 and row["n_test"] == 100  # no better than coin-flip steps allow
+    assert row["score"] == "min over steps of ms_soft, the endpoint step (the chain's own answer) left out"
+
+
+def test_detection_is_reported_by_chain_length_and_against_length_alone():
+    # planted: long chains are wrong and carry lower minima; within a length stratum the scores are noise
+    rng = np.random.default_rng(2)
+    rows = []
+    for i in range(240):
+        long = i % 4 >= 2
+        correct = bool(rng.random() < (0.2 if long else 0.8))
+        for t in range(1, (8 if long else 2) + 1):
+            rows.append({"problem_id": f"p{i}", "split": ("val", "test")[i % 2], "step": t, "n_steps": 8 if long else 2,
+                         "chain_correct": correct, "ig": rng.normal(), "orm_probability": rng.random(),
+                         "ms_soft": rng.random()})  # fmt: skip
+    steps = pd.DataFrame(rows)
+    table = detection_table(steps)
+    assert set(table["stratum"]) == {"all", "n_steps <= 5", "n_steps > 5"}  # median of 2s and 8s: 5
+    length = table.query("method == 'LENGTH' and stratum == 'all'").iloc[0]
+    chains = steps.drop_duplicates("problem_id")
+    test = chains[chains["split"] == "test"]
+    # independent: flag every long chain
+    assert length["accuracy"] == pytest.approx(((test["n_steps"] == 8) == ~test["chain_correct"]).mean())
+    ig = table.query("method == 'IG'").set_index("stratum")
+    scores = chain_scores(steps, "IG").query("split == 'test'")
+    for stratum, keep in (("n_steps <= 5", scores["n_steps"] <= 5), ("n_steps > 5", scores["n_steps"] > 5)):
+        part = scores[keep]
+        tn, fp, fn, tp = confusion_matrix(
+            ~part["chain_correct"].astype(bool), part["score"] <= ig.at[stratum, "threshold"], labels=[False, True]
+        ).ravel()
+        assert ig.loc[stratum, ["tp", "fp", "tn", "fn"]].tolist() == [tp, fp, tn, fn]
+        assert ig.at[stratum, "n_test"] == len(part) == 60
+
+
 # ---------------------------------------------------------------------------------------------
 # Tables and detection.
 
@@ -179,12 +278,12 @@ def test_aggregate_table_is_the_ragged_mean_gain():
 
 def test_detection_thresholds_come_from_validation_chains_only():
     steps = _steps_frame()
-    table = detection_table(steps).set_index("method")
+    table = detection_table(steps).query("stratum == 'all'").set_index("method")
     # the test half changed entirely: thresholds stay, test metrics move
     flipped = steps.copy()
     test = flipped["split"] == "test"
     flipped.loc[test, "chain_correct"] = ~flipped.loc[test, "chain_correct"]
-    again = detection_table(flipped).set_index("method")
+    again = detection_table(flipped).query("stratum == 'all'").set_index("method")
     assert (again["threshold"] == table["threshold"]).all()
     assert (again["accuracy"] != table["accuracy"]).any()
     # the threshold is the validation-accuracy maximiser of the chains' lowest scores
@@ -244,7 +343,7 @@ def test_run_cell_trains_on_train_problems_and_scores_the_others(tiny_model_dir)
     np.testing.assert_allclose(out["steps"]["ig"], out["steps"]["ce_before"] - out["steps"]["ce_after"])
     assert out["steps"]["orm_probability"].between(0, 1).all() and np.isfinite(out["steps"]["ce_after"]).all()
     assert set(out["training"]["model"]) == {"supervisor", "orm"}
-    assert out["detection"]["method"].tolist() == ["IG", "ORM", "MS"]
+    assert out["detection"].query("stratum == 'all'")["method"].tolist() == ["IG", "ORM", "MS", "LENGTH"]
     again = run_cell(chains, split, None, _tiny_spec(tiny_model_dir))  # same seed: the same bytes
     for name in ("steps", "aggregate", "detection", "training"):
         assert out[name].to_csv(index=False) == again[name].to_csv(index=False), name
@@ -280,7 +379,7 @@ def _check_study(study, cells):
     """Every cell wrote its tables; the split is one per benchmark, the supervisor saw train only."""
     ig = pd.read_csv(study / "infogain/traces/ig_table.csv")
     detection = pd.read_csv(study / "infogain/traces/detection_table.csv")
-    assert set(detection["cell"]) == set(cells) and set(detection["method"]) == {"IG", "ORM", "MS"}
+    assert set(detection["cell"]) == set(cells) and set(detection["method"]) == {"IG", "ORM", "MS", "LENGTH"}
     for cell in cells:
         summary = json.loads((study / f"infogain/traces/{cell}/summary.json").read_text())
         assert summary["leakage"]["ok"], summary["leakage"]

@@ -1,4 +1,4 @@
-"""Seed 003's further analyses (cotdyn.analysis.secondary) against hand computations, scipy and loops."""
+"""Seed 003's further analyses (cotdyn.analysis.secondary, secondary_generations) against hand computations, scipy and loops."""
 
 import math
 
@@ -9,6 +9,7 @@ from scipy import stats as sps
 
 from cotdyn import stats
 from cotdyn.analysis import secondary as sec
+from cotdyn.analysis import secondary_generations as gen
 from cotdyn.analysis.calibration import PlantedCell, simulate_records
 
 LEVEL = 0.95
@@ -65,6 +66,28 @@ def test_selective_accuracy_of_each_signal_at_fixed_coverage(records):
     assert sec.selective_accuracy(records.iloc[:1], 0.5, None, LEVEL)[0]["reason"].startswith("coverage 0.5")
 
 
+def test_selective_accuracy_reports_its_filler_and_flags_it():
+    # planted (issue 24): the flag covers 0.563 of 1000 chains, below the 0.737 asked for
+    n, flagged = 1000, 563
+    frame = pd.DataFrame({"excluded": False, "monotone": [True] * flagged + [False] * (n - flagged),
+                          "violations": 0, "final_entropy": 0.0,
+                          "coherence": np.arange(n, dtype=float), "correct": np.arange(n) % 3 == 0})  # fmt: skip
+    out = {r["signal"]: r for r in sec.selective_accuracy(frame, 0.737, None, LEVEL)}
+    k = 737
+    mono = out["monotone"]
+    assert mono["top_tier_coverage"] == pytest.approx(flagged / n)
+    assert mono["filler_share"] == pytest.approx((k - flagged) / k)  # 174 of 737 drawn from the unflagged
+    assert mono["flags"].startswith("filled: 0.236 of the accepted chains")
+    # a constant signal: the cut subsamples its one tier, no filler; a strict ranking has none either
+    assert out["violations"]["filler_share"] == 0.0 and out["violations"]["flags"] is None
+    assert out["coherence"]["filler_share"] == 0.0 and out["coherence"]["top_tier_coverage"] == 1 / n
+    # a flag covering more than asked is cut inside its own tier: no filler, not flagged
+    wide = {
+        r["signal"]: r for r in sec.selective_accuracy(frame.assign(monotone=np.arange(n) < 900), 0.737, None, LEVEL)
+    }
+    assert wide["monotone"]["filler_share"] == 0.0 and wide["monotone"]["top_tier_coverage"] == 0.9
+
+
 def test_early_exit_recovery_by_hand():
     frame = pd.DataFrame({
         "trajectory": [[1.0, 0.5, 0.8], [1.0, 1.2, 0.0], [1.0, 0.5, 0.2, 0.6], [0.5, 0.0]],
@@ -77,6 +100,29 @@ def test_early_exit_recovery_by_hand():
     # cost: points 3 + 3 + 4 + 2 = 12; k = 1 uses 2 each (8), k = 2 uses 3, 3, 3, 2 (11)
     assert rows[1]["cost_fraction"] == pytest.approx(8 / 12) and rows[2]["cost_fraction"] == pytest.approx(11 / 12)
     assert rows[3]["cost_fraction"] == 1.0 and rows[1]["ci_lo"] is None
+    assert rows[1]["cost_unit"] == "answer-bearing points" and rows[1]["prefix_cost_fraction"] is None
+
+
+def test_early_exit_reports_prefixes_sampled_beside_points():
+    # planted (issue 24): points [0, 2, 3, 4] of 6 prefixes, and a second chain read whole at k >= 1
+    frame = pd.DataFrame({
+        "trajectory": [[1.0, 0.8, 0.5, 0.2], [1.0, 0.0]], "points": [[0, 2, 3, 4], [1, 3]],
+        "n_points": [4, 2], "n_prefixes": [6, 5], "correct": [True, False], "excluded": False,
+    })  # fmt: skip
+    rows = {r["transitions"]: r for r in sec.early_exit_recovery(frame, 0.01, [1, 2, 3], None, LEVEL)}
+    for k, row in rows.items():
+        # independent: prefixes through the (k + 1)-th answer-bearing one, or the whole chain
+        sampled = [p[k] + 1 if len(p) > k + 1 else n for p, n in zip(frame["points"], frame["n_prefixes"])]
+        used = [min(n, k + 1) for n in frame["n_points"]]
+        assert row["prefix_cost_fraction"] == pytest.approx(sum(sampled) / 11)
+        assert row["cost_fraction"] == pytest.approx(sum(used) / 6)
+    assert rows[1]["prefix_cost_fraction"] == pytest.approx((3 + 5) / 11)
+    assert rows[2]["prefix_cost_fraction"] == pytest.approx((4 + 5) / 11) and rows[3]["prefix_cost_fraction"] == 1.0
+    idx = stats.resample_indices(2, 50, 4)
+    boot = sec.early_exit_recovery(frame, 0.01, [1], idx, LEVEL)[0]
+    sampled = np.array([3, 5])
+    expected = _percentile(sampled[idx].sum(axis=1) / np.array([6, 5])[idx].sum(axis=1))
+    assert [boot["prefix_cost_ci_lo"], boot["prefix_cost_ci_hi"]] == pytest.approx(expected)
 
 
 def test_early_exit_recovery_intervals_are_paired_ratios(records):
@@ -161,11 +207,26 @@ def test_generation_agreement_by_hand():
     b["correct"] = [True, True, False, True, True]
     b["trajectory"] = [[1.0, 0.5], [1.0, 0.1], [0.5, 0.7], [1.0, 0.6], [0.0, 0.0]]
     b = b.iloc[::-1].reset_index(drop=True)  # matched by problem id, not by row
-    out = {r["agreement_on"]: r for r in sec.generation_agreement(a, b, None, LEVEL)}
-    assert out["prediction"]["n"] == 4  # p5 excluded; two missing answers never agree
-    assert out["prediction"]["agreement"] == 0.5 and out["correctness"]["agreement"] == 0.75
+    out = {r["agreement_on"]: r for r in gen.generation_agreement(a, b, None, LEVEL)}
+    assert out["prediction"]["n"] == 4  # p5 excluded; p3's two missing answers agree (stated)
+    assert out["prediction"]["agreement"] == 0.75 and out["prediction"]["n_both_null"] == 1
+    assert out["prediction"]["rule"] == "string equality; both null agree"
+    assert out["correctness"]["agreement"] == 0.75
     assert out["monotone_flag"]["agreement"] == 1.0 and out["trajectory"]["agreement"] == 0.5
-    assert sec.joint_problems(a, b) == 4
+    assert gen.joint_problems(a, b) == 4
+
+
+def test_generation_agreement_applies_the_variants_equivalence():
+    # planted: the same answers written differently; one pair differs, one pair is null on both sides
+    a = pd.DataFrame({"problem_id": ["p1", "p2", "p3", "p4"], "pred": ["1,000", "\\frac{1}{2}", "7", None],
+                      "correct": True, "monotone": True, "trajectory": [[1.0]] * 4, "excluded": False})  # fmt: skip
+    b = a.assign(pred=["1000", "\\dfrac{1}{2}", "8", None])
+    out = {r["agreement_on"]: r for r in gen.generation_agreement(a, b, None, LEVEL, None, "math500")}["prediction"]
+    # independent: 2 equivalent pairs + 1 null-null of 4; as strings only the null pair would agree
+    assert out["agreement"] == 3 / 4 and out["n_both_null"] == 1
+    assert out["rule"] == "normalized equivalence; both null agree"
+    strings = {r["agreement_on"]: r for r in gen.generation_agreement(a, b, None, LEVEL)}["prediction"]
+    assert strings["agreement"] == 1 / 4
 
 
 def test_seed_spread_by_hand():
@@ -173,7 +234,7 @@ def test_seed_spread_by_hand():
         f"seed-{i}": {"cells": {"c": {"H1": {"gap_pp": g, "coverage": 0.5}, "H2": {"rho": None}}}}
         for i, g in enumerate([5.2, 13.8, 9.1])
     }
-    out = {r["statistic"]: r for r in sec.seed_spread(results, ["c"])}
+    out = {r["statistic"]: r for r in gen.seed_spread(results, ["c"])}
     gap = out["gap_pp"]
     assert gap["min"] == 5.2 and gap["max"] == 13.8 and gap["range"] == pytest.approx(8.6)
     assert gap["sd"] == pytest.approx(np.std([5.2, 13.8, 9.1], ddof=1)) and gap["value_seed-1"] == 13.8
@@ -183,11 +244,40 @@ def test_seed_spread_by_hand():
 def test_budget_probe_by_hand():
     frame = pd.DataFrame({"reference_tokens": [300, 600, 601, 2390, 4096, 4096],
                           "reference_truncated": [False, False, False, False, True, True]})  # fmt: skip
-    out = sec.budget_probe(frame, 600, stats.resample_indices(6, 30, 1), LEVEL)
+    out = gen.budget_probe(frame, 600, stats.resample_indices(6, 30, 1), LEVEL)
     assert out["completed"] == pytest.approx(2 / 6) and out["longest_uncensored"] == 2390
-    assert out["n_censored"] == 2 and out["ci_n_kept"] == 30
+    assert out["n_censored"] == 2 and out["ci_n_kept"] == 30 and out["n_censored_below_budget"] == 0
     with pytest.raises(ValueError, match="censored at 600"):
-        sec.budget_probe(frame.assign(reference_tokens=[300, 600, 600, 600, 600, 600]), 600, None, LEVEL)
+        gen.budget_probe(frame.assign(reference_tokens=[300, 600, 600, 600, 600, 600]), 600, None, LEVEL)
+
+
+def _km_completion(tokens, truncated, budget):
+    """statsmodels' product-limit estimate of 1 - S(budget), completion the event."""
+    from statsmodels.duration.survfunc import SurvfuncRight
+
+    sf = SurvfuncRight(np.asarray(tokens, float), (~np.asarray(truncated, bool)).astype(int))
+    before = sf.surv_times <= budget
+    return 1.0 - (sf.surv_prob[before][-1] if before.any() else 1.0)
+
+
+def test_budget_probe_ci_is_the_kaplan_meier_of_each_resample():
+    # planted (issue 24): a chain censored at 450, below the budget 600: the point is 11/35, and
+    # the CI must bootstrap that estimator, not the plain share (3/10)
+    tokens = [100, 300, 450, 500, 700, 1000, 2390, 4096, 4096, 1280]
+    truncated = [False, False, True, False, False, False, False, True, True, True]
+    frame = pd.DataFrame({"reference_tokens": tokens, "reference_truncated": truncated})
+    idx = stats.resample_indices(10, 200, 3)
+    out = gen.budget_probe(frame, 600, idx, LEVEL)
+    assert out["completed"] == pytest.approx(11 / 35) and _km_completion(tokens, truncated, 600) == pytest.approx(
+        11 / 35
+    )
+    assert out["n_censored_below_budget"] == 1
+    t, c = np.asarray(tokens), np.asarray(truncated)
+    boot = [_km_completion(t[row], c[row], 600) for row in idx]
+    np.testing.assert_allclose(gen.completion_rows(t, c, 600, idx), boot, atol=1e-12)
+    assert [out["ci_lo"], out["ci_hi"]] == pytest.approx(_percentile(boot))
+    share = (~c & (t <= 600))[idx].mean(axis=1)
+    assert [out["ci_lo"], out["ci_hi"]] != pytest.approx(_percentile(share))
 
 
 def test_sweep_columns_match_scipy_and_numpy(records):

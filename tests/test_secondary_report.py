@@ -69,7 +69,12 @@ def test_secondary_tables_over_the_paper_panel(plan2, settings, tmp_path):
     assert all(a.read_bytes() == b.read_bytes() for a, b in zip(first, second))
 
 
-def test_generation_tables_find_the_seed_and_budget_variants(plan2, settings):
+def _latex(pred):
+    """The same answer written as LaTeX text: n as \\text{n}."""
+    return None if pred is None else f"\\text{{{pred}}}"
+
+
+def test_generation_tables_find_the_seed_and_budget_variants(plan2, settings, tmp_path):
     config = {"variants": {"registered": {}, "seed-1": {"seed": 1}, "budget-4096": {"reference_max_tokens": 4096},
                            "eps-0": {"epsilon": 0.0}}}  # fmt: skip
     protocols = {v: protocol_for(config, plan2, v, "test") for v in config["variants"]}
@@ -92,6 +97,18 @@ def test_generation_tables_find_the_seed_and_budget_variants(plan2, settings):
     done = (~probe["reference_truncated"]) & (probe["reference_tokens"] <= 600)
     assert budget["completed"] == pytest.approx(done.mean())
     assert budget["longest_uncensored"] == probe.loc[~probe["reference_truncated"], "reference_tokens"].max()
+    # predictions agree under the variant's equivalence for the cell's answer rule, and rerun to the same bytes
+    seeded = {v: records[v] for v in ("registered", "seed-1")}
+    seeded["seed-1"] = {cell: frames["registered"].assign(pred=frames["registered"]["pred"].map(_latex))}
+    args = (seeded, results, {v: protocols[v] for v in seeded}, settings)
+    judged = rep.generation_tables(*args, benchmarks={cell: "math500"})["generation_agreement"]
+    strings = rep.generation_tables(*args)["generation_agreement"]
+    prediction = judged.set_index("agreement_on").loc["prediction"]
+    assert prediction["agreement"] == 1.0 and prediction["rule"] == "normalized equivalence; both null agree"
+    assert strings.set_index("agreement_on").loc["prediction", "agreement"] < 1.0
+    paths = [rep.write_generations(rep.generation_tables(*args, benchmarks={cell: "math500"}), tmp_path / d)
+             for d in ("a", "b")]  # fmt: skip
+    assert all(a.read_bytes() == b.read_bytes() for a, b in zip(*paths))
     alone = rep.generation_tables(
         {"registered": records["registered"]}, results, {"registered": protocols["registered"]}, settings
     )

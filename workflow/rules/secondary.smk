@@ -35,6 +35,7 @@ rule generations:
         html=secondary_item(f"{STUDY_DIR}/analysis/generations", SECONDARY_HTML, "tables", "generations"),
     params:
         protocols=PROTOCOLS,
+        benchmarks={c: CELL_SPECS[c].answer_rule for c in CELLS},
         plan_sha256=PLAN_SHA256,
     conda:
         "../../envs/analysis.yaml"

@@ -9,6 +9,6 @@ out_dir = Path(snakemake.output.html).parent
 plan = load_plan(snakemake.input.plan)
 p = snakemake.params
 for path in derive_generations(
-    list(snakemake.input.records), list(snakemake.input.hypotheses), p.protocols, plan, out_dir
+    list(snakemake.input.records), list(snakemake.input.hypotheses), p.protocols, plan, out_dir, p.benchmarks
 ):
     print(path)

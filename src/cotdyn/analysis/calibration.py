@@ -112,6 +112,55 @@ def simulate_labels(truth: PlantedCell, rng: np.random.Generator) -> SimulatedLa
     return SimulatedLabels(excluded, monotone, correct, violations, n_points, final_confidence)
 
 
+def feature_population(truth: PlantedCell) -> pd.DataFrame:
+    """The exact law of (violations, final_confidence, correct) over a cell's usable problems under
+    ``simulate_labels``: one row per value with its probability ``mass`` (summing to 1). Monotone
+    problems have 0 violations; a non-monotone one 1 + Binomial(n_points - 2, rate), n_points
+    uniform on 2..MAX_POINTS; confidence (1 + Binomial(4, q)) / 5; rate and q set by correctness.
+    Exclusion is independent of all of it, so the usable law does not depend on it. The H5
+    calibration reads its planted truth off this law (``h5_planted_reduction_pp``)."""
+    from scipy.stats import binom
+
+    mass: dict[tuple[int, float, bool], float] = {}
+    lengths = np.arange(2, MAX_POINTS + 1)
+    for correct in (True, False):
+        q = truth.confidence_correct if correct else truth.confidence_incorrect
+        rate = truth.violation_rate_correct if correct else truth.violation_rate_incorrect
+        confidence = binom.pmf(np.arange(5), 4, q)
+        extra = np.zeros(MAX_POINTS - 1)
+        for n_points in lengths:
+            extra[: n_points - 1] += binom.pmf(np.arange(n_points - 1), n_points - 2, rate) / lengths.size
+        for monotone in (True, False):
+            acc = truth.acc_monotone if monotone else truth.acc_non_monotone
+            weight = (truth.coverage if monotone else 1 - truth.coverage) * (acc if correct else 1 - acc)
+            violations = {0: 1.0} if monotone else {1 + e: float(p) for e, p in enumerate(extra)}
+            for v, pv in violations.items():
+                for j, pc in enumerate(confidence):
+                    key = (v, (1 + j) / 5.0, correct)
+                    mass[key] = mass.get(key, 0.0) + weight * pv * float(pc)
+    rows = [{"violations": v, "final_confidence": c, "correct": y, "mass": m} for (v, c, y), m in sorted(mass.items())]
+    return pd.DataFrame(rows)
+
+
+def h5_planted_reduction_pp(
+    population: pd.DataFrame, coefficients, intercept: float, coverage: float, acc_monotone: float
+) -> float:
+    """H5's estimand for one fitted filter (raw features, ``analysis.h5.model.scaling: none``): the
+    population accuracy of the top ``coverage`` mass by P(correct) = sigmoid(intercept + x . coef)
+    over (violations, final_confidence), ties shared uniformly, minus the monotone problems'
+    accuracy, in pp (the false-positive reduction at matched coverage, with the model held fixed)."""
+    x = population[["violations", "final_confidence"]].to_numpy(dtype=float)
+    logit = intercept + x @ np.asarray(coefficients, dtype=float)
+    frame = pd.DataFrame(
+        {"logit": logit, "mass": population["mass"], "right": population["mass"] * population["correct"]}
+    )
+    tiers = frame.groupby("logit", sort=True)[["mass", "right"]].sum().iloc[::-1]  # descending P(correct)
+    before = tiers["mass"].cumsum() - tiers["mass"]
+    accepted = np.clip(coverage - before, 0.0, tiers["mass"])
+    acc_filter = float((accepted * tiers["right"] / tiers["mass"]).sum() / coverage)
+    return 100.0 * (acc_filter - acc_monotone)
+
+
 ENTROPY_LEVELS = np.array(entropy_grid(5))
 
 

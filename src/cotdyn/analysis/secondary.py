@@ -4,7 +4,7 @@
 Outside the confirmatory verdicts, and computed from stored records only. Functions over one cell's
 records take that cell's problem-resample matrix ``idx`` (``stats.cell_resamples`` over its analyzed
 problems, the matrix its registered analysis reads), so every interval here is paired with H1-H5.
-Functions over several variants (seeds, budgets) take a records frame per variant.
+The analyses across generations (seeds, budget probes) are ``cotdyn.analysis.secondary_generations``.
 """
 
 from __future__ import annotations
@@ -17,23 +17,9 @@ import pandas as pd
 from scipy import stats as sps
 
 from cotdyn import stats
-from cotdyn.analysis.exploratory import SIGNALS, analyzed, coverage_curve, shape_at
+from cotdyn.analysis.exploratory import SIGNALS, analyzed, shape_at
 from cotdyn.analysis.hypotheses.cells import group_rule, kept_flags
 from cotdyn.files.columns import require_columns
-from cotdyn.grading.answers import answers_or_none
-
-# The statistics of the registered analysis whose spread across seeds is reported (hypotheses.json
-# path, name); seed 003 section 7 asks how far run-to-run variation moves them.
-REGISTERED_STATISTICS = (
-    (("H1", "coverage"), "coverage"),
-    (("H1", "accuracy"), "accuracy"),
-    (("H1", "gap_pp"), "gap_pp"),
-    (("H1", "p_fisher"), "p_fisher"),
-    (("H2", "rho"), "rho_coherence"),
-    (("H3", "rho"), "rho_violations"),
-    (("H3", "p_spearman"), "p_spearman"),
-    (("H5", "reduction_pp"), "reduction_pp"),
-)
 
 
 def _num(x) -> float | None:
@@ -90,6 +76,27 @@ def top_k_accuracy_rows(score: np.ndarray, correct: np.ndarray, idx: np.ndarray,
     return (accepted * share).sum(axis=1) / k
 
 
+# Selective accuracy is flagged when more than this share of its k accepted chains is filler
+# (docs/design.md section 6): outside the plan, a reporting threshold of this table only.
+FILLER_FLAG_SHARE = 0.10
+
+
+def top_k_filler(score: np.ndarray, k: int) -> dict:
+    """How the k accepted chains are made up (the point sample): ``top_tier_coverage``, the share of
+    chains in the signal's top tier (a binary flag's own coverage); ``filler_share``, the share of
+    the k accepted chains drawn at random from a tier the signal ranks below its top tier and does
+    not accept whole (the cut tier, when it is not the top tier): chains the signal does not prefer
+    over the ones it rejects. A cut inside the top tier subsamples the signal's own choice and is
+    not filler."""
+    tiers = stats.descending_tiers(score)
+    per_tier = np.bincount(tiers)
+    above = np.cumsum(per_tier) - per_tier
+    accepted = np.clip(k - above, 0, per_tier)
+    cut = np.flatnonzero((accepted > 0) & (accepted < per_tier))
+    filler = int(accepted[cut[0]]) if cut.size and cut[0] > 0 else 0
+    return {"top_tier_coverage": float(per_tier[0] / tiers.size), "filler_share": filler / k}
+
+
 def coverage_k(coverage: float, n: int) -> int:
     """Problems accepted at ``coverage`` of n: floor(coverage x n), as the truncated AURC counts them."""
     return math.floor(coverage * n + 1e-9)  # 1e-9: 0.737 x 1000 must keep k = 737
@@ -99,8 +106,11 @@ def selective_accuracy(
     records: pd.DataFrame, coverage: float, idx: np.ndarray | None, level: float, groups=None
 ) -> list[dict]:
     """Selective accuracy of each signal at a fixed coverage, with its CI (the original reports the
-    monotone flag's at 73.7%). A flag that covers less than ``coverage`` is topped up from its tied
-    unflagged tier at that tier's accuracy, so every signal is compared at exactly k problems."""
+    monotone flag's at 73.7%, its own monotone rate there). A flag that covers less than
+    ``coverage`` is topped up from its tied unflagged tier at that tier's accuracy, so every signal
+    is compared at exactly k problems; ``filler_share`` says how much of the k is that top-up and
+    ``top_tier_coverage`` what the signal covers itself (``top_k_filler``). A row whose filler share
+    exceeds FILLER_FLAG_SHARE is flagged."""
     rows = analyzed(records)
     y = rows["correct"].to_numpy(dtype=bool)
     n = len(rows)
@@ -110,13 +120,21 @@ def selective_accuracy(
         row = {"signal": name, "n": n, "coverage": float(coverage), "k": k, "accuracy": _num(y.mean()) if n else None}
         if k < 1:
             out.append(row | {"selective_accuracy": None, "ci_lo": None, "ci_hi": None, "ci_n_kept": 0,
+                              "top_tier_coverage": None, "filler_share": None,
                               "reason": f"coverage {coverage} of {n} analyzed chains accepts none"})  # fmt: skip
             continue
         score = read(rows)
         point = top_k_accuracy_rows(score, y, stats.full_sample(n), k)[0]
         boot = top_k_accuracy_rows(score, y, _rows(idx, n), k)
-        row |= {"selective_accuracy": _num(point), **_ci(boot, level, boot.size), "reason": None}
-        out.append(judged(row, {"accepted chains": k}, groups, ("selective_accuracy", "ci_lo", "ci_hi"), boot.size))
+        filler = top_k_filler(score, k)
+        row |= {"selective_accuracy": _num(point), **_ci(boot, level, boot.size), **filler, "reason": None}
+        row = judged(row, {"accepted chains": k}, groups, ("selective_accuracy", "ci_lo", "ci_hi"), boot.size)
+        if filler["filler_share"] > FILLER_FLAG_SHARE:
+            note = (
+                f"filled: {filler['filler_share']:.3f} of the accepted chains are random filler (> {FILLER_FLAG_SHARE})"
+            )
+            row["flags"] = "; ".join(f for f in (row.get("flags"), note) if f)
+        out.append(row)
     return out
 
 
@@ -134,13 +152,18 @@ def early_exit_recovery(
 ) -> list[dict]:
     """For each k: the monotonicity gap from the first k transitions, the share of the full gap it
     recovers (gap_k / gap_full, paired row by row in the bootstrap), and the fraction of the
-    trajectory cost it needs: sum over chains of min(points, k + 1) over the sum of points (the
-    original: 2 transitions recover 76% of the gap at 60% of the cost). Both gaps rest on their
-    monotone and non-monotone groups (``judged``)."""
+    trajectory cost it needs, in two units (``cost_unit`` names the first): ``cost_fraction``, in
+    answer-bearing points, sum over chains of min(points, k + 1) over the sum of points (the
+    original: 2 transitions recover 76% of the gap at 60% of the cost), with its CI; and
+    ``prefix_cost_fraction``, in prefixes sampled, ``prefixes_sampled`` over the sum of
+    ``n_prefixes`` (with its CI). Both gaps rest on their monotone and non-monotone groups
+    (``judged``)."""
     rows = analyzed(records)
     y = rows["correct"].to_numpy(dtype=bool)
     points = rows["n_points"].to_numpy(dtype=np.int64)
     n = len(rows)
+    has_prefixes = {"points", "n_prefixes"} <= set(rows.columns)
+    prefixes = rows["n_prefixes"].to_numpy(dtype=np.int64) if has_prefixes else None
     full, _ = shape_at(rows["trajectory"], epsilon)
     boot_idx = _rows(idx, n)
     full_point = stats.accuracy_gap_rows(full, y, stats.full_sample(n))[0] if n else np.nan
@@ -155,6 +178,13 @@ def early_exit_recovery(
             share_boot = stats.accuracy_gap_rows(flag, y, boot_idx) / full_boot if n else np.zeros(0)
             cost_boot = used[boot_idx].sum(axis=1) / points[boot_idx].sum(axis=1) if n else np.zeros(0)
         share_boot = np.where(full_boot == 0, np.nan, share_boot)
+        if has_prefixes:
+            sampled = prefixes_sampled(rows["points"], prefixes, int(k))
+            prefix_cost = _num(sampled.sum() / prefixes.sum()) if n else None
+            prefix_boot = sampled[boot_idx].sum(axis=1) / prefixes[boot_idx].sum(axis=1) if n else np.zeros(0)
+            ci_prefix = _ci(prefix_boot, level, prefix_boot.size)
+        else:
+            prefix_cost, ci_prefix = None, {"ci_lo": None, "ci_hi": None}
         reason = None if np.isfinite(share) else ("no analyzed chains" if n == 0 else "the full gap is 0 or undefined")
         ci_share = _ci(share_boot, level, share_boot.size)
         ci_cost = _ci(cost_boot, level, cost_boot.size)
@@ -168,10 +198,24 @@ def early_exit_recovery(
             "gap_pp": _num(100 * gap), "full_gap_pp": _num(100 * full_point),
             "share_recovered": _num(share), **ci_share,
             "cost_fraction": _num(used.sum() / points.sum()) if n else None,
-            "cost_ci_lo": ci_cost["ci_lo"], "cost_ci_hi": ci_cost["ci_hi"], "reason": reason,
+            "cost_ci_lo": ci_cost["ci_lo"], "cost_ci_hi": ci_cost["ci_hi"], "cost_unit": "answer-bearing points",
+            "prefix_cost_fraction": prefix_cost, "prefix_cost_ci_lo": ci_prefix["ci_lo"],
+            "prefix_cost_ci_hi": ci_prefix["ci_hi"], "reason": reason,
         }  # fmt: skip
         estimates = ("gap_pp", "full_gap_pp", "share_recovered", "ci_lo", "ci_hi")
         out.append(judged(row, sizes, groups, estimates, share_boot.size))
+    return out
+
+
+def prefixes_sampled(points: Sequence[Sequence[int]], n_prefixes: np.ndarray, k: int) -> np.ndarray:
+    """Per chain, the prefixes an early exit after k transitions has sampled: every prefix through
+    the one that gave its (k + 1)-th answer-bearing point (prefix index points[k], so points[k] + 1
+    prefixes), or all ``n_prefixes`` when the chain has at most k + 1 points (it was read whole)."""
+    out = np.asarray(n_prefixes, dtype=np.int64).copy()
+    for i, p in enumerate(points):
+        p = list(p)
+        if len(p) > k + 1:
+            out[i] = int(p[k]) + 1
     return out
 
 
@@ -266,97 +310,6 @@ def descriptive_family(result: Mapping, family: Sequence[Mapping], cells: Sequen
     reject, adjusted = stats.holm([m["p_used"] for m in members], alpha)
     return [m | {"p_adjusted": float(a), "reject": bool(r), "alpha": float(alpha)} for m, r, a in
             zip(members, reject, adjusted)]  # fmt: skip
-
-
-# ---------------------------------------------------------------------------------------------
-# Across generations: two seeds per problem, the spread over seeds, the budget probe
-
-
-def generation_agreement(
-    a: pd.DataFrame, b: pd.DataFrame, idx: np.ndarray | None, level: float, groups=None
-) -> list[dict]:
-    """Per-problem agreement of two generations of one cell (seed 003 section 7: 47.6% of
-    predictions, 76.1% of correctness, 83.3% of monotonicity flags, 3.0% of trajectories): over
-    the problems analyzed in both, in ``a``'s order; ``idx`` resamples those problems."""
-    require_columns(a, ("problem_id", "pred", "correct", "monotone", "trajectory", "excluded"), "records a")
-    require_columns(b, ("problem_id", "pred", "correct", "monotone", "trajectory", "excluded"), "records b")
-    joint = analyzed(a).merge(analyzed(b), on="problem_id", suffixes=("_a", "_b"), validate="one_to_one")
-    n = len(joint)
-    same = {
-        "prediction": [
-            x is not None and x == y
-            for x, y in zip(answers_or_none(joint["pred_a"]), answers_or_none(joint["pred_b"]))
-        ],
-        "correctness": (joint["correct_a"].astype(bool) == joint["correct_b"].astype(bool)).tolist(),
-        "monotone_flag": (joint["monotone_a"].astype(bool) == joint["monotone_b"].astype(bool)).tolist(),
-        "trajectory": [list(map(float, x)) == list(map(float, y)) for x, y in zip(joint["trajectory_a"],
-                                                                                   joint["trajectory_b"])],
-    }  # fmt: skip
-    out = []
-    for what, agree in same.items():
-        agree = np.asarray(agree, dtype=bool)
-        boot = agree[_rows(idx, n)].mean(axis=1) if n else np.zeros(0)
-        row = {"agreement_on": what, "n": n, "agreement": _num(agree.mean()) if n else None,
-               **_ci(boot, level, boot.size), "reason": None if n else "no problem analyzed in both"}  # fmt: skip
-        out.append(judged(row, {"problems analyzed in both": n}, groups, ("agreement", "ci_lo", "ci_hi"), boot.size))
-    return out
-
-
-def joint_problems(a: pd.DataFrame, b: pd.DataFrame) -> int:
-    """How many problems two generations both analyzed (the width of their agreement's resample matrix)."""
-    return int(analyzed(a)["problem_id"].isin(set(analyzed(b)["problem_id"])).sum())
-
-
-def seed_spread(results: Mapping[str, Mapping], cells: Sequence[str]) -> list[dict]:
-    """Each registered statistic of each cell across generations that differ only in their seed
-    (``results``: variant -> hypotheses.json): its value per seed, min, max, range and standard
-    deviation (ddof 1) over the seeds where it is defined."""
-    out = []
-    for cell in cells:
-        for path, name in REGISTERED_STATISTICS:
-            values = {}
-            for variant, result in sorted(results.items()):
-                block = result["cells"].get(cell, {})
-                for key in path:
-                    block = block.get(key, {}) if isinstance(block, Mapping) else {}
-                values[variant] = _num(block) if not isinstance(block, Mapping) else None
-            defined = np.array([v for v in values.values() if v is not None], dtype=float)
-            out.append({
-                "cell": cell, "statistic": name, "n_seeds": len(values), "n_defined": int(defined.size),
-                **{f"value_{v}": x for v, x in values.items()},
-                "min": _num(defined.min()) if defined.size else None,
-                "max": _num(defined.max()) if defined.size else None,
-                "range": _num(np.ptp(defined)) if defined.size else None,
-                "sd": _num(defined.std(ddof=1)) if defined.size >= 2 else None,
-            })  # fmt: skip
-    return out
-
-
-def budget_probe(records: pd.DataFrame, budget: int, idx: np.ndarray | None, level: float) -> dict:
-    """From a reference-only probe at a larger budget (every chain of the cell, excluded or not):
-    the fraction of chains completing within ``budget`` tokens (the registered reference budget;
-    seed 003 section 5.1: 64.0% at 600 for the anchor's MATH-500) with its CI, and the longest
-    uncensored chain (2,390 tokens at 4096 there; a maximum has no bootstrap CI)."""
-    require_columns(records, ("reference_tokens", "reference_truncated"), "records")
-    tokens = records["reference_tokens"].to_numpy(dtype=np.int64)
-    truncated = records["reference_truncated"].to_numpy(dtype=bool)
-    n = int(tokens.size)
-    if n == 0:
-        return {"n": 0, "budget": int(budget), "completed": None, "ci_lo": None, "ci_hi": None, "ci_n_kept": 0,
-                "longest_uncensored": None, "n_censored": 0, "reason": "no chains"}  # fmt: skip
-    probe_budget = int(tokens[truncated].max()) if truncated.any() else None
-    if probe_budget is not None and probe_budget <= budget:
-        raise ValueError(
-            f"budget_probe: chains censored at {probe_budget} tokens cannot say what completes by {budget}"
-        )
-    done = ~truncated & (tokens <= budget)
-    boot = done[_rows(idx, n)].mean(axis=1)
-    return {
-        "n": n, "budget": int(budget), "completed": float(coverage_curve(tokens, truncated).at(budget)),
-        **_ci(boot, level, boot.size),
-        "longest_uncensored": int(tokens[~truncated].max()) if (~truncated).any() else None,
-        "n_censored": int(truncated.sum()), "reason": None,
-    }  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------

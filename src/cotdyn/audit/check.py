@@ -19,6 +19,7 @@ from cotdyn.analysis.hypotheses import analyze, read_records, write_analysis
 from cotdyn.dataset.benchmarks import content_sha256, problems_from_table
 from cotdyn.files.layout import (
     GENERATIONS,
+    INTERVENTION_FILES,
     PLAN_CHECK,
     STUDY_MANIFEST,
     analysis_file,
@@ -43,6 +44,7 @@ from cotdyn.plan.registration import (
 from cotdyn.provenance.integrity import MATCH, MISMATCH, MISSING, UNLISTED, AuditReport, FileCheck
 from cotdyn.provenance.manifests import config_sha256, output_hashes
 from cotdyn.records.derive import derive_records
+from cotdyn.records.table import variant_samples
 from cotdyn.report.secondary_tables import derive_generations, derive_secondary, has_secondary
 
 
@@ -75,6 +77,35 @@ def derive_analysis(records_paths: list, plan_path, plan_check_path, out_dir) ->
     return write_analysis(result, records, Path(out_dir))
 
 
+def derive_dynamics(samples: list[pd.DataFrame], records_paths: list, cells: dict, protocol: dict, out) -> None:
+    """analysis/<variant>/dynamics/ as rule dynamics writes it: the variant's samples (its m and
+    endpoint applied), its records, its null rule, equivalence and endpoint, each cell's answer rule."""
+    from cotdyn.report.dynamics_plots import write_dynamics
+
+    records = pd.concat([pd.read_parquet(p) for p in records_paths], ignore_index=True)
+    write_dynamics(
+        pd.concat(samples, ignore_index=True),
+        records,
+        Path(out),
+        null_class=protocol["null_answers"] == "class",
+        benchmarks={name: spec.answer_rule for name, spec in cells.items()},
+        equivalence=protocol["equivalence"],
+        endpoint=protocol["endpoint"],
+    )
+
+
+def derive_interventions(comparisons: dict, variants: list[str], scratch: Path) -> None:
+    """analysis/dynamics_interventions/ (seed 002 Figure 4) from the re-derived profiles, as rule
+    dynamics_interventions writes it."""
+    from cotdyn.methods.dynamics_interventions import comparison_variants, write_interventions
+
+    named = comparison_variants(comparisons, variants)
+    paths = {v: scratch / analysis_file(v, "dynamics/profiles.csv") for v in named}
+    if all(p.exists() for p in paths.values()):
+        profiles = {v: pd.read_csv(p) for v, p in paths.items()}
+        write_interventions(profiles, dict(comparisons), scratch / Path(INTERVENTION_FILES[0]).parent)
+
+
 def reextract_answers(
     samples: pd.DataFrame, benchmark: str, options: dict[str, tuple[str, ...]] | None = None
 ) -> tuple[pd.DataFrame, int]:
@@ -94,10 +125,9 @@ def reextract_answers(
 # --- the report ------------------------------------------------------------------------------
 
 
-# Analysis outputs the audit does not yet re-derive (seed 002 dynamics, exploratory tables, sweep
-# table, Math-Shepherd labels, report headers, information gain on traces): the audit checks their stored hashes only.
+# Analysis outputs the audit does not yet re-derive (exploratory tables, sweep table, Math-Shepherd
+# labels, report headers, information gain on traces): the audit checks their stored hashes only.
 HASH_CHECKED_ONLY = (
-    "/dynamics/",
     "/exploratory/",
     "math_shepherd.csv",
     "report_header.html",
@@ -198,7 +228,7 @@ def _rederive(study_dir: Path, scratch: Path, config: dict, plan_path: Path, pro
             ]
     all_records = []
     for variant, protocol in protocols.items():
-        records_paths = []
+        records_paths, dynamics_samples = [], []
         for name, spec in cells.items():
             chains = study_dir / reference_file(name, reference_id(protocol), "chains.parquet")
             samples_path = study_dir / variant_file(name, samples_variant(config, variant), "samples.parquet")
@@ -226,6 +256,11 @@ def _rederive(study_dir: Path, scratch: Path, config: dict, plan_path: Path, pro
                 scratch / variant_file(name, variant, "summary.json"),
             )
             records_paths.append(records)
+            dynamics_samples.append(variant_samples(samples, pd.read_parquet(chains), protocol).assign(cell=name))
+        if records_paths:
+            derive_dynamics(
+                dynamics_samples, records_paths, cells, protocol, scratch / analysis_file(variant, "dynamics")
+            )
         if records_paths and (scratch / PLAN_CHECK).exists():
             derive_analysis(records_paths, plan_path, scratch / PLAN_CHECK, scratch / analysis_file(variant, ""))
             if has_secondary(plan):
@@ -233,9 +268,12 @@ def _rederive(study_dir: Path, scratch: Path, config: dict, plan_path: Path, pro
                 out = scratch / analysis_file(variant, "secondary")
                 derive_secondary(records_paths, hypotheses, plan, float(protocol["epsilon"]), out)
                 all_records += records_paths
+    if config.get("dynamics_comparisons"):
+        derive_interventions(config["dynamics_comparisons"], list(protocols), scratch)
     analyses = [scratch / analysis_file(v, "hypotheses.json") for v in protocols]
     if has_secondary(plan) and all(p.exists() for p in analyses):
-        derive_generations(all_records, analyses, protocols, plan, scratch / Path(GENERATIONS).parent)
+        benchmarks = {name: spec.answer_rule for name, spec in cells.items()}
+        derive_generations(all_records, analyses, protocols, plan, scratch / Path(GENERATIONS).parent, benchmarks)
 
 
 def audit(study_dir, plan_path=None, scratch=None) -> AuditReport:

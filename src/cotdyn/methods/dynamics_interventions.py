@@ -84,8 +84,10 @@ def standardized_changes(
     """One row per (family, comparison, metric): the standardised change averaged over tasks.
 
     Columns: family, comparison, reference_variant, reference_model, intervened_variant,
-    intervened_model, metric, n_tasks, tasks, sd (the standardising SD), change. A comparison that
-    names a condition absent from ``conditions`` is an error naming it.
+    intervened_model, metric, n_tasks, tasks, sd (the standardising SD), change. ``n_tasks`` and
+    ``tasks`` are, per metric, the shared tasks where the metric is defined on both sides: exactly
+    the tasks ``change`` averages over (a task whose metric is NaN on either side enters neither).
+    A comparison that names a condition absent from ``conditions`` is an error naming it.
     """
     require_columns(conditions, ("variant", "model", "task", *metrics), "conditions")
     default = comparisons.get("default_variant")
@@ -114,7 +116,9 @@ def standardized_changes(
             raw = np.array([values[(*alt, t)] - values[(*ref, t)] for t in tasks])  # (task, metric)
             for j, metric in enumerate(metrics):
                 scale = sd[metric]
-                z = raw[:, j] / scale if scale > 0 else np.full(len(tasks), np.nan)
+                both = np.isfinite(raw[:, j])  # defined on both sides
+                used = [t for t, ok in zip(tasks, both) if ok]
+                z = raw[both, j] / scale if scale > 0 else np.full(len(used), np.nan)
                 rows.append(
                     {
                         "family": family,
@@ -124,10 +128,10 @@ def standardized_changes(
                         "intervened_variant": alt[0],
                         "intervened_model": alt[1],
                         "metric": metric,
-                        "n_tasks": len(tasks),
-                        "tasks": ";".join(tasks),
+                        "n_tasks": len(used),
+                        "tasks": ";".join(used),
                         "sd": scale,
-                        "change": float(np.nanmean(z)) if np.isfinite(z).any() else math.nan,
+                        "change": float(z.mean()) if len(used) and np.isfinite(z).all() else math.nan,
                     }
                 )
     return pd.DataFrame(

@@ -214,6 +214,7 @@ def write_dynamics(
     examples: Sequence[tuple[str, str]] | None = None,
     benchmarks: dict[str, str] | None = None,
     equivalence: str = "normalized",
+    endpoint: str | None = None,
 ) -> list[Path]:
     """Compute every seed 002 table and figure from samples + records and write them to ``out_dir``.
 
@@ -223,13 +224,14 @@ def write_dynamics(
     objective_profiles.csv, mechanism_shares.csv, disagreement_pairs.csv, disagreement_curve.csv,
     disagreement.png, mechanism_shares.png and trajectories.png (a figure with nothing to draw
     says so in its title). ``benchmarks`` (cell -> benchmark) and ``equivalence`` decide which
-    answer classes count as gold, as correctness does.
+    answer classes count as gold, as correctness does; ``endpoint`` (the variant's) is noted in
+    mechanism_shares.csv (``dynamics.mechanism_shares``).
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     trace_list = dyn.traces(samples, records, null_class, outcome, benchmarks, equivalence)
     profiles = dyn.profiles_from_traces(trace_list, tau)
-    shares = dyn.mechanism_shares(profiles)
+    shares = dyn.mechanism_shares(profiles, endpoint)
     pairs = dyn.disagreement_pairs(trace_list)
     curve = dyn.disagreement_curve(pairs)
     if examples is None:

@@ -1,4 +1,5 @@
-"""Seed 003's further analyses as report tables (docs/design.md section 6; ``cotdyn.analysis.secondary``).
+"""Seed 003's further analyses as report tables (docs/design.md section 6; ``cotdyn.analysis.secondary``
+and ``cotdyn.analysis.secondary_generations``).
 
 ``secondary_tables`` builds one variant's tables from its records and its hypotheses.json;
 ``generation_tables`` builds the tables that compare variants (the seed variants, the budget
@@ -16,6 +17,7 @@ from typing import Mapping
 import pandas as pd
 
 from cotdyn.analysis import secondary as sec
+from cotdyn.analysis import secondary_generations as gen
 from cotdyn.analysis.exploratory import analyzed
 from cotdyn.analysis.hypotheses.inputs import panel_cells, plan_key
 from cotdyn.files.writers import write_csv, write_text
@@ -151,11 +153,14 @@ def generation_tables(
     protocols: Mapping[str, dict],
     s: SecondarySettings,
     registered: str = "registered",
+    benchmarks: Mapping[str, str] | None = None,
 ) -> dict:
     """The tables across generations: per-problem agreement of every pair of generations that
     differ only in their seed (the registered one included), the spread of each registered
     statistic over them, and, from every variant that differs only in a larger reference budget,
-    the completion fraction at the registered budget and the longest uncensored chain."""
+    the completion fraction at the registered budget and the longest uncensored chain.
+    ``benchmarks`` maps each cell to its answer rule: predictions agree under the registered
+    variant's equivalence for it (without it, as strings)."""
     seeds = [registered, *variants_differing_only_in(protocols, registered, "seed")]
     budget = int(protocols[registered]["reference_max_tokens"])
     probes = [
@@ -170,11 +175,19 @@ def generation_tables(
             for b in seeds[i + 1 :]:
                 if cell not in records.get(a, {}) or cell not in records.get(b, {}):
                     continue
-                n = sec.joint_problems(records[a][cell], records[b][cell])
+                n = gen.joint_problems(records[a][cell], records[b][cell])
                 idx = cell_resamples(s.seed, cell, n, s.resamples) if n else None
                 agreement += [
                     {"cell": cell, "variant_a": a, "variant_b": b} | r
-                    for r in sec.generation_agreement(records[a][cell], records[b][cell], idx, s.level, s.groups)
+                    for r in gen.generation_agreement(
+                        records[a][cell],
+                        records[b][cell],
+                        idx,
+                        s.level,
+                        s.groups,
+                        (benchmarks or {}).get(cell),
+                        protocols[registered]["equivalence"],
+                    )  # fmt: skip
                 ]
         for v in probes:
             frame = records[v].get(cell)
@@ -183,9 +196,9 @@ def generation_tables(
             idx = cell_resamples(s.seed, cell, len(frame), s.resamples) if len(frame) else None
             probe_rows.append(
                 {"cell": cell, "variant": v, "probe_budget": int(protocols[v]["reference_max_tokens"])}
-                | sec.budget_probe(frame, budget, idx, s.level)
+                | gen.budget_probe(frame, budget, idx, s.level)
             )
-    spread = sec.seed_spread({v: results[v] for v in seeds if v in results}, cells) if len(seeds) > 1 else []
+    spread = gen.seed_spread({v: results[v] for v in seeds if v in results}, cells) if len(seeds) > 1 else []
     none = {
         "generation_agreement": "no variant differs from the registered one only in its seed",
         "seed_spread": "no variant differs from the registered one only in its seed",
@@ -212,15 +225,15 @@ def derive_secondary(records_paths, hypotheses_path, plan: dict, epsilon: float,
 
 
 def derive_generations(
-    records_paths, hypotheses_paths, protocols: Mapping[str, dict], plan: dict, out_dir
+    records_paths, hypotheses_paths, protocols: Mapping[str, dict], plan: dict, out_dir, benchmarks=None
 ) -> list[Path]:
     """analysis/generations/ from every variant's records (paths .../<cell>/<variant>/records.parquet)
-    and hypotheses.json (paths .../<variant>/hypotheses.json)."""
+    and hypotheses.json (paths .../<variant>/hypotheses.json); ``benchmarks``: cell -> answer rule."""
     import json
 
     records: dict[str, dict[str, pd.DataFrame]] = {}
     for path in sorted(map(Path, records_paths)):
         records.setdefault(path.parent.name, {})[path.parent.parent.name] = pd.read_parquet(path)
     results = {Path(p).parent.name: json.loads(Path(p).read_text()) for p in hypotheses_paths}
-    tables = generation_tables(records, results, protocols, SecondarySettings.from_plan(plan))
+    tables = generation_tables(records, results, protocols, SecondarySettings.from_plan(plan), benchmarks=benchmarks)
     return write_generations(tables, out_dir)

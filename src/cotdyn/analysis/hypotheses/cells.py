@@ -16,6 +16,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from cotdyn import stats
+from cotdyn.analysis.hypotheses.descriptive import h2_against_shape
 from cotdyn.analysis.hypotheses.inputs import CellData, Settings
 from cotdyn.stats import Interval
 
@@ -353,6 +354,7 @@ def analyze_cell(d: CellData, s: Settings) -> tuple[dict, np.ndarray | None]:
         "H3": h3_graded_signal(d, idx, s),
         "H5": h5_triage_filter(d, s, idx),
     }
+    result["H2"]["against_shape"] = h2_against_shape(d, idx, s, result["H2"])  # descriptive, decides nothing
     return result, gap_resamples
 
 

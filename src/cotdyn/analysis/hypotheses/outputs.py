@@ -52,7 +52,8 @@ def table_rows(result: dict) -> dict[str, list[dict]]:
         h2.append({
             "cell": cell, "rho": b2["rho"], "ci_lo": b2["ci"][0], "ci_hi": b2["ci"][1], "ci_n_kept": b2["ci_n_kept"],
             "p_spearman": b2["p_spearman"], "criterion": verdict_h2.get(cell, {}).get("verdict", "not an H2 cell"),
-            "shape_gap_pp": h1["gap_pp"], "violations_rho": r["H3"]["rho"], "flags": _flags(b2), "reason": b2["reason"],
+            "shape_gap_pp": h1["gap_pp"], "violations_rho": r["H3"]["rho"], **_against_shape(b2),
+            "flags": _flags(b2), "reason": b2["reason"],
         })  # fmt: skip
         b3 = r["H3"]
         row = {
@@ -95,6 +96,15 @@ def table_rows(result: dict) -> dict[str, list[dict]]:
         "holm_table": holm_rows,
         "verdicts_table": verdict_rows(result["verdicts"]),
     }
+
+
+def _against_shape(h2: dict) -> dict:
+    """H2's descriptive comparison with the shape effect (``descriptive.h2_against_shape``) as columns."""
+    a = h2.get("against_shape") or {}
+    shape, diff = a.get("rho_shape_ci") or [None, None], a.get("abs_difference_ci") or [None, None]
+    return {"shape_rho": a.get("rho_shape"), "shape_rho_ci_lo": shape[0], "shape_rho_ci_hi": shape[1],
+            "abs_difference": a.get("abs_difference"), "abs_difference_ci_lo": diff[0],
+            "abs_difference_ci_hi": diff[1]}  # fmt: skip
 
 
 def _n_total(h1: dict) -> int | None:

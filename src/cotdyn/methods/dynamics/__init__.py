@@ -78,6 +78,7 @@ from cotdyn.methods.dynamics.states import (
     State,
     checkpoint_positions,
     distributions,
+    endpoint_null_shares,
     observed_states,
 )
 from cotdyn.methods.dynamics.tables import (
@@ -103,6 +104,7 @@ __all__ = [
     "TIE_TOL",
     "Trace",
     "checkpoint_positions",
+    "endpoint_null_shares",
     "commitment_time",
     "condition_means",
     "directness",

@@ -12,7 +12,14 @@ from cotdyn.files.columns import require_columns
 from cotdyn.grading.answers import answer_or_none, equivalent
 from cotdyn.methods.dynamics.mechanisms import mechanism
 from cotdyn.methods.dynamics.metrics import dominant_set, trajectory_metrics
-from cotdyn.methods.dynamics.states import NULL, State, checkpoint_positions, distributions, observed_states
+from cotdyn.methods.dynamics.states import (
+    NULL,
+    State,
+    checkpoint_positions,
+    distributions,
+    endpoint_null_shares,
+    observed_states,
+)
 from cotdyn.plan.config import split_cell
 
 RECORD_COLUMNS = ("cell", "problem_id", "gold", "reference_tokens")
@@ -33,6 +40,7 @@ class Trace:
     correct: bool
     reference_tokens: float
     gold_classes: frozenset[str] = frozenset()  # classes equivalent to gold; empty = the gold string
+    endpoint_null_share: float = math.nan  # share of null samples at the last checkpoint
 
     @property
     def golds(self) -> frozenset[str]:
@@ -76,6 +84,7 @@ def traces(
         model, task = split_cell(cell)
         dists = distributions(frame, null_class=null_class)
         positions = checkpoint_positions(frame)
+        null_last = endpoint_null_shares(frame)
         for pid in sorted(dists):
             rec = by_key.get((cell, str(pid)))
             if rec is None:
@@ -104,6 +113,7 @@ def traces(
                     correct=bool(rec[outcome]),
                     reference_tokens=float(rec["reference_tokens"]),
                     gold_classes=golds,
+                    endpoint_null_share=null_last[str(pid)],
                 )
             )
     return out
@@ -142,6 +152,7 @@ PROFILE_COLUMNS = (
     "n_observed",
     *_UNDEFINED_METRICS,
     "gold_dominant_final",
+    "endpoint_null_share",
     "mechanism",
     "outcome",
 )
@@ -166,6 +177,7 @@ def profiles_from_traces(trace_list: Sequence[Trace], tau: float = 0.8) -> pd.Da
                 "n_observed": len(t.states),
                 **metrics,
                 "gold_dominant_final": bool(t.golds & dominant_set(t.states[-1])) if t.states else None,
+                "endpoint_null_share": t.endpoint_null_share,
                 "mechanism": mech,
                 "outcome": None if mech is None else ("success" if t.correct else "failure"),
             }
@@ -187,6 +199,6 @@ def profile_table(
     Columns: cell, model, task, problem_id, gold, correct (from ``outcome``), reference_tokens,
     n_checkpoints, n_observed, K, S_eff, N_switch, N_return, V, PR, R_direct, t_commit,
     t_commit_index, N_switch_per_step, N_return_per_step, V_per_step, gold_dominant_final,
-    mechanism, outcome. A problem with no observed checkpoint gets NaN metrics and no mechanism.
+    endpoint_null_share (``states.endpoint_null_shares``), mechanism, outcome. A problem with no observed checkpoint gets NaN metrics and no mechanism.
     """
     return profiles_from_traces(traces(samples, records, null_class, outcome, benchmarks, equivalence), tau)

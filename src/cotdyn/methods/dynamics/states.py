@@ -94,6 +94,17 @@ def distributions(samples: pd.DataFrame, null_class: bool = True) -> dict[str, l
     return out
 
 
+def endpoint_null_shares(samples: pd.DataFrame) -> dict[str, float]:
+    """problem_id -> share of null answers among the samples of its last checkpoint (what the
+    variant's samples hold there: under ``endpoint: continuation`` a finished chain's last prefix is
+    the whole chain and its continuations are mostly empty, seed 003 section 5.2; ``chain_answer``
+    has filled them with the chain's own answer already)."""
+    _check_samples(samples)
+    null = pd.Series(~is_answered(samples["answer"]), index=samples.index, dtype=float)
+    last = samples.groupby("problem_id")["prefix"].transform("max") == samples["prefix"]
+    return {str(p): float(v) for p, v in null[last].groupby(samples.loc[last, "problem_id"], sort=True).mean().items()}
+
+
 def checkpoint_positions(samples: pd.DataFrame) -> dict[str, list[int]]:
     """problem_id -> prefix token counts of its checkpoints, aligned with ``distributions``.
 

@@ -142,29 +142,54 @@ def objective_profiles(
 # Figure 2: mechanism shares by model
 
 
-def mechanism_shares(profiles: pd.DataFrame) -> pd.DataFrame:
+# What each endpoint does to the last state a mechanism is read at (docs/design.md section 9).
+ENDPOINT_NOTES = {
+    "continuation": "last state sampled from the whole finished chain: its continuations are mostly null "
+    "(seed 003 section 5.2), so a finished chain's label at K rests on its few answered samples while a "
+    "truncated chain's rests on all; n_null_endpoint counts the labels read off a majority-null last state",
+    "chain_answer": "last state's null answers filled with the chain's own answer: a finished chain's "
+    "gold dominance at K is mostly its own outcome, fragile_success and stochastic_miss are suppressed",
+    "forced": "last state is the chain's own answer: gold dominance at K is the realized outcome, "
+    "fragile_success and stochastic_miss cannot occur",
+    "reasoning": "last state sampled from the chain cut before its final-answer statement (seed 002 Def. 1)",
+}
+NULL_ENDPOINT_SHARE = 0.5  # a last checkpoint with more null samples than this is majority-null
+
+
+def mechanism_shares(profiles: pd.DataFrame, endpoint: str | None = None) -> pd.DataFrame:
     """Share of each success mechanism among correct traces and each failure mechanism among
     incorrect traces, per model, pooled over tasks (Appendix B, Figure 2).
 
     Traces without a mechanism (no observed checkpoint) are left out. ``accuracy`` is the model's
     pooled endpoint accuracy over the traces counted; rows are ordered by it, highest first, then by
     model name, then in the seed's mechanism order. A model with no correct (incorrect) trace gets
-    NaN success (failure) shares.
+    NaN success (failure) shares. ``n_null_endpoint`` counts the row's traces whose last checkpoint
+    was majority null (``endpoint_null_share`` > NULL_ENDPOINT_SHARE; NaN where profiles lack the
+    column); ``endpoint`` (the variant's) and its ``endpoint_note`` (ENDPOINT_NOTES) say what the
+    endpoint did to the last state every label is read at.
     """
     require_columns(profiles, ("model", "correct", "mechanism"), "profiles")
     labelled = profiles[profiles["mechanism"].notna()]
+    null_end = (
+        labelled["endpoint_null_share"].to_numpy(dtype=float) > NULL_ENDPOINT_SHARE
+        if "endpoint_null_share" in labelled.columns
+        else None
+    )
     acc = labelled.groupby("model")["correct"].mean().astype(float)
     order = sorted(acc.index, key=lambda m: (-acc[m], m))
+    note = ENDPOINT_NOTES.get(endpoint) if endpoint is not None else None
     rows = []
     for model in order:
-        frame = labelled[labelled["model"] == model]
+        in_model = (labelled["model"] == model).to_numpy()
         for outcome, mechs, is_correct in (
             ("success", SUCCESS_MECHANISMS, True),
             ("failure", FAILURE_MECHANISMS, False),
         ):
-            sub = frame[frame["correct"] == is_correct]
+            in_outcome = in_model & (labelled["correct"] == is_correct).to_numpy()
+            n_outcome = int(in_outcome.sum())
             for mech in mechs:
-                count = int((sub["mechanism"] == mech).sum())
+                members = in_outcome & (labelled["mechanism"] == mech).to_numpy()
+                count = int(members.sum())
                 rows.append(
                     {
                         "model": model,
@@ -172,8 +197,13 @@ def mechanism_shares(profiles: pd.DataFrame) -> pd.DataFrame:
                         "outcome": outcome,
                         "mechanism": mech,
                         "count": count,
-                        "n_outcome": len(sub),
-                        "share": count / len(sub) if len(sub) else math.nan,
+                        "n_outcome": n_outcome,
+                        "share": count / n_outcome if n_outcome else math.nan,
+                        "n_null_endpoint": int((members & null_end).sum()) if null_end is not None else math.nan,
+                        "endpoint": endpoint,
+                        "endpoint_note": note,
                     }
                 )
-    return pd.DataFrame(rows, columns=["model", "accuracy", "outcome", "mechanism", "count", "n_outcome", "share"])
+    columns = ["model", "accuracy", "outcome", "mechanism", "count", "n_outcome", "share", "n_null_endpoint",
+               "endpoint", "endpoint_note"]  # fmt: skip
+    return pd.DataFrame(rows, columns=columns)

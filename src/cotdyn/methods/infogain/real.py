@@ -158,7 +158,9 @@ def run_cell(chains: pd.DataFrame, split: pd.DataFrame, ms: pd.DataFrame | None,
     ``ms`` is the cell's Math-Shepherd labels (or None). Chains with no gold answer leave the
     analysis; chains with no step feed the supervisor's t = 0 instance but have no step to score.
     Returns the frames ``steps``, ``aggregate``, ``detection``, ``training`` and a ``summary`` dict;
-    with no train or no validation chain, the frames are empty and the summary says why.
+    with no train or no validation chain, or a split that leaks (``traces.leakage`` over the chains
+    fitted and scored and their question texts), nothing is fitted: the frames are empty and the
+    summary says why.
     """
     frame = chains.merge(split, on="problem_id", how="left", validate="one_to_one")
     if frame["split"].isna().any():
@@ -173,13 +175,25 @@ def run_cell(chains: pd.DataFrame, split: pd.DataFrame, ms: pd.DataFrame | None,
         "chain_accuracy": {k: float(v["chain_correct"].mean()) if len(v) else None for k, v in parts.items()},
     }
     trained_on = sorted(parts["train"]["problem_id"])
-    summary["leakage"] = leakage(split[split["problem_id"].isin(frame["problem_id"])], trained_on)
+    # checked on what is fitted and scored, against the split and the question texts, not the split alone
+    summary["leakage"] = leakage(
+        split[split["problem_id"].isin(frame["problem_id"])],
+        trained_on,
+        sorted(pd.concat([parts["val"], parts["test"]])["problem_id"]),
+        dict(zip(frame["problem_id"], frame["question"])),
+    )
     empty = {
         "steps": step_table(frame.iloc[:0], [], [], None),
         "training": pd.DataFrame(columns=["model", "step", "epoch", "train_loss", "val_loss"]),
     }
-    if parts["train"].empty or parts["val"].empty:
-        summary["reason"] = "no train chain" if parts["train"].empty else "no validation chain"
+    if not summary["leakage"]["ok"] or parts["train"].empty or parts["val"].empty:
+        summary["reason"] = (
+            "the split leaks: nothing is fitted"
+            if not summary["leakage"]["ok"]
+            else "no train chain"
+            if parts["train"].empty
+            else "no validation chain"
+        )
         steps = empty["steps"]
         return {**empty, "aggregate": aggregate_table(steps), "detection": detection_table(steps), "summary": summary}
 

@@ -14,12 +14,20 @@ that need no torch.
   ``chain_correct`` on validation chains only (``gain.select_threshold``), and the test chains are
   scored with it. This is our reading: the seed selects thresholds on held-out data against step
   labels, which real traces lack.
+- No method is scored with the label it is judged against: a finished chain's last Math-Shepherd
+  step, completed by the chain's own answer (``math_shepherd_from_samples``' ``endpoint``), equals
+  ``chain_correct``; MS's chain-level score is the minimum over its other steps only, and a chain
+  with no other step has no MS score (it leaves MS's ``n_val`` / ``n_test``).
+- Chain length: a minimum over more steps is lower, so detection is partly a length signal. The
+  table reports every method within two length strata (``n_steps`` at or below, and above, the
+  median over the validation chains, with the threshold chosen on all validation chains), and
+  the length alone as a method of its own (``LENGTH``: score -n_steps, so long chains are flagged).
 """
 
 from __future__ import annotations
 
 import hashlib
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -29,7 +37,7 @@ from cotdyn.methods.infogain.gain import detection_metrics, select_threshold
 from cotdyn.protocol import segment
 
 SPLITS = ("train", "val", "test")
-METHODS = ("IG", "ORM", "MS")
+METHODS = ("IG", "ORM", "MS", "LENGTH")
 
 
 def _unit_interval(seed: int, problem_id: str) -> float:
@@ -56,14 +64,39 @@ def split_problems(problem_ids: Sequence[str], fractions: Sequence[float], seed:
     return pd.DataFrame({"problem_id": ids, "split": [SPLITS[i] for i in index]})
 
 
-def leakage(split: pd.DataFrame, trained_on: Sequence[str]) -> dict:
-    """The leakage check: each problem in one split, and the supervisor and ORM fitted on train
-    problems only. ``ok`` is false, with the offending ids, otherwise."""
+def _question_key(text) -> str:
+    return " ".join(str(text).split()).casefold()
+
+
+def leakage(
+    split: pd.DataFrame,
+    trained_on: Sequence[str],
+    scored_on: Sequence[str] = (),
+    questions: Mapping[str, str] | None = None,
+) -> dict:
+    """The leakage check, on what was actually fitted and scored: each problem in one split; the
+    supervisor and ORM fitted on train problems only (``trained_on``: the ids of the chains fed to
+    them); no problem both fitted on and scored (``scored_on``: the ids of the chains scored); and,
+    with ``questions`` (problem id -> question text), no question fitted on under one id and scored
+    under another (the same text, whitespace and case aside: a benchmark's duplicate, which the
+    id-hashed split can put in two splits). ``ok`` is false, with the offending ids, otherwise."""
     per_problem = split.groupby("problem_id")["split"].nunique()
     in_two = sorted(per_problem[per_problem > 1].index)
     train = set(split.loc[split["split"] == "train", "problem_id"])
-    outside = sorted(set(map(str, trained_on)) - train)
-    return {"ok": not in_two and not outside, "in_two_splits": in_two, "trained_outside_train": outside}
+    trained, scored = set(map(str, trained_on)), set(map(str, scored_on))
+    outside = sorted(trained - train)
+    both = sorted(trained & scored)
+    same_question: list[str] = []
+    if questions is not None:
+        fitted = {_question_key(questions[p]) for p in trained if p in questions}
+        same_question = sorted(p for p in scored - trained if p in questions and _question_key(questions[p]) in fitted)
+    return {
+        "ok": not (in_two or outside or both or same_question),
+        "in_two_splits": in_two,
+        "trained_outside_train": outside,
+        "trained_and_scored": both,
+        "scored_question_trained": same_question,
+    }
 
 
 def step_texts(text: str | None, rule: str, cap: int | None) -> list[str]:
@@ -106,22 +139,26 @@ def step_chains(chains: pd.DataFrame, problems: pd.DataFrame, rule: str, cap: in
 
 def step_table(chains: pd.DataFrame, ce: Sequence[np.ndarray], orm: Sequence[np.ndarray], ms: pd.DataFrame | None):
     """One row per (chain, step t = 1..T): CE before and after, sample-wise gain, ORM probability
-    after the step and the Math-Shepherd labels of prefix t (NaN where the study drew none).
+    after the step and the Math-Shepherd labels of prefix t (NaN where the study drew none), with
+    ``ms_endpoint`` true where they are the chain's own answer (``ms``' ``endpoint`` column).
 
     ``chains`` has ``problem_id``, ``split``, ``chain_correct``; ``ce[i]`` and ``orm[i]`` are chain
     i's values at t = 0..T_i.
     """
+    if ms is not None and "endpoint" not in ms.columns:
+        ms = ms.assign(endpoint=False)
     ms_index = (
         {}
         if ms is None
         else {
-            (p, int(k)): (s, h) for p, k, s, h in ms[["problem_id", "prefix", "soft", "hard"]].itertuples(index=False)
+            (p, int(k)): (s, h, bool(e))
+            for p, k, s, h, e in ms[["problem_id", "prefix", "soft", "hard", "endpoint"]].itertuples(index=False)
         }
     )
     rows = []
     for chain, c, o in zip(chains.itertuples(index=False), ce, orm):
         for t in range(1, len(c)):
-            soft, hard = ms_index.get((chain.problem_id, t), (np.nan, np.nan))
+            soft, hard, endpoint = ms_index.get((chain.problem_id, t), (np.nan, np.nan, False))
             rows.append(
                 {
                     "problem_id": chain.problem_id,
@@ -135,10 +172,11 @@ def step_table(chains: pd.DataFrame, ce: Sequence[np.ndarray], orm: Sequence[np.
                     "orm_probability": float(o[t]),
                     "ms_soft": float(soft),
                     "ms_hard": float(hard),
+                    "ms_endpoint": endpoint,
                 }
             )
     columns = ["problem_id", "split", "step", "n_steps", "chain_correct", "ce_before", "ce_after", "ig",
-               "orm_probability", "ms_soft", "ms_hard"]  # fmt: skip
+               "orm_probability", "ms_soft", "ms_hard", "ms_endpoint"]  # fmt: skip
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -167,41 +205,86 @@ def aggregate_table(steps: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["split", "subset", "step", "ig", "ce_before", "ce_after", "n_chains"])
 
 
-_SCORE = {"IG": "ig", "ORM": "orm_probability", "MS": "ms_soft"}
+_SCORE = {"IG": "ig", "ORM": "orm_probability", "MS": "ms_soft", "LENGTH": "-n_steps"}
+SCORE_RULES = {
+    "IG": "min over steps of ig",
+    "ORM": "min over steps of orm_probability",
+    "MS": "min over steps of ms_soft, the endpoint step (the chain's own answer) left out",
+    "LENGTH": "-n_steps (chain length alone)",
+}
+
+
+def _lengths(steps: pd.DataFrame) -> pd.Series:
+    """Each chain's number of steps (``n_steps``, or its last step where the frame has no such column)."""
+    return steps.groupby("problem_id")["n_steps" if "n_steps" in steps.columns else "step"].max()
 
 
 def chain_scores(steps: pd.DataFrame, method: str) -> pd.DataFrame:
-    """Per chain: its lowest step score under ``method`` (low = suspect) and ``chain_correct``."""
-    column = _SCORE[method]
-    usable = steps.dropna(subset=[column])
-    return (
+    """Per chain: its score under ``method`` (low = suspect; ``SCORE_RULES``), ``n_steps`` and
+    ``chain_correct``. MS leaves out the steps whose labels are the chain's own answer
+    (``ms_endpoint``), so no MS score contains the label it is judged against."""
+    lengths = _lengths(steps)
+    if method == "LENGTH":
+        column = "_minus_length"
+        usable = steps.assign(_minus_length=-steps["problem_id"].map(lengths).astype(float))
+    else:
+        column = _SCORE[method]
+        usable = steps.dropna(subset=[column])
+    if method == "MS" and "ms_endpoint" in usable.columns:
+        usable = usable[~usable["ms_endpoint"].fillna(False).to_numpy(dtype=bool)]
+    out = (
         usable.groupby(["split", "problem_id"], sort=True)
         .agg(score=(column, "min"), chain_correct=("chain_correct", "first"))
         .reset_index()
     )
+    return out.assign(n_steps=out["problem_id"].map(lengths).astype(int))
+
+
+DETECTION_COLUMNS = ["method", "score", "stratum", "threshold", "threshold_source", "val_accuracy", "accuracy",
+                     "tpr", "fpr", "tp", "fp", "tn", "fn", "n_val", "n_test", "reason"]  # fmt: skip
 
 
 def detection_table(steps: pd.DataFrame) -> pd.DataFrame:
     """Chain-level detection of a wrong final answer per method: tau from validation chains only,
-    accuracy / TPR / FPR on test chains. A method without validation or test chains gets a row with
-    NaN metrics and its ``reason``."""
+    accuracy / TPR / FPR on test chains (stratum ``all``), then on the test chains of each length
+    stratum with the same tau (``n_steps <= m`` and ``n_steps > m``, m the median ``n_steps`` of
+    the validation chains with any step). A method or stratum without validation or test chains
+    gets a row with NaN metrics and its ``reason``."""
+    steps = (
+        steps
+        if "n_steps" in steps.columns
+        else steps.assign(n_steps=steps.groupby("problem_id")["step"].transform("max"))
+    )
+    lengths = steps.drop_duplicates("problem_id")
+    val_lengths = lengths.loc[lengths["split"] == "val", "n_steps"].to_numpy(dtype=float)
+    cut = float(np.median(val_lengths)) if val_lengths.size else None
+    strata = [("all", None)]
+    if cut is not None:
+        m = f"{cut:g}"
+        strata += [(f"n_steps <= {m}", lambda n: n <= cut), (f"n_steps > {m}", lambda n: n > cut)]
     rows = []
     for method in METHODS:
         scores = chain_scores(steps, method)
         val, test = (scores[scores["split"] == s] for s in ("val", "test"))
-        base = {"method": method, "score": f"min over steps of {_SCORE[method]}", "threshold_source": "val",
-                "n_val": len(val), "n_test": len(test)}  # fmt: skip
+        base = {"method": method, "score": SCORE_RULES[method], "threshold_source": "val", "n_val": len(val)}
         if val.empty or test.empty:
             missing = "validation" if val.empty else "test"
-            rows.append({**base, "threshold": np.nan, "reason": f"no {missing} chain with a step score"})
+            for stratum, _ in strata:
+                rows.append({**base, "stratum": stratum, "n_test": len(test), "threshold": np.nan,
+                             "reason": f"no {missing} chain with a step score"})  # fmt: skip
             continue
         tau = select_threshold(val["score"].to_numpy(), ~val["chain_correct"].to_numpy(dtype=bool))
-        metrics = detection_metrics(test["score"].to_numpy(), ~test["chain_correct"].to_numpy(dtype=bool), tau)
         val_metrics = detection_metrics(val["score"].to_numpy(), ~val["chain_correct"].to_numpy(dtype=bool), tau)
-        rows.append({**base, **metrics, "val_accuracy": val_metrics["accuracy"], "reason": ""})
-    columns = ["method", "score", "threshold", "threshold_source", "val_accuracy", "accuracy", "tpr", "fpr",
-               "tp", "fp", "tn", "fn", "n_val", "n_test", "reason"]  # fmt: skip
-    table = pd.DataFrame(rows).reindex(columns=columns)
+        for stratum, keep in strata:
+            part = test if keep is None else test[keep(test["n_steps"].to_numpy(dtype=float))]
+            if part.empty:
+                rows.append({**base, "stratum": stratum, "n_test": 0, "threshold": tau,
+                             "reason": "no test chain in this stratum"})  # fmt: skip
+                continue
+            metrics = detection_metrics(part["score"].to_numpy(), ~part["chain_correct"].to_numpy(dtype=bool), tau)
+            rows.append({**base, **metrics, "stratum": stratum, "n_test": len(part),
+                         "val_accuracy": val_metrics["accuracy"], "reason": ""})  # fmt: skip
+    table = pd.DataFrame(rows).reindex(columns=DETECTION_COLUMNS)
     counts = ["tp", "fp", "tn", "fn", "n_val", "n_test"]
     table[counts] = table[counts].astype("Int64")  # a row without chains has no counts, not 0.0
     return table
