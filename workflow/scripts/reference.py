@@ -1,5 +1,6 @@
 from cotdyn.files.logs import tee_to
 from cotdyn.generation.run import run_reference
+from cotdyn.generation.sealing import seal_chains
 
 tee_to(snakemake.log[0])
 run_reference(
@@ -13,3 +14,5 @@ run_reference(
     snakemake.output.generation,
     benchmark_entry=snakemake.params.benchmark_entry,
 )
+# the seal: what generation wrote, recorded as it wrote it (cotdyn.provenance.seal)
+seal_chains(snakemake.output.chains, snakemake.output.generation, snakemake.params.protocol, snakemake.wildcards.cell)
