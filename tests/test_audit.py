@@ -99,7 +99,9 @@ def build_study(root: Path, data: Path, protocol: dict, deviations: list[dict]) 
     )
     # the seals the generation rules write (workflow/scripts/reference.py, continuations.py)
     seal_chains(ref / "chains.parquet", ref / "generation.json", protocol_used, CELL)
-    seal_samples(cell_dir / "samples.parquet", ref / "chains.parquet", cell_dir / "generation.json", protocol_used, CELL)
+    seal_samples(
+        cell_dir / "samples.parquet", ref / "chains.parquet", cell_dir / "generation.json", protocol_used, CELL
+    )
     derive_records(
         ref / "chains.parquet",
         cell_dir / "samples.parquet",

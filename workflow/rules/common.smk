@@ -29,7 +29,10 @@ except Exception as e:
     raise WorkflowError(f"invalid config ({CONFIG_SOURCE}): {e}") from None
 
 PLAN_PATH = config["plan"]
-PLAN = load_plan(PLAN_PATH)
+try:
+    PLAN = load_plan(PLAN_PATH)
+except (ValueError, FileNotFoundError) as e:
+    raise WorkflowError(f"plan of {CONFIG_SOURCE}: {e}") from None
 PLAN_SHA256 = plan_sha256(PLAN_PATH)
 STUDY_DIR = f"results/{config['study']}"
 CACHE_DIR = config["cache"]
@@ -130,6 +133,9 @@ def sealed(path):
         try:
             check_sealed(path)
         except SealError as e:
+            if getattr(workflow, "executor_plugin", None) is None:  # --report and the like run no job: warn
+                print(f"cotdyn: WARNING: {e}", file=sys.stderr)
+                return path
             raise WorkflowError(f"cotdyn: {e}") from None
         _SEALED.add((path, stats))
     return path
@@ -213,8 +219,19 @@ def infogain_trace_targets():
     return [f"{STUDY_DIR}/{path}" for path in layout.INFOGAIN_TRACE_FILES] if INFOGAIN_TRACES else []
 
 
+def given_paths():
+    """The paths a run reads or writes, resolved: the study folder it writes, the cache it shares, the
+    plan and every benchmark file it reads (they may point anywhere; nothing is written outside the
+    study folder, the cache and the logs)."""
+    paths = {"study": STUDY_DIR, "cache": CACHE_DIR, "plan": PLAN_PATH}
+    paths |= {f"data {k}": b["path"] for k, b in sorted(config["benchmarks"].items()) if b.get("path")}
+    return [f"  {name}: {Path(path).resolve()}" for name, path in paths.items()]
+
+
 onstart:
     from cotdyn.generation.announce import registered_sizes, run_summary
+
+    print("\n".join(["cotdyn: the paths of this run, resolved:", *given_paths()]))
 
     # the generation jobs this run will execute, with the threads Snakemake gives each (OMP_NUM_THREADS)
     generation_jobs = [

@@ -42,7 +42,7 @@ from cotdyn.plan.registration import (
     undeclared_message,
 )
 from cotdyn.provenance.integrity import MATCH, MISMATCH, MISSING, UNLISTED, AuditReport, FileCheck
-from cotdyn.provenance.manifests import config_sha256, output_hashes
+from cotdyn.provenance.manifests import ManifestError, config_sha256, output_hashes
 from cotdyn.records.derive import derive_records
 from cotdyn.report.secondary_tables import derive_generations, derive_secondary, has_secondary
 
@@ -271,7 +271,12 @@ def audit(study_dir, plan_path=None, scratch=None) -> AuditReport:
         except (ConfigError, PreregistrationError, ValueError, KeyError) as e:
             report.problems.append(f"re-derivation failed: {type(e).__name__}: {e}")
         derived = {p: h for p, h in output_hashes(derived_dir).items() if not p.startswith("generations/")}
-    report.files = compare_files(manifest["files"], output_hashes(study_dir), derived)
+    try:
+        stored = output_hashes(study_dir)
+    except ManifestError as e:
+        report.problems.append(str(e))
+        return report
+    report.files = compare_files(manifest["files"], stored, derived)
     try:
         cells = resolve_cells(config, load_plan(plan_path), "manifest config")
         report.files = apply_raw_checks(
