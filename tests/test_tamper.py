@@ -90,7 +90,7 @@ def test_the_workflow_refuses_an_escaping_variant_before_planning(tmp_path):
     config["cache"] = str(tmp_path / "cache")
     result = snakemake("-n", "--configfile", str(_write(tmp_path, config)), cwd=tmp_path)
     assert result.returncode != 0 and "study.yaml" in result.output and "does not match" in result.output
-    assert sorted(p.name for p in tmp_path.iterdir()) == [".snakemake", "study.yaml"]
+    assert {p.name for p in tmp_path.iterdir()} <= {".snakemake", "study.yaml"}  # nothing written
 
 
 def test_every_file_of_a_run_lands_in_its_study_cache_or_logs(small_simulated_study):
