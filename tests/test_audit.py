@@ -397,3 +397,14 @@ def test_a_missing_seal_fails_the_audit(study):
     seal_path(study / SAMPLES).unlink()
     check = status(audit(study), SAMPLES)
     assert check.status == MISMATCH and "has no seal" in check.detail
+
+
+def test_a_forged_prefix_is_caught_by_the_requests_the_seal_holds(study):
+    """Rows moved to another prefix (their text untouched): the requests read back from the file no
+    longer are the ones generation sealed."""
+    samples = pd.read_parquet(study / SAMPLES)
+    first = samples["problem_id"] == samples["problem_id"].iloc[0]
+    samples.loc[first & (samples["prefix"] == 1), "prefix_tokens"] -= 1
+    forge(study, SAMPLES, samples)
+    check = status(audit(study), SAMPLES)
+    assert check.status == MISMATCH and "1 of its requests (prompt ids, seeds, prefixes) differ" in check.detail

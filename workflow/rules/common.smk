@@ -128,6 +128,8 @@ def sealed(path):
     """``path``, once its seal shows generation wrote it (cotdyn.provenance.seal): every rule reading
     chains or samples takes them through here, so a tampered file stops the run, named, before
     any job derives from it. A file not there yet passes (it is generated)."""
+    if not workflow.is_main_process:  # a job's own process: the run checked when it planned, the script checks
+        return path
     stats = tuple(p.stat().st_mtime_ns if p.exists() else None for p in (Path(path), seal_path(path)))
     if stats[0] is not None and (path, stats) not in _SEALED:
         try:
@@ -164,7 +166,7 @@ def raw_targets():
 
 # A derived table a kill or a careless hand left unreadable is rebuilt by its rule: dated back to
 # the epoch, it is older than its inputs (cotdyn.provenance.seal.unreadable_tables).
-for _damaged, _why in unreadable_tables(STUDY_DIR):
+for _damaged, _why in unreadable_tables(STUDY_DIR) if workflow.is_main_process else []:
     print(f"cotdyn: {_damaged} is damaged ({_why}); its rule rebuilds it", file=sys.stderr)
     os.utime(_damaged, (0, 0))
 

@@ -37,7 +37,7 @@ def raw_checks(study_dir, config: dict, protocols: dict[str, dict], cells) -> di
     """Per raw file present: (whether it matches its seal and the cache, what was checked or found)."""
     study_dir = Path(study_dir)
     cache_dir = config.get("cache", "results/cache")
-    checks = {}
+    checks, opened = {}, {}
     for path, (cell, variant, chains) in sorted(raw_files(config, protocols, cells).items()):
         if not (study_dir / path).exists() or (chains and not (study_dir / chains).exists()):
             continue
@@ -50,7 +50,7 @@ def raw_checks(study_dir, config: dict, protocols: dict[str, dict], cells) -> di
         except (OSError, ValueError, KeyError, TypeError) as e:
             checks[path] = (False, f"unreadable as a raw table: {type(e).__name__}: {e}")
             continue
-        problems, compared = check_against_cache(study_dir / path, requests, cache_dir)
+        problems, compared = check_against_cache(study_dir / path, requests, cache_dir, opened)
         if problems:
             checks[path] = (False, "; ".join(problems))
         elif compared:

@@ -116,9 +116,11 @@ def cache_differences(table: pd.DataFrame, sealed: list[list], cache: Generation
     return lines
 
 
-def check_against_cache(raw_path, requests: list[Request], cache_dir) -> tuple[list[str], bool]:
+def check_against_cache(
+    raw_path, requests: list[Request], cache_dir, opened: dict | None = None
+) -> tuple[list[str], bool]:
     """Problems of one raw file against its seal and the cache (empty when it matches both), and
-    whether the cache was there to compare with."""
+    whether the cache was there to compare with. ``opened``: cache folders already loaded, by path."""
     try:
         seal = S.read_seal(raw_path)
     except S.SealError as e:
@@ -135,5 +137,8 @@ def check_against_cache(raw_path, requests: list[Request], cache_dir) -> tuple[l
     folder = revision_folder(cache_dir, seal["model_revision"])
     if not folder.is_dir():
         return problems, False
-    problems += cache_differences(pd.read_parquet(raw_path), seal["requests"], GenerationCache(folder))
+    opened = {} if opened is None else opened
+    if folder not in opened:
+        opened[folder] = GenerationCache(folder)
+    problems += cache_differences(pd.read_parquet(raw_path), seal["requests"], opened[folder])
     return problems, True
