@@ -318,3 +318,16 @@ def test_deleted_samples_and_a_truncated_records_file_are_rebuilt_byte_identical
         rel = path.relative_to(original).as_posix()
         if path.is_file() and rel.startswith(("analysis/", "cells/")) and not rel.endswith("generation.json"):
             assert (study / rel).read_bytes() == path.read_bytes(), rel
+
+
+def test_a_raw_file_is_moved_into_place_only_once_sealed(tmp_path):
+    from cotdyn.provenance.seal import unsealed_path
+
+    raw = tmp_path / "chains.parquet"
+    written = unsealed_path(raw)
+    assert written.name == "chains.unsealed.parquet"
+    pd.DataFrame({"text": ["a chain"]}).to_parquet(written)
+    assert not raw.exists()
+    seal = write_seal(raw, "rev", [("k" * 64, 1)], written)
+    assert raw.exists() and not written.exists() and seal["file"] == "chains.parquet"
+    check_sealed(raw)

@@ -1,10 +1,12 @@
 from cotdyn.files.logs import tee_to
 from cotdyn.generation.run import run_continuations
 from cotdyn.generation.sealing import seal_samples
-from cotdyn.provenance.seal import check_sealed
+from cotdyn.provenance.seal import check_sealed, unsealed_path
 
 tee_to(snakemake.log[0])
 check_sealed(snakemake.input.chains)
+# written under another name, sealed, then moved into place (cotdyn.provenance.seal.write_seal)
+written = unsealed_path(snakemake.output.samples)
 run_continuations(
     snakemake.input.problems,
     snakemake.input.chains,
@@ -13,15 +15,15 @@ run_continuations(
     snakemake.wildcards.cell,
     snakemake.params.benchmark,
     snakemake.params.cache,
-    snakemake.output.samples,
+    written,
     snakemake.output.generation,
     benchmark_entry=snakemake.params.benchmark_entry,
 )
-# the seal: what generation wrote, recorded as it wrote it (cotdyn.provenance.seal)
 seal_samples(
     snakemake.output.samples,
     snakemake.input.chains,
     snakemake.output.generation,
     snakemake.params.protocol,
     snakemake.wildcards.cell,
+    written,
 )

@@ -76,19 +76,19 @@ def model_revision(generation_log) -> str:
     return json.loads(Path(generation_log).read_text())["backend"]["revision"]
 
 
-def seal_chains(chains_path, generation_log, protocol: dict, cell: str) -> dict:
-    """Seal a chains file just written by ``run_reference``."""
+def seal_chains(chains_path, generation_log, protocol: dict, cell: str, written=None) -> dict:
+    """Seal a chains file ``run_reference`` just wrote (to ``written``, then moved into place)."""
     revision = model_revision(generation_log)
-    requests = chains_requests(pd.read_parquet(chains_path), protocol, cell)
-    return S.write_seal(chains_path, revision, sealed_requests(requests, revision))
+    requests = chains_requests(pd.read_parquet(written or chains_path), protocol, cell)
+    return S.write_seal(chains_path, revision, sealed_requests(requests, revision), written)
 
 
-def seal_samples(samples_path, chains_path, generation_log, protocol: dict, cell: str) -> dict:
-    """Seal a samples file just written by ``run_continuations``."""
+def seal_samples(samples_path, chains_path, generation_log, protocol: dict, cell: str, written=None) -> dict:
+    """Seal a samples file ``run_continuations`` just wrote (to ``written``, then moved into place)."""
     revision = model_revision(generation_log)
-    samples, chains = pd.read_parquet(samples_path), pd.read_parquet(chains_path)
+    samples, chains = pd.read_parquet(written or samples_path), pd.read_parquet(chains_path)
     requests = samples_requests(samples, chains, protocol, cell)
-    return S.write_seal(samples_path, revision, sealed_requests(requests, revision))
+    return S.write_seal(samples_path, revision, sealed_requests(requests, revision), written)
 
 
 def cache_differences(table: pd.DataFrame, sealed: list[list], cache: GenerationCache, limit: int = 3) -> list[str]:

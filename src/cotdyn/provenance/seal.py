@@ -37,15 +37,23 @@ def requests_sha256(requests: list[list]) -> str:
     return hashlib.sha256(json.dumps(requests, separators=(",", ":")).encode()).hexdigest()
 
 
-def make_seal(raw_path: str | Path, model_revision: str, requests: list[tuple[str, int]]) -> dict:
-    """The seal of ``raw_path`` as generation wrote it; ``requests``: (cache key, samples) per request,
-    in the order of the file's rows."""
+def unsealed_path(raw_path: str | Path) -> Path:
+    """Where a generation rule has its raw file written before sealing it (``sealed_write``)."""
     raw_path = Path(raw_path)
+    return raw_path.with_name(f"{raw_path.stem}.unsealed{raw_path.suffix}")
+
+
+def make_seal(
+    raw_path: str | Path, model_revision: str, requests: list[tuple[str, int]], written: str | Path | None = None
+) -> dict:
+    """The seal of ``raw_path`` as generation wrote it (to ``written``, when not yet in place);
+    ``requests``: (cache key, samples) per request, in the order of the file's rows."""
+    raw_path, written = Path(raw_path), Path(written or raw_path)
     listed = [[str(key), int(n)] for key, n in requests]
     return {
         "file": raw_path.name,
-        "sha256": file_sha256(raw_path),
-        "bytes": raw_path.stat().st_size,
+        "sha256": file_sha256(written),
+        "bytes": written.stat().st_size,
         "rows": sum(n for _, n in listed),
         "model_revision": model_revision,
         "requests_sha256": requests_sha256(listed),
@@ -53,11 +61,20 @@ def make_seal(raw_path: str | Path, model_revision: str, requests: list[tuple[st
     }
 
 
-def write_seal(raw_path: str | Path, model_revision: str, requests: list[tuple[str, int]]) -> dict:
+def write_seal(
+    raw_path: str | Path, model_revision: str, requests: list[tuple[str, int]], written: str | Path | None = None
+) -> dict:
+    """Write the seal of ``raw_path``; with ``written`` (its ``unsealed_path``), then move the file
+    into place, so the raw file is never in place without its seal (a kill between the two leaves
+    the file missing, and the rerun regenerates it)."""
+    import os
+
     from cotdyn.files.writers import write_json
 
-    seal = make_seal(raw_path, model_revision, requests)
+    seal = make_seal(raw_path, model_revision, requests, written)
     write_json(seal, seal_path(raw_path))
+    if written is not None and Path(written) != Path(raw_path):
+        os.replace(written, raw_path)
     return seal
 
 
