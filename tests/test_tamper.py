@@ -331,3 +331,12 @@ def test_a_raw_file_is_moved_into_place_only_once_sealed(tmp_path):
     seal = write_seal(raw, "rev", [("k" * 64, 1)], written)
     assert raw.exists() and not written.exists() and seal["file"] == "chains.parquet"
     check_sealed(raw)
+
+
+def test_a_yaml_error_in_registered_names_the_file(tmp_path):
+    from cotdyn.plan.registration import PreregistrationError, read_registered
+
+    registered = tmp_path / "REGISTERED"
+    registered.write_text("plan_sha256: !!python/name:os.system\n")
+    with pytest.raises(PreregistrationError, match=str(registered)):
+        read_registered(registered)
