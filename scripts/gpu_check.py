@@ -104,6 +104,7 @@ def study_check(model_dir: Path, n_problems: int, device: str, dtype: str, scrat
     from cotdyn.dataset.benchmarks import arithmetic, problems_table
     from cotdyn.files.writers import write_parquet
     from cotdyn.generation.run import run_continuations, run_reference
+    from cotdyn.generation.timings import TimingObserver
     from cotdyn.plan.load import effective_protocol, load_plan
     from cotdyn.records.derive import derive_records
 
@@ -119,8 +120,17 @@ def study_check(model_dir: Path, n_problems: int, device: str, dtype: str, scrat
     def run(name: str, cache: Path) -> dict:
         out = scratch / name
         out.mkdir()
+        observer = TimingObserver()
         run_reference(
-            problems, model, protocol, "gpu", "arithmetic", cache, out / "chains.parquet", out / "reference.json"
+            problems,
+            model,
+            protocol,
+            "gpu",
+            "arithmetic",
+            cache,
+            out / "chains.parquet",
+            out / "reference.json",
+            observer=observer,
         )
         run_continuations(
             problems,
@@ -132,6 +142,7 @@ def study_check(model_dir: Path, n_problems: int, device: str, dtype: str, scrat
             cache,
             out / "samples.parquet",
             out / "continuations.json",
+            observer=observer,
         )
         derive_records(
             out / "chains.parquet",

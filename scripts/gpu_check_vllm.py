@@ -70,6 +70,7 @@ from cotdyn.files.writers import write_csv, write_json, write_parquet
 from cotdyn.generation import requests as P
 from cotdyn.generation.backends import make_backend
 from cotdyn.generation.run import run_continuations, run_reference
+from cotdyn.generation.timings import TimingObserver
 from cotdyn.methods.math_shepherd import math_shepherd_from_samples
 from cotdyn.plan.config import Cell, protocol_for, reference_id, resolve_cells, split_cell
 from cotdyn.plan.load import load_plan
@@ -228,11 +229,31 @@ def run_study(config: dict, study: Path, backend) -> dict:
 
     write_parquet(problems_table(load_benchmark(spec.benchmark)), problems)
     write_plan_check(plan_path, config, check)
+    observer = TimingObserver()
     run_reference(
-        problems, model, protocol, cell, kind, config["cache"], chains, logs[f"reference/{ref}"], backend=backend
+        problems,
+        model,
+        protocol,
+        cell,
+        kind,
+        config["cache"],
+        chains,
+        logs[f"reference/{ref}"],
+        backend=backend,
+        observer=observer,
     )
     run_continuations(
-        problems, chains, model, protocol, cell, kind, config["cache"], samples, logs[VARIANT], backend=backend
+        problems,
+        chains,
+        model,
+        protocol,
+        cell,
+        kind,
+        config["cache"],
+        samples,
+        logs[VARIANT],
+        backend=backend,
+        observer=observer,
     )
     derive_records(chains, samples, protocol, plan["exclusion"], kind, cell, records, summary)
     derive_analysis([records], plan_path, check, at(L.analysis_file(VARIANT, "")))

@@ -422,7 +422,18 @@ def test_generation_phases_record_fresh_work_and_nothing_when_all_is_cached(tmp_
     cache = tmp_path / "cache"
 
     def run(out: Path):
-        run_reference(problems, model, protocol, "sim-gsm8k", "gsm8k", cache, out / "chains.parquet", out / "ref.json")
+        observer = timings.TimingObserver()
+        run_reference(
+            problems,
+            model,
+            protocol,
+            "sim-gsm8k",
+            "gsm8k",
+            cache,
+            out / "chains.parquet",
+            out / "ref.json",
+            observer=observer,
+        )
         run_continuations(
             problems,
             out / "chains.parquet",
@@ -433,6 +444,7 @@ def test_generation_phases_record_fresh_work_and_nothing_when_all_is_cached(tmp_
             cache,
             out / "s.parquet",
             out / "c.json",
+            observer=observer,
         )
 
     run(tmp_path / "first")
@@ -465,10 +477,30 @@ def test_a_second_run_into_the_same_cache_is_estimated_as_cached(tmp_path, plan,
     protocol, model, cache = effective_protocol(plan), {"backend": "simulated"}, tmp_path / "cache"
 
     def run(out: Path):
-        run_reference(problems, model, protocol, "sim-gsm8k", "gsm8k", cache, out / "chains.parquet", out / "r.json")
+        observer = timings.TimingObserver()
+        run_reference(
+            problems,
+            model,
+            protocol,
+            "sim-gsm8k",
+            "gsm8k",
+            cache,
+            out / "chains.parquet",
+            out / "r.json",
+            observer=observer,
+        )
         chains = out / "chains.parquet"
         run_continuations(
-            problems, chains, model, protocol, "sim-gsm8k", "gsm8k", cache, out / "s.parquet", out / "c.json"
+            problems,
+            chains,
+            model,
+            protocol,
+            "sim-gsm8k",
+            "gsm8k",
+            cache,
+            out / "s.parquet",
+            out / "c.json",
+            observer=observer,
         )
 
     def estimates():
@@ -486,7 +518,7 @@ def test_a_second_run_into_the_same_cache_is_estimated_as_cached(tmp_path, plan,
     entry = {"kind": "gsm8k", "limit": 4}
     run_reference(
         problems, model, protocol, "sim-gsm8k", "gsm8k", tmp_path / "c2", tmp_path / "c.parquet", tmp_path / "g.json",
-        benchmark_entry=entry,
+        observer=timings.TimingObserver(benchmark_entry=entry),
     )  # fmt: skip
     ledger, _ = timings.read_observations(tmp_path / "c2")
     named = timings.Phase("reference", "sim-gsm8k", model, "gsm8k", protocol, 4, benchmark_entry=entry)
@@ -549,8 +581,6 @@ def test_the_probe_takes_one_full_batch_of_rows():
 def test_the_probe_prints_its_estimate_and_changes_no_sample(
     tmp_path, plan, data_dir, tiny_model_dir, capsys, monkeypatch
 ):
-    from cotdyn.generation import run as study
-
     problems = tmp_path / "problems.parquet"
     table = problems_table(load_benchmark({"kind": "gsm8k", "path": str(data_dir / "gsm8k_test.jsonl"), "limit": 3}))
     table.to_parquet(problems, index=False)
@@ -559,7 +589,18 @@ def test_the_probe_prints_its_estimate_and_changes_no_sample(
 
     def run(out: Path):
         cache = out / "cache"
-        run_reference(problems, model, protocol, "t-gsm8k", "gsm8k", cache, out / "chains.parquet", out / "r.json")
+        observer = timings.TimingObserver()
+        run_reference(
+            problems,
+            model,
+            protocol,
+            "t-gsm8k",
+            "gsm8k",
+            cache,
+            out / "chains.parquet",
+            out / "r.json",
+            observer=observer,
+        )
         run_continuations(
             problems,
             out / "chains.parquet",
@@ -570,6 +611,7 @@ def test_the_probe_prints_its_estimate_and_changes_no_sample(
             cache,
             out / "s.parquet",
             out / "c.json",
+            observer=observer,
         )
         return (out / "chains.parquet").read_bytes(), (out / "s.parquet").read_bytes()
 
@@ -579,7 +621,7 @@ def test_the_probe_prints_its_estimate_and_changes_no_sample(
     assert "if all 3 rows ran to their 24-token budget" in printed
     # the continuations job probes too: the ledger has only a reference timing, whose rate it never borrows
     assert "t-gsm8k continuations: no timing of this model on this machine yet; a probe of 4 rows ran" in printed
-    monkeypatch.setattr(study, "_probe", lambda *args: None)
+    monkeypatch.setattr(timings.observer, "run_probe", lambda *args: None)
     assert run(tmp_path / "plain") == probed  # the probe's draws leave every sample as it was
     # with a timing in the ledger, no probe runs
     monkeypatch.undo()

@@ -1,6 +1,7 @@
 from cotdyn.files.logs import tee_to
 from cotdyn.generation.run import run_continuations
 from cotdyn.generation.sealing import seal_samples
+from cotdyn.generation.timings import TimingObserver
 from cotdyn.provenance.seal import check_sealed, unsealed_path
 
 tee_to(snakemake.log[0])
@@ -17,7 +18,7 @@ run_continuations(
     snakemake.params.cache,
     written,
     snakemake.output.generation,
-    benchmark_entry=snakemake.params.benchmark_entry,
+    observer=TimingObserver(benchmark_entry=snakemake.params.benchmark_entry),
 )
 seal_samples(
     snakemake.output.samples,

