@@ -34,6 +34,9 @@ def test_problem_count_takes_n_then_limit_then_the_plans_size():
     assert sizes == {"gsm8k": 1319, "math500": 500}
     assert problem_count({"kind": "arithmetic", "n": 6}, sizes) == 6
     assert problem_count({"kind": "math500", "limit": 40}, sizes) == 40
+    # a panel benchmark's entry carries the plan's n: the limit still cuts it (issue 28)
+    assert problem_count({"kind": "gsm8k", "n": 1319, "limit": 120}, sizes) == 120
+    assert problem_count({"kind": "arithmetic", "n": 6, "limit": 40}, sizes) == 6
     assert problem_count({"kind": "math500"}, sizes) == 500
     assert problem_count({"kind": "gsm8k", "path": "x.jsonl"}, sizes) == 1319
     assert problem_count({"kind": "jsonl", "path": "own.jsonl"}, sizes) is None

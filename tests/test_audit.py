@@ -19,6 +19,7 @@ from cotdyn.audit.check import MATCH, MISMATCH, MISSING, PLAN_CHECK, audit, deri
 from cotdyn.dataset.benchmarks import load_benchmark, problems_table
 from cotdyn.files.writers import write_parquet
 from cotdyn.generation.run import run_continuations, run_reference
+from cotdyn.generation.sealing import seal_chains, seal_samples
 from cotdyn.plan.config import protocol_for, reference_id, resolve_cells
 from cotdyn.plan.load import load_plan, plan_sha256
 from cotdyn.plan.registration import PreregistrationError, register
@@ -95,6 +96,11 @@ def build_study(root: Path, data: Path, protocol: dict, deviations: list[dict]) 
         config["cache"],
         cell_dir / "samples.parquet",
         cell_dir / "generation.json",
+    )
+    # the seals the generation rules write (workflow/scripts/reference.py, continuations.py)
+    seal_chains(ref / "chains.parquet", ref / "generation.json", protocol_used, CELL)
+    seal_samples(
+        cell_dir / "samples.parquet", ref / "chains.parquet", cell_dir / "generation.json", protocol_used, CELL
     )
     derive_records(
         ref / "chains.parquet",
@@ -349,3 +355,84 @@ def test_a_study_output_missing_from_the_manifest_fails_the_audit(study):
     report = audit(study)
     assert not report.ok
     assert "study output analysis/registered/math_shepherd.csv is not in the manifest" in report.problems
+
+
+def forge(study: Path, path: str, samples: pd.DataFrame) -> None:
+    """Write forged samples the way a careful forger would: the manifest entry and the seal re-hashed."""
+    from cotdyn.provenance.manifests import file_sha256
+    from cotdyn.provenance.seal import seal_path
+
+    samples.to_parquet(study / path, index=False)
+    manifest = json.loads((study / STUDY_MANIFEST).read_text())
+    manifest["files"][path] = file_sha256(study / path)
+    seal = json.loads(seal_path(study / path).read_text())
+    seal["sha256"], seal["bytes"] = file_sha256(study / path), (study / path).stat().st_size
+    seal_path(study / path).write_text(json.dumps(seal))
+    manifest["files"][str(seal_path(path))] = file_sha256(seal_path(study / path))
+    (study / STUDY_MANIFEST).write_text(json.dumps(manifest))
+
+
+def test_a_forged_sample_rehashed_everywhere_fails_against_the_cache(study):
+    """Text and answer of one continuation changed together (so its re-extracted answer agrees), the
+    manifest and the seal re-hashed: only the cache can tell, and it does."""
+    samples = pd.read_parquet(study / SAMPLES)
+    row = samples.index[samples["answer"].notna()][0]
+    answer = samples.at[row, "answer"]
+    samples.at[row, "text"] = samples.at[row, "text"].replace(answer, answer + "1")
+    samples.at[row, "answer"] = answer + "1"
+    forge(study, SAMPLES, samples)
+    report = audit(study)
+    assert not report.ok
+    check = status(report, SAMPLES)
+    assert check.status == MISMATCH and "1 rows differ from the cache" in check.detail, check.detail
+
+
+def test_a_one_byte_flip_in_a_text_fails_against_the_cache(study):
+    samples = pd.read_parquet(study / SAMPLES)
+    text = samples.at[7, "text"]
+    samples.at[7, "text"] = text[:3] + chr(ord(text[3]) ^ 1) + text[4:]
+    forge(study, SAMPLES, samples)
+    check = status(audit(study), SAMPLES)
+    assert check.status == MISMATCH and "differ from the cache" in check.detail, check.detail
+
+
+def test_an_untouched_study_is_compared_row_by_row_with_the_cache(registered_study):
+    report = audit(registered_study)
+    for path in (SAMPLES, next(f.path for f in report.files if f.path.endswith("chains.parquet"))):
+        assert status(report, path).detail == "sealed, and every row equal to the generation cache"
+
+
+def test_a_study_without_its_cache_is_checked_against_its_seals_only(study):
+    manifest = json.loads((study / STUDY_MANIFEST).read_text())
+    manifest["config"]["cache"] = str(study / "no-such-cache")
+    manifest["config_sha256"] = config_sha256(manifest["config"])
+    (study / STUDY_MANIFEST).write_text(json.dumps(manifest))
+    check = status(audit(study), SAMPLES)
+    assert check.status == MATCH and "absent, rows not compared" in check.detail
+    # a forged file with its seal left alone still fails
+    samples = pd.read_parquet(study / SAMPLES)
+    samples.at[0, "text"] = samples.at[0, "text"] + " "
+    samples.to_parquet(study / SAMPLES, index=False)
+    manifest["files"][SAMPLES] = output_hashes(study)[SAMPLES]
+    (study / STUDY_MANIFEST).write_text(json.dumps(manifest))
+    check = status(audit(study), SAMPLES)
+    assert check.status == MISMATCH and "sha256 differs from its seal" in check.detail
+
+
+def test_a_missing_seal_fails_the_audit(study):
+    from cotdyn.provenance.seal import seal_path
+
+    seal_path(study / SAMPLES).unlink()
+    check = status(audit(study), SAMPLES)
+    assert check.status == MISMATCH and "has no seal" in check.detail
+
+
+def test_a_forged_prefix_is_caught_by_the_requests_the_seal_holds(study):
+    """Rows moved to another prefix (their text untouched): the requests read back from the file no
+    longer are the ones generation sealed."""
+    samples = pd.read_parquet(study / SAMPLES)
+    first = samples["problem_id"] == samples["problem_id"].iloc[0]
+    samples.loc[first & (samples["prefix"] == 1), "prefix_tokens"] -= 1
+    forge(study, SAMPLES, samples)
+    check = status(audit(study), SAMPLES)
+    assert check.status == MISMATCH and "1 of its requests (prompt ids, seeds, prefixes) differ" in check.detail

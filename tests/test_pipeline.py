@@ -106,7 +106,7 @@ def test_a_prefix_without_answers_is_recorded_not_dropped(gsm8k, plan):
 def test_bad_benchmark_files_are_named(tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"question": "q", "answer": "#### 3"}\n{"question": "q2"}\n')
-    with pytest.raises(BenchmarkError, match=r"bad.jsonl: row 2 has no field 'answer'"):
+    with pytest.raises(BenchmarkError, match=r"bad.jsonl: line 2 has no field 'answer'"):
         load_benchmark({"kind": "gsm8k", "path": bad})
     good = tmp_path / "good.jsonl"
     good.write_text('{"question": "q", "answer": "#### 3"}\n')

@@ -136,11 +136,11 @@ def test_tables_of_benchmarks_without_options_keep_their_columns():
         (
             [{"stem": "q", "key": "A", "opts": ["x", "y"]}, {"stem": "q"}],
             "choice",
-            r"mc.jsonl: row 2 has no field 'key'",
+            r"mc.jsonl: line 2 has no field 'key'",
         ),
-        ([{"stem": "q", "key": "Z", "opts": ["x", "y"]}], "choice", r"mc.jsonl: row 1, field 'key': gold answer 'Z'"),
-        ([{"stem": "q", "key": "A", "opts": "x, y"}], "choice", r"mc.jsonl: row 1, field 'opts': options must be"),
-        ([{"stem": "q", "key": "twelve"}], "number", r"row 1, field 'key': gold answer 'twelve' does not parse"),
+        ([{"stem": "q", "key": "Z", "opts": ["x", "y"]}], "choice", r"mc.jsonl: line 1, field 'key': gold answer 'Z'"),
+        ([{"stem": "q", "key": "A", "opts": "x, y"}], "choice", r"mc.jsonl: line 1, field 'opts': options must be"),
+        ([{"stem": "q", "key": "twelve"}], "number", r"line 1, field 'key': gold answer 'twelve' does not parse"),
     ],
 )
 def test_a_bad_row_names_the_file_the_row_and_the_field(tmp_path, rows, answer, message):

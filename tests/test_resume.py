@@ -175,6 +175,7 @@ def test_killed_runs_resume_to_byte_identical_outputs(simulated, protocol):
         _assert_one_row_per_sample(args, protocol["m"])
         logs = [_log(args, "reference"), _log(args, "continuations")]
         assert sum(log["cached_requests"] for log in logs) > 0  # the rerun resumed from the cache
+        assert not list(Path(args["cache"]).glob("*/*.tmp"))  # a temporary the kill left is cleaned
     assert all(0 < n < total for n in left), left  # every trial was interrupted mid-study
     _assert_one_row_per_sample(simulated["baseline"], protocol["m"])
 

@@ -1,4 +1,5 @@
 # Helpers shared by every stage: config validation, cells, variants, paths.
+import os
 import sys
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from cotdyn.plan.config import (
 from cotdyn.files.layout import ANALYSIS_FILES, PLAN_CHECK, STUDY_MANIFEST
 from cotdyn.plan.registration import sibling_paths
 from cotdyn.plan.load import load_plan, plan_sha256
+from cotdyn.provenance.seal import SealError, check_sealed, seal_path, unreadable_tables
 from cotdyn.report.secondary_tables import has_secondary
 
 CONFIG_SOURCE = ", ".join(str(f) for f in getattr(workflow, "configfiles", [])) or "config"
@@ -27,7 +29,10 @@ except Exception as e:
     raise WorkflowError(f"invalid config ({CONFIG_SOURCE}): {e}") from None
 
 PLAN_PATH = config["plan"]
-PLAN = load_plan(PLAN_PATH)
+try:
+    PLAN = load_plan(PLAN_PATH)
+except (ValueError, FileNotFoundError) as e:
+    raise WorkflowError(f"plan of {CONFIG_SOURCE}: {e}") from None
 PLAN_SHA256 = plan_sha256(PLAN_PATH)
 STUDY_DIR = f"results/{config['study']}"
 CACHE_DIR = config["cache"]
@@ -52,8 +57,9 @@ wildcard_constraints:
 
 
 def study_targets():
-    """Every final output of the study but its manifest (cotdyn.files.layout.study_targets)."""
-    return [
+    """Every final output of the study but its manifest (cotdyn.files.layout.study_targets), and its
+    raw data (raw_targets)."""
+    return raw_targets() + [
         f"{STUDY_DIR}/{path}"
         for path in layout.study_targets(
             CELLS,
@@ -107,15 +113,62 @@ def model_inputs(wildcards):
     return [f"results/models/{spec.model_key}/SOURCE"] if "gguf" in spec.model else []
 
 
-def chains_path(cell, variant):
+def chains_file(cell, variant):
     return f"{STUDY_DIR}/{layout.reference_file(cell, reference_id(PROTOCOLS[variant]), 'chains.parquet')}"
 
 
-def samples_path(cell, variant):
+def samples_file(cell, variant):
     return f"{STUDY_DIR}/{layout.variant_file(cell, samples_variant(config, variant), 'samples.parquet')}"
 
 
+_SEALED = set()
+
+
+def sealed(path):
+    """``path``, once its seal shows generation wrote it (cotdyn.provenance.seal): every rule reading
+    chains or samples takes them through here, so a tampered file stops the run, named, before
+    any job derives from it. A file not there yet passes (it is generated)."""
+    if not workflow.is_main_process:  # a job's own process: the run checked when it planned, the script checks
+        return path
+    stats = tuple(p.stat().st_mtime_ns if p.exists() else None for p in (Path(path), seal_path(path)))
+    if stats[0] is not None and (path, stats) not in _SEALED:
+        try:
+            check_sealed(path)
+        except SealError as e:
+            if getattr(workflow, "executor_plugin", None) is None:  # --report and the like run no job: warn
+                print(f"cotdyn: WARNING: {e}", file=sys.stderr)
+                return path
+            raise WorkflowError(f"cotdyn: {e}") from None
+        _SEALED.add((path, stats))
+    return path
+
+
+def chains_path(cell, variant):
+    """A cell's chains under a variant, seal checked (sealed)."""
+    return sealed(chains_file(cell, variant))
+
+
+def samples_path(cell, variant):
+    """The samples a cell's variant reads, seal checked (sealed)."""
+    return sealed(samples_file(cell, variant))
+
+
 GENERATING = [v for v in VARIANTS if samples_variant(config, v) == v]
+
+
+def raw_targets():
+    """Every cell's chains, samples and their seals, and every variant's records: study targets, so
+    a deleted one is regenerated (from the cache) instead of silently missing."""
+    raw = {chains_file(c, v) for c in CELLS for v in VARIANTS} | {samples_file(c, v) for c in CELLS for v in GENERATING}
+    records = [f"{STUDY_DIR}/{layout.variant_file(c, v, 'records.parquet')}" for c in CELLS for v in VARIANTS]
+    return sorted(raw | {str(seal_path(p)) for p in raw}) + records
+
+
+# A derived table a kill or a careless hand left unreadable is rebuilt by its rule: dated back to
+# the epoch, it is older than its inputs (cotdyn.provenance.seal.unreadable_tables).
+for _damaged, _why in unreadable_tables(STUDY_DIR) if workflow.is_main_process else []:
+    print(f"cotdyn: {_damaged} is damaged ({_why}); its rule rebuilds it", file=sys.stderr)
+    os.utime(_damaged, (0, 0))
 
 
 def is_gpu(cell):
@@ -168,8 +221,19 @@ def infogain_trace_targets():
     return [f"{STUDY_DIR}/{path}" for path in layout.INFOGAIN_TRACE_FILES] if INFOGAIN_TRACES else []
 
 
+def given_paths():
+    """The paths a run reads or writes, resolved: the study folder it writes, the cache it shares, the
+    plan and every benchmark file it reads (they may point anywhere; nothing is written outside the
+    study folder, the cache and the logs)."""
+    paths = {"study": STUDY_DIR, "cache": CACHE_DIR, "plan": PLAN_PATH}
+    paths |= {f"data {k}": b["path"] for k, b in sorted(config["benchmarks"].items()) if b.get("path")}
+    return [f"  {name}: {Path(path).resolve()}" for name, path in paths.items()]
+
+
 onstart:
     from cotdyn.generation.announce import registered_sizes, run_summary
+
+    print("\n".join(["cotdyn: the paths of this run, resolved:", *given_paths()]))
 
     # the generation jobs this run will execute, with the threads Snakemake gives each (OMP_NUM_THREADS)
     generation_jobs = [

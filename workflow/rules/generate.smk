@@ -23,6 +23,7 @@ rule reference:
     output:
         chains=f"{STUDY_DIR}/cells/{{cell}}/reference/{{ref}}/chains.parquet",
         generation=f"{STUDY_DIR}/cells/{{cell}}/reference/{{ref}}/generation.json",
+        seal=f"{STUDY_DIR}/cells/{{cell}}/reference/{{ref}}/seal.json",
     params:
         model=lambda w: model_for(w.cell),
         protocol=lambda w: REFERENCES[w.ref],
@@ -44,10 +45,12 @@ rule continuations:
     input:
         problems=lambda w: f"{STUDY_DIR}/problems/{CELL_SPECS[w.cell].benchmark_key}.parquet",
         chains=lambda w: chains_path(w.cell, w.variant),
+        chains_seal=lambda w: str(seal_path(chains_file(w.cell, w.variant))),
         model=model_inputs,
     output:
         samples=f"{STUDY_DIR}/cells/{{cell}}/{{variant}}/samples.parquet",
         generation=f"{STUDY_DIR}/cells/{{cell}}/{{variant}}/generation.json",
+        seal=f"{STUDY_DIR}/cells/{{cell}}/{{variant}}/seal.json",
     params:
         model=lambda w: model_for(w.cell),
         protocol=lambda w: PROTOCOLS[w.variant],

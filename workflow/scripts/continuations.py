@@ -1,8 +1,13 @@
 from cotdyn.files.logs import tee_to
 from cotdyn.generation.run import run_continuations
+from cotdyn.generation.sealing import seal_samples
 from cotdyn.generation.timings import TimingObserver
+from cotdyn.provenance.seal import check_sealed, unsealed_path
 
 tee_to(snakemake.log[0])
+check_sealed(snakemake.input.chains)
+# written under another name, sealed, then moved into place (cotdyn.provenance.seal.write_seal)
+written = unsealed_path(snakemake.output.samples)
 run_continuations(
     snakemake.input.problems,
     snakemake.input.chains,
@@ -11,7 +16,15 @@ run_continuations(
     snakemake.wildcards.cell,
     snakemake.params.benchmark,
     snakemake.params.cache,
-    snakemake.output.samples,
+    written,
     snakemake.output.generation,
     observer=TimingObserver(benchmark_entry=snakemake.params.benchmark_entry),
+)
+seal_samples(
+    snakemake.output.samples,
+    snakemake.input.chains,
+    snakemake.output.generation,
+    snakemake.params.protocol,
+    snakemake.wildcards.cell,
+    written,
 )

@@ -1,7 +1,11 @@
 from cotdyn.files.logs import tee_to
+from cotdyn.provenance.seal import check_sealed
 from cotdyn.records.derive import derive_records
 
 tee_to(snakemake.log[0])
+# derive only from what generation wrote (cotdyn.provenance.seal)
+check_sealed(snakemake.input.chains)
+check_sealed(snakemake.input.samples)
 derive_records(
     snakemake.input.chains,
     snakemake.input.samples,

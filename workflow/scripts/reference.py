@@ -1,8 +1,12 @@
 from cotdyn.files.logs import tee_to
 from cotdyn.generation.run import run_reference
+from cotdyn.generation.sealing import seal_chains
 from cotdyn.generation.timings import TimingObserver
+from cotdyn.provenance.seal import unsealed_path
 
 tee_to(snakemake.log[0])
+# written under another name, sealed, then moved into place (cotdyn.provenance.seal.write_seal)
+written = unsealed_path(snakemake.output.chains)
 run_reference(
     snakemake.input.problems,
     snakemake.params.model,
@@ -10,7 +14,14 @@ run_reference(
     snakemake.wildcards.cell,
     snakemake.params.benchmark,
     snakemake.params.cache,
-    snakemake.output.chains,
+    written,
     snakemake.output.generation,
     observer=TimingObserver(benchmark_entry=snakemake.params.benchmark_entry),
+)
+seal_chains(
+    snakemake.output.chains,
+    snakemake.output.generation,
+    snakemake.params.protocol,
+    snakemake.wildcards.cell,
+    written,
 )

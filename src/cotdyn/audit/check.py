@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from cotdyn.analysis.hypotheses import analyze, read_records, write_analysis
+from cotdyn.audit.raw import apply_raw_checks, raw_checks
 from cotdyn.dataset.benchmarks import content_sha256, problems_from_table
 from cotdyn.files.layout import (
     GENERATIONS,
@@ -42,7 +43,7 @@ from cotdyn.plan.registration import (
     undeclared_message,
 )
 from cotdyn.provenance.integrity import MATCH, MISMATCH, MISSING, UNLISTED, AuditReport, FileCheck
-from cotdyn.provenance.manifests import config_sha256, output_hashes
+from cotdyn.provenance.manifests import ManifestError, config_sha256, output_hashes
 from cotdyn.records.derive import derive_records
 from cotdyn.records.table import variant_samples
 from cotdyn.report.secondary_tables import derive_generations, derive_secondary, has_secondary
@@ -308,7 +309,19 @@ def audit(study_dir, plan_path=None, scratch=None) -> AuditReport:
         except (ConfigError, PreregistrationError, ValueError, KeyError) as e:
             report.problems.append(f"re-derivation failed: {type(e).__name__}: {e}")
         derived = {p: h for p, h in output_hashes(derived_dir).items() if not p.startswith("generations/")}
-    report.files = compare_files(manifest["files"], output_hashes(study_dir), derived)
+    try:
+        stored = output_hashes(study_dir)
+    except ManifestError as e:
+        report.problems.append(str(e))
+        return report
+    report.files = compare_files(manifest["files"], stored, derived)
+    try:
+        cells = resolve_cells(config, load_plan(plan_path), "manifest config")
+        report.files = apply_raw_checks(
+            report.files, raw_checks(study_dir, config, study_protocols(config, load_plan(plan_path)), cells)
+        )
+    except ConfigError as e:
+        report.problems.append(f"raw data not checked: {e}")
     report.problems += unlisted_targets(config, plan_path, manifest["files"])
     return report
 

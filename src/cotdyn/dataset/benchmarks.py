@@ -51,16 +51,21 @@ def _options(value, where: str) -> tuple[str, ...]:
     return tuple(value)
 
 
-def problems_from_rows(rows: list[dict], benchmark: str | registry.Benchmark, source: str) -> list[Problem]:
-    """Problems from raw rows; a missing field or an unparseable gold names the source, row and field."""
+def problems_from_rows(
+    rows: list[dict], benchmark: str | registry.Benchmark, source: str, lines: list[int] | None = None
+) -> list[Problem]:
+    """Problems from raw rows; a missing field, an unparseable gold or a repeated id names the
+    source, row (``lines``: each row's line in its file, when it came from one) and field."""
     entry = registry.REGISTRY[benchmark] if isinstance(benchmark, str) else benchmark
     fields, name = entry.fields, entry.name
     rule = entry.answer if name == registry.JSONL else name
-    problems = []
+    problems, seen = [], {}
     for index, row in enumerate(rows):
+        where = f"{source}: line {lines[index]}" if lines else f"{source}: row {index + 1}"
+        if not isinstance(row, dict):
+            raise BenchmarkError(f"{where} is a JSON {type(row).__name__}, not an object")
         if any(row.get(k) != v for k, v in entry.where.items()):
             continue  # another subset (MATH algebra: another subject)
-        where = f"{source}: row {index + 1}"
         if entry.adapt is not None:
             try:
                 row = entry.adapt(row)
@@ -82,6 +87,12 @@ def problems_from_rows(rows: list[dict], benchmark: str | registry.Benchmark, so
                 f"{where}, field '{fields['gold']}': gold answer {raw!r} does not parse as {entry.answer}"
             )
         problem_id = str(row[fields["id"]]) if fields.get("id") else f"{name}-{index:04d}"
+        if problem_id in seen:
+            raise BenchmarkError(
+                f"{where}, field '{fields.get('id')}': id {problem_id!r} repeats {seen[problem_id]} "
+                "(every problem needs its own id: its requests and seeds are keyed by it)"
+            )
+        seen[problem_id] = where.removeprefix(f"{source}: ")
         question = str(row[fields["question"]])
         if options is not None:
             question = choices.show(question, options)
@@ -89,16 +100,32 @@ def problems_from_rows(rows: list[dict], benchmark: str | registry.Benchmark, so
     return problems
 
 
-def read_jsonl(path: str | Path) -> list[dict]:
+def read_jsonl_lines(path: str | Path) -> list[tuple[int, dict]]:
+    """(line number, row) of each non-blank line; BenchmarkError naming the file and line of a line
+    that is not UTF-8, not JSON, or not a JSON object."""
     rows = []
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            if line.strip():
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError as e:
-                    raise BenchmarkError(f"{path}: line {number} is not JSON ({e.msg})") from None
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise BenchmarkError(
+                    f"{path}: line {number} is not UTF-8 (byte 0x{raw[e.start]:02x} at column {e.start + 1})"
+                ) from None
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise BenchmarkError(f"{path}: line {number} is not JSON ({e.msg})") from None
+            if not isinstance(row, dict):
+                raise BenchmarkError(f"{path}: line {number} is a JSON {type(row).__name__}, not an object")
+            rows.append((number, row))
     return rows
+
+
+def read_jsonl(path: str | Path) -> list[dict]:
+    return [row for _, row in read_jsonl_lines(path)]
 
 
 def read_hub(repo: str, config: str | None, split: str, revision: str) -> list[dict]:
@@ -130,9 +157,11 @@ def load_benchmark(spec: dict) -> list[Problem]:
     if entry.generated:
         problems = arithmetic(spec.get("n", 20), spec.get("seed", 0))
     else:
+        lines = None
         if spec.get("path"):
             source = str(spec["path"])
-            rows = read_jsonl(spec["path"])
+            numbered = read_jsonl_lines(spec["path"])
+            lines, rows = [n for n, _ in numbered], [row for _, row in numbered]
         else:
             hub = {**(entry.hub or {}), **(spec.get("hub") or {})}
             if not hub.get("repo") or not hub.get("revision"):
@@ -142,7 +171,10 @@ def load_benchmark(spec: dict) -> list[Problem]:
                 )
             source = f"{hub['repo']}@{hub['revision']}"
             rows = read_hub(hub["repo"], hub.get("config"), hub["split"], hub["revision"])
-        problems = problems_from_rows(rows, entry, source)
+        problems = problems_from_rows(rows, entry, source, lines)
+        if not problems:
+            subset = f" matching {entry.where}" if entry.where else ""
+            raise BenchmarkError(f"{source}: no problems{subset} in it ({len(rows)} rows): nothing to run")
         found, pinned = content_sha256(problems), spec.get("content_sha256") or entry.content_sha256
         if pinned and found != pinned:
             raise BenchmarkError(f"{source}: content sha256 {found} differs from the pinned {pinned}")

@@ -9,9 +9,12 @@ from cotdyn.plan.config import Cell
 
 
 def problem_count(benchmark: dict, registered_sizes: Mapping[str, int]) -> int | None:
-    """How many problems a benchmark entry yields: its n, else its limit, else the plan's size of a
-    benchmark read whole (``panel.benchmarks.<kind>.n``); None where only its file says."""
-    return benchmark.get("n") or benchmark.get("limit") or registered_sizes.get(benchmark["kind"])
+    """How many problems a benchmark entry yields: its n, else the plan's size of a benchmark read
+    whole (``panel.benchmarks.<kind>.n``), cut to its limit (the first ``limit`` problems); None
+    where only its file says."""
+    size = benchmark.get("n") or registered_sizes.get(benchmark["kind"])
+    limit = benchmark.get("limit")
+    return min(size, limit) if size and limit else size or limit
 
 
 def registered_sizes(plan: dict) -> dict[str, int]:

@@ -4,7 +4,9 @@ A request is keyed by (model revision, prompt ids, sampling parameters, seed, n)
 that two variants share is sampled once, and a killed run resumes without re-sampling or
 duplicating. Each chunk of results is one shard file written atomically (temporary file, then
 rename) with a checksum of its body; a torn or altered shard is detected on load, reported and
-ignored, so its requests are generated again rather than trusted.
+ignored, so its requests are generated again rather than trusted. The temporary file of a write
+a kill interrupted is removed when the cache next opens (``stale_temporaries``), once no process
+can still be writing it.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import socket
 import sys
 import tempfile
 import time
@@ -28,12 +31,47 @@ def revision_folder(cache_dir, model_revision: str) -> Path:
     return Path(cache_dir) / model_revision.replace("/", "_")
 
 
+# A shard's temporary file is named <host>.<pid>.<random>.tmp. One untouched this long is stale
+# whoever wrote it (a write takes seconds: the body is built in memory first); one of this host
+# whose process has ended is stale at once. Studies sharing the cache never lose a write in flight.
+STALE_SECONDS = 3600
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def stale_temporaries(directory: Path, now: float | None = None) -> list[Path]:
+    """The shard temporaries in ``directory`` no write can still be using (``STALE_SECONDS``)."""
+    now = time.time() if now is None else now
+    host, stale = socket.gethostname(), []
+    for tmp in sorted(directory.glob("*.tmp")):
+        try:
+            age = now - tmp.stat().st_mtime
+        except FileNotFoundError:  # renamed into place meanwhile
+            continue
+        parts = tmp.name.split(".")
+        mine = len(parts) >= 4 and ".".join(parts[:-3]) == host and parts[-3].isdigit()
+        if age > STALE_SECONDS or (mine and not _alive(int(parts[-3]))):
+            stale.append(tmp)
+    return stale
+
+
 class GenerationCache:
     def __init__(self, directory: str | Path):
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.entries: dict[str, list[Completion]] = {}
         self.rejected: list[str] = []
+        for tmp in stale_temporaries(self.directory):
+            print(f"generation cache: removing {tmp}, left by an interrupted write", file=sys.stderr)
+            tmp.unlink(missing_ok=True)
         for shard in sorted(self.directory.glob("*.json")):
             self._load(shard)
 
@@ -63,7 +101,7 @@ class GenerationCache:
         )
         digest = hashlib.sha256(body.encode()).hexdigest()
         payload = json.dumps({"sha256": digest, "body": body})
-        fd, tmp = tempfile.mkstemp(dir=self.directory, suffix=".tmp")
+        fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=f"{socket.gethostname()}.{os.getpid()}.", suffix=".tmp")
         with os.fdopen(fd, "w") as f:
             f.write(payload)
             f.flush()

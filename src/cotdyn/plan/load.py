@@ -21,6 +21,10 @@ def load_plan(path: str | Path) -> dict[str, Any]:
         plan = yaml.safe_load(path.read_text())
     except FileNotFoundError:
         raise FileNotFoundError(f"plan file not found: {path}") from None
+    except yaml.YAMLError as e:  # its own message says "<unicode string>": name the file
+        raise ValueError(f"{path}: not valid YAML: {e}") from None
+    if not isinstance(plan, dict):
+        raise ValueError(f"{path}: the plan must be a YAML mapping, got {type(plan).__name__}")
     for key in ("protocol", "exclusion", "hypotheses", "holm", "analysis"):
         if key not in plan:
             raise ValueError(f"{path}: missing top-level key '{key}'")

@@ -73,7 +73,10 @@ def read_registered(registered_path: str | Path) -> dict:
     path = Path(registered_path)
     if not path.exists():
         raise PreregistrationError(f"{path} not found: the plan has not been registered")
-    data = yaml.safe_load(path.read_text())
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        raise PreregistrationError(f"{path}: not YAML ({e})") from None
     for key in ("plan_sha256", "date"):
         if not isinstance(data, dict) or key not in data:
             raise PreregistrationError(f"{path}: missing field '{key}'")

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from cotdyn.files.layout import STUDY_MANIFEST
-from cotdyn.provenance.manifests import file_sha256, output_hashes
+from cotdyn.provenance.manifests import ManifestError, file_sha256, output_hashes
 
 MATCH, MISMATCH, MISSING, UNLISTED = "match", "mismatch", "missing", "unlisted"
 STATUSES = (MATCH, MISMATCH, MISSING, UNLISTED)
@@ -73,8 +73,11 @@ def stored_check(study_dir) -> dict:
     if not manifest.exists():
         report.problems.append(f"{STUDY_MANIFEST} not found: the study has no manifest to check against")
     else:
-        listed, stored = json.loads(manifest.read_text()).get("files", {}), output_hashes(study_dir)
-        report.files = [stored_file(path, want, stored.get(path)) for path, want in sorted(listed.items())]
+        try:
+            listed, stored = json.loads(manifest.read_text()).get("files", {}), output_hashes(study_dir)
+            report.files = [stored_file(path, want, stored.get(path)) for path, want in sorted(listed.items())]
+        except ManifestError as e:
+            report.problems.append(str(e))
     return summary(study_dir, report, "stored files hashed against the manifest")
 
 

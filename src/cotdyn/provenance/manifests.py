@@ -191,14 +191,27 @@ def cell_manifest(
     }
 
 
+class ManifestError(ValueError):
+    pass
+
+
 def output_hashes(study_dir: str | Path) -> dict[str, str]:
     """sha256 of every output under the study directory, by posix path relative to it, except logs
-    and the study manifest itself."""
+    and the study manifest itself. A symlink inside the study (a linked ``cells/`` folder, a linked
+    file) is refused with its path: the manifest hashes what the study holds, and a link's target
+    can change under it."""
     study_dir = Path(study_dir)
     hashes = {}
     for path in sorted(study_dir.rglob("*")):
         rel = path.relative_to(study_dir).as_posix()
-        if not path.is_file() or rel == STUDY_MANIFEST or rel.split("/")[0] in EXCLUDED_DIRS:
+        if rel.split("/")[0] in EXCLUDED_DIRS:
+            continue
+        if path.is_symlink():
+            raise ManifestError(
+                f"{path} is a symlink (to {os.readlink(path)}) inside the study: the manifest hashes only what "
+                "the study holds; replace the link with a copy of what it points to"
+            )
+        if not path.is_file() or rel == STUDY_MANIFEST:
             continue
         hashes[rel] = file_sha256(path)
     return hashes
