@@ -114,3 +114,28 @@ def test_init_copies_the_registered_protocol_and_analysis_and_names_the_cell(tmp
     assert config["cells"] == config["confirmatory"] == ["smollm2-p"]
     pinned = config["benchmarks"]["p"]["content_sha256"]
     assert plan["panel"]["benchmarks"]["p"] == {"kind": "jsonl", "n": 12, "content_sha256": pinned}
+
+
+# How the embedded default's plan was written (docs/your-study.md, "The embedded default is such a study").
+DEFAULT_INIT = (
+    "init {out} --jsonl data/additions.jsonl --answer number --id id --benchmark additions "
+    "--protocol reference_max_tokens=80 --protocol continuation_max_tokens=40 --min-group-size 5"
+)
+
+
+def test_the_embedded_default_plan_is_what_cotdyn_init_writes_and_is_registered(tmp_path, monkeypatch):
+    from cotdyn.cli.main import main
+    from cotdyn.plan.registration import check_registered
+
+    monkeypatch.chdir(ROOT)
+    out = tmp_path / "default"
+    assert main(DEFAULT_INIT.format(out=out).split()) == 0
+    example = ROOT / "preregistration" / "examples" / "default"
+    assert (out / "plan.yaml").read_bytes() == (example / "plan.yaml").read_bytes()
+    check_registered(example / "plan.yaml", example / "REGISTERED")
+    written = yaml.safe_load((out / "config.yaml").read_text())
+    default = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    assert default["plan"] == "preregistration/examples/default/plan.yaml"
+    assert default["cells"] == default["confirmatory"] == written["cells"] == ["smollm2-additions"]
+    assert default["benchmarks"] == written["benchmarks"]
+    assert DEFAULT_INIT.format(out="preregistration/examples/default") in DOC.read_text().replace("\n", " ")
