@@ -26,7 +26,10 @@ def test_gap_pp_gives_the_gap_or_the_reason_it_is_none():
     mono = np.array([True] * 12 + [False] * 12)
     right = np.array([True] * 9 + [False] * 3 + [True] * 6 + [False] * 6)
     assert stats.gap_pp(mono, right, 10) == (pytest.approx(25.0), None)
-    assert stats.gap_pp(mono, right, 13) == (None, "12 monotone, 12 non-monotone (< min_group_size 13): not an estimate")
+    assert stats.gap_pp(mono, right, 13) == (
+        None,
+        "12 monotone, 12 non-monotone (< min_group_size 13): not an estimate",
+    )
     assert stats.gap_pp(mono, right, None)[0] == pytest.approx(25.0)  # plan v1: no small-group rule
     assert stats.gap_pp(mono, np.ones(24, bool), 10) == (None, "correct is constant (1) over the 24 usable problems")
     assert stats.gap_pp(np.ones(24, bool), right, 10) == (None, "no non-monotone chains")
