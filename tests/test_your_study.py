@@ -139,3 +139,13 @@ def test_the_embedded_default_plan_is_what_cotdyn_init_writes_and_is_registered(
     assert default["cells"] == default["confirmatory"] == written["cells"] == ["smollm2-additions"]
     assert default["benchmarks"] == written["benchmarks"]
     assert DEFAULT_INIT.format(out="preregistration/examples/default") in DOC.read_text().replace("\n", " ")
+
+
+def test_the_additions_file_is_made_as_data_readme_says():
+    import numpy as np
+
+    pairs = [(a, b) for a in range(1, 10) for b in range(1, 10)]
+    order = np.random.default_rng(7).permutation(len(pairs))[:40]
+    rows = [{"id": f"add-{a}-{b}", "question": f"What is {a} + {b}?", "gold": str(a + b)} for a, b in
+            (pairs[i] for i in order)]  # fmt: skip
+    assert (ROOT / "data" / "additions.jsonl").read_text() == "".join(json.dumps(r) + "\n" for r in rows)
