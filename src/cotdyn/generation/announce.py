@@ -10,8 +10,16 @@ from cotdyn.plan.config import Cell
 
 def problem_count(benchmark: dict, registered_sizes: Mapping[str, int]) -> int | None:
     """How many problems a benchmark entry yields: its n, else its limit, else the plan's size of a
-    benchmark read whole (``panel.benchmarks.<kind>.n``); None where only its file says."""
-    return benchmark.get("n") or benchmark.get("limit") or registered_sizes.get(benchmark["kind"])
+    benchmark read whole (``panel.benchmarks.<kind>.n``), else, for a researcher's JSONL, its
+    non-blank lines (at most its limit); None where only the loaded rows can say."""
+    found = benchmark.get("n") or benchmark.get("limit") or registered_sizes.get(benchmark["kind"])
+    if found is None and benchmark.get("kind") == "jsonl" and benchmark.get("path"):
+        try:
+            with open(benchmark["path"], encoding="utf-8") as f:
+                return sum(1 for line in f if line.strip())
+        except OSError:
+            return None
+    return found
 
 
 def registered_sizes(plan: dict) -> dict[str, int]:
