@@ -65,7 +65,7 @@ def test_the_walkthrough_as_written_ends_with_verdicts_for_its_cell(tmp_path):
         assert result.returncode == 0, f"{line}\n{result.output[-3000:]}"
     assert "PASS" in result.output.splitlines()[0]  # the audit, the last line
     result = json.loads((tmp_path / "results/mine/analysis/registered/hypotheses.json").read_text())
-    cell = "smollm2-problems"
+    cell = "sim-problems"  # the model's key on the simulated backend
     assert result["cells"][cell]["role"] == "registered"
     verdicts = result["verdicts"]
     assert set(verdicts) == {"H1", "H2", "H3", "H5"}

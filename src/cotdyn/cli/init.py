@@ -129,7 +129,7 @@ def write_skeleton(
     jsonl: str,
     answer: str,
     fields: dict,
-    model: str = "smollm2",
+    model: str | None = None,
     benchmark: str | None = None,
     backend: str = "transformers",
     model_id: str | None = None,
@@ -149,6 +149,7 @@ def write_skeleton(
         )
     folder = Path(folder)
     study = folder.name
+    model = model or ("sim" if backend == "simulated" else "smollm2")
     benchmark = benchmark or re.sub(r"[^A-Za-z0-9_]", "_", Path(jsonl).stem)
     for what, key in (("study", study), ("model", model), ("benchmark", benchmark)):
         if not KEY.fullmatch(key):
@@ -238,7 +239,7 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
     i.add_argument("--id", default=None, help="the field holding a problem id (default: <benchmark>-<row>)")
     i.add_argument("--options", default=None, help="a choice benchmark's field holding the option texts")
     i.add_argument("--benchmark", default=None, help="the benchmark's key (default: the file's name)")
-    i.add_argument("--model", default="smollm2", help="the model's key (default: smollm2)")
+    i.add_argument("--model", default=None, help="the model's key (default: smollm2; sim on the simulated backend)")
     i.add_argument(
         "--backend",
         default="transformers",
