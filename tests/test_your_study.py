@@ -73,6 +73,9 @@ def test_the_walkthrough_as_written_ends_with_verdicts_for_its_cell(tmp_path):
     # a numeric estimate with its CI for the cell: the planted truth makes monotone chains more accurate
     h1 = result["cells"][cell]["H1"]
     assert h1["gap_pp"] is not None and None not in h1["ci"], h1
+    # the registered plan's rules apply: its small-group rule, and Holm in every interval verdict
+    assert result["settings"]["groups"] == {"min_group_size": 10, "precise_group_size": 30}
+    assert verdicts["H1"]["verdict_rule"] == ["ci_criterion", "holm_reject"]
     assert (tmp_path / "results/mine/report/registered/registered_results.html").exists()
 
 
@@ -108,6 +111,8 @@ def test_init_copies_the_registered_protocol_and_analysis_and_names_the_cell(tmp
     }
     assert plan["protocol"]["dtype"] == "float32"  # the embedded model on a CPU
     assert plan["analysis"] == registered["analysis"] and plan["verdict_rule"] == registered["verdict_rule"]
+    # read by the registered plan's rules (version 2: the small-group rule, Holm in the verdict)
+    assert plan["plan_version"] == registered["plan_version"] == 2
     assert [h["id"] for h in plan["hypotheses"]] == ["H1", "H2", "H3", "H5"]
     assert all(h["cells"] == ["smollm2-p"] for h in plan["hypotheses"])
     assert {(m["id"], m["cell"]) for m in plan["holm"]["family"]} == {("H1", "smollm2-p"), ("H3", "smollm2-p")}

@@ -86,7 +86,9 @@ def study_plan(
     hypotheses = {h["id"]: h for h in registered["hypotheses"]}
     named = [{**hypotheses[h], "cells": [cell]} for h in ("H1", "H2", "H3", "H5")]
     return {
-        "plan_version": 1,
+        # the registered plan's version: the analysis reads a plan by its version's rules (version 1
+        # registered no small-group rule and decided by the CI alone), so the copy keeps them
+        "plan_version": registered["plan_version"],
         "title": f"Chain-of-thought entropy trajectories of {model} on {benchmark}",
         "protocol": {**registered["protocol"], **protocol},
         "exclusion": dict(registered["exclusion"]),
