@@ -39,7 +39,14 @@ def test_problem_count_takes_n_then_limit_then_the_plans_size():
     assert problem_count({"kind": "arithmetic", "n": 6, "limit": 40}, sizes) == 6
     assert problem_count({"kind": "math500"}, sizes) == 500
     assert problem_count({"kind": "gsm8k", "path": "x.jsonl"}, sizes) == 1319
-    assert problem_count({"kind": "jsonl", "path": "own.jsonl"}, sizes) is None
+    assert problem_count({"kind": "jsonl", "path": "own.jsonl"}, sizes) is None  # no such file
+
+
+def test_a_jsonl_of_ones_own_is_counted_by_its_lines(tmp_path):
+    own = tmp_path / "own.jsonl"
+    own.write_text('{"q": 1}\n\n{"q": 2}\n{"q": 3}\n')
+    assert problem_count({"kind": "jsonl", "path": str(own)}, {}) == 3
+    assert problem_count({"kind": "jsonl", "path": str(own), "limit": 2}, {}) == 2
 
 
 def _smollm2_cell() -> dict[str, Cell]:

@@ -263,6 +263,10 @@ def test_changed_records_value_is_detected(study):
     assert not report.ok
     check = status(report, RECORDS)
     assert check.status == MISMATCH and "stored sha256" in check.detail
+    # the detail names the row and the column that changed, not only the hash
+    assert f"1 of {len(records)} rows changed: cell={CELL}, problem_id={records.loc[0, 'problem_id']} (correct)" in (
+        check.detail
+    )
     assert [f.path for f in report.failures] == [RECORDS]
 
 
@@ -302,6 +306,27 @@ def test_changed_continuation_text_is_detected(study):
     records = status(report, RECORDS)
     assert records.status == MISMATCH and "re-derived from samples and chains" in records.detail
     assert any(SAMPLES in p and "differ from the answers extracted" in p for p in report.problems)
+    # the problem names the samples whose stored answer no longer follows from their text
+    first = samples["problem_id"].iloc[0]
+    assert any(f"problem_id={first}, prefix=0, sample=0 (stored" in p for p in report.problems), report.problems
+
+
+def test_the_audit_finds_a_relative_plan_from_any_folder(study, tmp_path, monkeypatch):
+    """`cotdyn audit DIR` from another folder: the config's relative plan path is looked up above the
+    study (results/<study> lies in the workflow's folder), never a FileNotFoundError."""
+    manifest = json.loads((study / STUDY_MANIFEST).read_text())
+    manifest["config"]["plan"] = "preregistration/plan.yaml"  # relative, as a config names it
+    manifest["config_sha256"] = config_sha256(manifest["config"])
+    (study / STUDY_MANIFEST).write_text(json.dumps(manifest))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    report = audit(study)
+    assert report.ok, report.text()
+    (study.parents[1] / "preregistration" / "plan.yaml").rename(study.parents[1] / "plan.moved")
+    report = audit(study)
+    assert not report.ok and "plan preregistration/plan.yaml not found" in report.problems[0]
+    assert "--plan" in report.problems[0]
 
 
 def test_undeclared_deviation_stops_the_study(tmp_path, data_dir):

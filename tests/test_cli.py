@@ -36,3 +36,18 @@ def test_equivalent_under_the_registered_rule_and_the_sensitivity_variant(method
 def test_a_line_without_its_field_is_named():
     result = cotdyn("extract", "--benchmark", "gsm8k", stdin='{"txt": "5"}\n')
     assert result.returncode != 0 and "stdin line 1: missing field 'text'" in result.stderr
+
+
+def test_a_closed_pipe_ends_the_command_quietly():
+    """`cotdyn ... | head -1`: the reader goes away after one line; no BrokenPipeError traceback."""
+    lines = "".join(json.dumps({"text": f"so {i} in all."}) + "\n" for i in range(20000))
+    result = subprocess.run(
+        f"{sys.executable} -m cotdyn.cli.main extract --benchmark gsm8k | head -1",
+        shell=True,
+        input=lines,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.stdout == '{"answer": "0", "status": "ok"}\n'
+    assert "Traceback" not in result.stderr and "BrokenPipe" not in result.stderr, result.stderr

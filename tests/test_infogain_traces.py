@@ -427,13 +427,17 @@ def test_infogain_rules_run_on_the_simulated_panel(tmp_path, tiny_model_dir):
 
 
 def test_infogain_rules_run_on_the_embedded_defaults_traces(tmp_path, tiny_model_dir):
-    """config/config.yaml (its 6 arithmetic problems, transformers backend) with the tiny model as
-    generator and supervisor, budgets cut to keep the test short."""
+    """config/config.yaml (its additions, the first 6 of them, transformers backend) with the tiny
+    model as generator and supervisor, budgets cut to keep the test short (so its cell is no longer
+    held to the default's plan: not confirmatory here)."""
     config = yaml.safe_load((ROOT / "config/config.yaml").read_text())
     config["plan"] = str(ROOT / config["plan"])
     config["cache"] = str(tmp_path / "cache")
+    config["confirmatory"] = []
+    for entry in config["benchmarks"].values():
+        entry.update(path=str(ROOT / entry["path"]), limit=6) if "path" in entry else None
     config["models"]["smollm2"] = {"backend": "transformers", "id": str(tiny_model_dir), "device": "cpu"}
-    config["protocol"].update(reference_max_tokens=48, continuation_max_tokens=12)
+    config.setdefault("protocol", {}).update(reference_max_tokens=48, continuation_max_tokens=12)
     config["infogain"] = _traces_entry(tiny_model_dir, split=[0.34, 0.33, 0.33])
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(config))

@@ -56,7 +56,7 @@ def test_plan_version_1_is_kept_registered_and_unchanged():
     assert load_deviations(V1 / "deviations.yaml") == []
 
 
-@pytest.mark.parametrize("directory", [PREREG, V1])
+@pytest.mark.parametrize("directory", [PREREG, V1, PREREG / "examples" / "default"])
 def test_committed_plan_md_is_the_rendering_of_plan_yaml(directory):
     assert (directory / "plan.md").read_text() == render_plan_md(load_plan(directory / "plan.yaml"))
 

@@ -185,7 +185,9 @@ def test_pages_show_the_audit_status_and_the_tamper_warning(tmp_path, result):
     assert "mismatch: cells/c/samples.parquet" in warning[: warning.index("</div>")]
     header = report_header("registered", result | {"plan_sha256": "sha"}, {"cells": {}}, audit, tampered)
     assert ".. warning::" in header and "mismatch: cells/c/samples.parquet" in header
-    assert "Audit after the run: **PASS**" in header
+    # the audit passed when it ran, but the files changed since: no page shows PASS beside the warning
+    assert "PASS" not in header and "Audit after the run: **FAIL (it passed when it ran" in header
+    assert "PASS" not in page and 'class="warning" id="audit-status">Audit after the run: <strong>FAIL' in page
     not_run = next(line for line in header.splitlines() if line.startswith("Registered cells not run:"))
     assert all(f"``{c}``" in not_run for c in pages.cells_absent(result)) and "qwen7b" not in not_run
 

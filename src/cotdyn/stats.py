@@ -110,6 +110,56 @@ def accuracy_gap(flag: np.ndarray, correct: np.ndarray) -> float:
     return float(accuracy_gap_rows(flag, correct, full_sample(len(flag)))[0])
 
 
+def constant_reason(name: str, values: np.ndarray) -> str | None:
+    """Why a statistic over ``values`` is not an estimate: every usable problem has the same value."""
+    values = np.asarray(values, dtype=float)
+    if values.size and values.min() == values.max():
+        return f"{name} is constant ({values[0]:g}) over the {values.size} usable problems"
+    return None
+
+
+def small_groups(sizes: dict[str, int], min_group_size: int | None) -> str | None:
+    """The plan's small-group rule (analysis.groups.min_group_size): why an estimate resting on these
+    groups is null, or None when every group is large enough (or the plan registers no rule)."""
+    if min_group_size is None:
+        return None
+    small = [f"{size} {name}" for name, size in sizes.items() if size < min_group_size]
+    return f"{', '.join(small)} (< min_group_size {min_group_size}): not an estimate" if small else None
+
+
+def gap_undefined(monotone: np.ndarray, correct: np.ndarray) -> list[str]:
+    """Why the accuracy gap (monotone minus non-monotone) is not defined on these usable problems:
+    an empty group, or a constant label (the gap is then 0 by construction, not an estimate)."""
+    monotone = np.asarray(monotone, dtype=bool)
+    n, n_mono = int(monotone.size), int(monotone.sum())
+    notes = []
+    if n_mono == 0:
+        notes.append("no monotone chains")
+    if n_mono == n:
+        notes.append("no non-monotone chains")
+    return notes + [r for r in [constant_reason("correct", np.asarray(correct, dtype=float))] if r]
+
+
+def gap_pp(
+    monotone: np.ndarray, correct: np.ndarray, min_group_size: int | None, n_excluded: int = 0
+) -> tuple[float | None, str | None]:
+    """The one definition of a cell's reported accuracy gap in percentage points (H1's point
+    estimate, summary.json, the sweeps and the panel table): (gap, None), or (None, the reason)
+    when it is not an estimate: no usable problems, an empty group, a constant label, or a group
+    below the plan's min_group_size."""
+    monotone = np.asarray(monotone, dtype=bool)
+    n, n_mono = int(monotone.size), int(monotone.sum())
+    if n == 0:
+        return None, f"no usable problems ({n_excluded} of {n + n_excluded} excluded)"
+    notes = gap_undefined(monotone, correct)
+    small = None if notes else small_groups({"monotone": n_mono, "non-monotone": n - n_mono}, min_group_size)
+    notes += [small] if small else []
+    if notes:
+        return None, "; ".join(notes)
+    gap = 100 * accuracy_gap(monotone, np.asarray(correct, dtype=bool))
+    return (float(gap), None) if np.isfinite(gap) else (None, "the gap is not finite")
+
+
 def spearman_binary_rows(x: np.ndarray, y: np.ndarray, idx: np.ndarray) -> np.ndarray:
     """Spearman rho of x against a binary y in each resample row, average ranks for ties.
 

@@ -10,6 +10,7 @@ from cotdyn.files import layout
 from cotdyn.plan.config import (
     ConfigError,
     check_study_wide,
+    cut_answers,
     protocol_for,
     reference_id,
     resolve_cells,
@@ -40,6 +41,7 @@ try:
     CELL_SPECS = resolve_cells(config, PLAN, CONFIG_SOURCE)
     VARIANTS = list(config["variants"])
     PROTOCOLS = {v: protocol_for(config, PLAN, v, CONFIG_SOURCE) for v in VARIANTS}
+    CUT_ANSWERS = {v: cut_answers(config, v, CONFIG_SOURCE) for v in VARIANTS}
     check_study_wide(PROTOCOLS, CONFIG_SOURCE)
 except ConfigError as e:
     raise WorkflowError(str(e)) from None

@@ -9,6 +9,8 @@ rule records:
     params:
         protocol=lambda w: PROTOCOLS[w.variant],
         exclusion=PLAN["exclusion"],
+        groups=PLAN["analysis"].get("groups"),
+        cut_answers=lambda w: CUT_ANSWERS[w.variant],
         benchmark=lambda w: CELL_SPECS[w.cell].answer_rule,
     conda:
         "../../envs/analysis.yaml"

@@ -15,4 +15,6 @@ derive_records(
     snakemake.wildcards.cell,
     snakemake.output.records,
     snakemake.output.summary,
+    groups=snakemake.params.groups,
+    cut_answers=snakemake.params.cut_answers,
 )

@@ -16,6 +16,8 @@ from pathlib import Path
 import pandas as pd
 
 from cotdyn.analysis.hypotheses import analyze, read_records, write_analysis
+from cotdyn.audit.diff import changed_answers, changed_rows
+from cotdyn.audit.locate import locate_plan, not_found_message
 from cotdyn.audit.raw import apply_raw_checks, raw_checks
 from cotdyn.dataset.benchmarks import content_sha256, problems_from_table
 from cotdyn.files.layout import (
@@ -31,7 +33,14 @@ from cotdyn.files.layout import (
 from cotdyn.files.layout import problems as problems_file
 from cotdyn.files.writers import write_json, write_parquet
 from cotdyn.grading import answers
-from cotdyn.plan.config import ConfigError, protocol_for, reference_id, resolve_cells, samples_variant
+from cotdyn.plan.config import (
+    ConfigError,
+    cut_answers,
+    protocol_for,
+    reference_id,
+    resolve_cells,
+    samples_variant,
+)
 from cotdyn.plan.load import load_plan, plan_sha256
 from cotdyn.plan.registration import (
     PreregistrationError,
@@ -239,9 +248,12 @@ def _rederive(study_dir: Path, scratch: Path, config: dict, plan_path: Path, pro
             rule = spec.answer_rule
             samples, changed = reextract_answers(pd.read_parquet(samples_path), rule, _options(study_dir, spec))
             if changed:
+                rows = changed_answers(pd.read_parquet(samples_path), samples)
                 problems.append(
                     f"{variant_file(name, variant, 'samples.parquet')}: {changed} stored answers "
-                    "differ from the answers extracted from their text"
+                    "differ from the answers extracted from their text: "
+                    + "; ".join(rows[:5])
+                    + (f"; and {len(rows) - 5} more" if len(rows) > 5 else "")
                 )
             scratch_samples = scratch / "generations" / variant_file(name, variant, "samples.parquet")
             write_parquet(samples, scratch_samples)
@@ -255,6 +267,8 @@ def _rederive(study_dir: Path, scratch: Path, config: dict, plan_path: Path, pro
                 name,
                 records,
                 scratch / variant_file(name, variant, "summary.json"),
+                groups=plan["analysis"].get("groups"),
+                cut_answers=cut_answers(config, variant),
             )
             records_paths.append(records)
             dynamics_samples.append(variant_samples(samples, pd.read_parquet(chains), protocol).assign(cell=name))
@@ -291,7 +305,12 @@ def audit(study_dir, plan_path=None, scratch=None) -> AuditReport:
         report.problems.append(
             f"manifest config hashes to {config_sha256(config)}, manifest says {manifest['config_sha256']}"
         )
-    plan_path = Path(plan_path or config["plan"])
+    if plan_path is None:  # the config's plan, found from the study wherever the audit runs
+        plan_path = locate_plan(study_dir, config["plan"], manifest.get("plan_sha256"))
+    if plan_path is None or not Path(plan_path).is_file():
+        report.problems.append(not_found_message(study_dir, plan_path or config["plan"]))
+        return report
+    plan_path = Path(plan_path)
     registered_path = sibling_paths(plan_path)[0]
     try:
         check_registered(plan_path, registered_path)
@@ -309,12 +328,14 @@ def audit(study_dir, plan_path=None, scratch=None) -> AuditReport:
         except (ConfigError, PreregistrationError, ValueError, KeyError) as e:
             report.problems.append(f"re-derivation failed: {type(e).__name__}: {e}")
         derived = {p: h for p, h in output_hashes(derived_dir).items() if not p.startswith("generations/")}
-    try:
-        stored = output_hashes(study_dir)
-    except ManifestError as e:
-        report.problems.append(str(e))
-        return report
-    report.files = compare_files(manifest["files"], stored, derived)
+        try:
+            stored = output_hashes(study_dir)
+        except ManifestError as e:
+            report.problems.append(str(e))
+            return report
+        report.files = [
+            with_changed_rows(f, study_dir, derived_dir) for f in compare_files(manifest["files"], stored, derived)
+        ]
     try:
         cells = resolve_cells(config, load_plan(plan_path), "manifest config")
         report.files = apply_raw_checks(
@@ -324,6 +345,15 @@ def audit(study_dir, plan_path=None, scratch=None) -> AuditReport:
         report.problems.append(f"raw data not checked: {e}")
     report.problems += unlisted_targets(config, plan_path, manifest["files"])
     return report
+
+
+def with_changed_rows(check: FileCheck, study_dir: Path, derived_dir: Path) -> FileCheck:
+    """A mismatching file that the audit re-derived, with the rows that differ named in its detail."""
+    stored, derived = study_dir / check.path, derived_dir / check.path
+    if check.status != MISMATCH or not stored.exists() or not derived.exists():
+        return check
+    rows = changed_rows(stored, derived)
+    return FileCheck(check.path, check.status, f"{check.detail}; {rows}") if rows else check
 
 
 def unlisted_targets(config: dict, plan_path: Path, listed: dict[str, str]) -> list[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -101,15 +102,23 @@ def parser() -> argparse.ArgumentParser:
     a.add_argument("--out", required=True, help="output directory for hypotheses.json and tables")
     a.set_defaults(run=cmd_analyze)
 
+    from cotdyn.cli.init import add_subcommand as add_init
     from cotdyn.cli.prereg import add_subcommands
 
     add_subcommands(sub)
+    add_init(sub)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    return args.run(args)
+    try:
+        return args.run(args)
+    except BrokenPipeError:
+        # the reader closed the pipe (``cotdyn audit DIR | head -1``): stop quietly, without the
+        # traceback, and without a second error when Python flushes stdout at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":

@@ -10,11 +10,21 @@ from cotdyn.plan.config import Cell
 
 def problem_count(benchmark: dict, registered_sizes: Mapping[str, int]) -> int | None:
     """How many problems a benchmark entry yields: its n, else the plan's size of a benchmark read
-    whole (``panel.benchmarks.<kind>.n``), cut to its limit (the first ``limit`` problems); None
-    where only its file says."""
-    size = benchmark.get("n") or registered_sizes.get(benchmark["kind"])
+    whole (``panel.benchmarks.<kind>.n``), else, for a researcher's JSONL, its non-blank lines; cut
+    to its limit (the first ``limit`` problems). None where only the loaded rows can say."""
+    size = benchmark.get("n") or registered_sizes.get(benchmark["kind"]) or _jsonl_lines(benchmark)
     limit = benchmark.get("limit")
     return min(size, limit) if size and limit else size or limit
+
+
+def _jsonl_lines(benchmark: dict) -> int | None:
+    if benchmark.get("kind") != "jsonl" or not benchmark.get("path"):
+        return None
+    try:
+        with open(benchmark["path"], encoding="utf-8") as f:
+            return sum(1 for line in f if line.strip())
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 def registered_sizes(plan: dict) -> dict[str, int]:

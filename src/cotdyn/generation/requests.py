@@ -159,6 +159,9 @@ def samples_table(
                     "text": c.text,
                     "token_ids": list(c.token_ids),
                     "finish_reason": c.finish_reason,
+                    # cut by its budget: its last number may be an intermediate value (records count
+                    # the answers that came from such continuations, cut_answer_share)
+                    "hit_budget": c.finish_reason == "length",
                     "answer": found.answer,
                     "status": found.status,
                 }

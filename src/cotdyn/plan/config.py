@@ -92,6 +92,23 @@ CHOICES = {
 RECORDS_ONLY = ("m", "epsilon", "null_answers", "label", "endpoint", "equivalence")
 
 
+# A variant's keys that are no protocol parameters: which samples it reads, and how it reads the
+# answers of continuations cut by their budget (``cut_answers``: ``keep``, as registered, or
+# ``no_answer``, the sensitivity variant that counts them as giving none).
+VARIANT_KEYS = ("subsample_of", "cut_answers")
+CUT_ANSWERS = ("keep", "no_answer")
+
+
+def cut_answers(config: dict, variant: str, source: str = "config") -> str:
+    """How ``variant`` reads the answers of cut continuations: ``keep`` (registered) or ``no_answer``."""
+    value = config.get("variants", {}).get(variant, {}).get("cut_answers", "keep")
+    if value not in CUT_ANSWERS:
+        raise ConfigError(
+            f"{source}: variant '{variant}': unknown cut_answers '{value}' (known: {', '.join(CUT_ANSWERS)})"
+        )
+    return value
+
+
 def samples_variant(config: dict, variant: str) -> str:
     """The variant whose samples.parquet ``variant`` reads: its own, or the one it subsamples."""
     return config.get("variants", {}).get(variant, {}).get("subsample_of", variant)
@@ -107,7 +124,7 @@ def protocol_for(config: dict, plan: dict, variant: str, source: str = "config")
     variants = config.get("variants", {"registered": {}})
     if variant not in variants:
         raise ConfigError(f"{source}: unknown variant '{variant}' (known: {', '.join(variants)})")
-    overrides = {k: v for k, v in variants[variant].items() if k != "subsample_of"}
+    overrides = {k: v for k, v in variants[variant].items() if k not in VARIANT_KEYS}
     try:
         protocol = effective_protocol(plan, config.get("protocol"), overrides)
     except KeyError as e:

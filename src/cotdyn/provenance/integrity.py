@@ -96,6 +96,16 @@ def failures(result: dict) -> list[str]:
     return lines + [f"problem: {p}" for p in result["problems"]]
 
 
+def audit_verdict(audit: dict, stored: dict | None) -> str:
+    """The audit's verdict as a page shows it: PASS only when the audit passed and the stored files
+    still match the manifest, so no page shows PASS beside a failing check."""
+    if not audit["ok"]:
+        return "FAIL"
+    if stored is not None and not stored["ok"]:
+        return "FAIL (it passed when it ran; stored files have changed since, see the warning)"
+    return "PASS"
+
+
 def warning_text(audit: dict | None, stored: dict | None) -> str | None:
     """The warning a report over a study that fails its audit or no longer matches its manifest
     carries on its pages and on the console; None when both are clean."""

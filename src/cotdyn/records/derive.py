@@ -19,10 +19,26 @@ def derive_records(
     records_out,
     summary_out,
     m: int | None = None,
+    groups: dict | None = None,
+    cut_answers: str = "keep",
 ) -> pd.DataFrame:
+    """Records and summary.json of one cell and variant; ``groups``: the plan's ``analysis.groups``
+    (its min_group_size decides where the summary's gap_pp is null, as H1's is); ``cut_answers``:
+    ``no_answer`` reads the answers of continuations cut by their budget as none (a sensitivity variant)."""
     chains, samples = pd.read_parquet(chains_path), pd.read_parquet(samples_path)
+    if cut_answers == "no_answer":
+        samples = R.without_cut_answers(samples)
+    elif cut_answers != "keep":
+        raise ValueError(f"cut_answers '{cut_answers}' (known: keep, no_answer)")
     records = R.records_table(chains, samples, protocol, exclusion, benchmark, cell, m)
     write_parquet(records, records_out)
-    summary = {"cell": cell, **R.cell_summary(records, samples[samples["sample"] < (m or protocol["m"])])}
+    summary = {
+        "cell": cell,
+        **R.cell_summary(
+            records,
+            samples[samples["sample"] < (m or protocol["m"])],
+            (groups or {}).get("min_group_size"),
+        ),
+    }
     write_json(summary, summary_out)
     return records

@@ -104,6 +104,7 @@ def records_table(
             confidence = agreement(last, pred)
         raw_units = int(group["raw_units"].iloc[0]) if group is not None else 0
         n_answered = int((group["status"] == answers.OK).sum()) if group is not None else 0
+        n_cut = int(((group["status"] == answers.OK) & hit_budget(group)).sum()) if group is not None else 0
         rows.append(
             {
                 "cell": cell,
@@ -131,6 +132,8 @@ def records_table(
                 and protocol["checkpoints"] == "steps"
                 and raw_units >= protocol["cap"],
                 "parse_rate": n_answered / len(group) if group is not None and len(group) else float("nan"),
+                # the share of the problem's answers that came from continuations cut by their budget
+                "cut_answer_share": n_cut / n_answered if n_answered else float("nan"),
                 "endpoint_answered": bool(prefix_answers and any(a is not None for a in prefix_answers[-1])),
             }
         )
@@ -140,6 +143,25 @@ def records_table(
     return records
 
 
+def hit_budget(samples: pd.DataFrame) -> pd.Series:
+    """Whether each sample's continuation stopped at its token budget (``hit_budget``; a samples file
+    written before that column existed says it by its finish reason)."""
+    if "hit_budget" in samples.columns:
+        return samples["hit_budget"].astype(bool)
+    return samples["finish_reason"] == "length"
+
+
+def without_cut_answers(samples: pd.DataFrame) -> pd.DataFrame:
+    """The samples with every answer of a continuation cut by its budget made no answer: the
+    sensitivity variant ``cut_answers: no_answer`` (its last number may be an intermediate value)."""
+    out = samples.copy()
+    cut = hit_budget(out).to_numpy()
+    out["answer"] = out["answer"].astype(object)
+    out.loc[cut, "answer"] = None
+    out.loc[cut, "status"] = answers.NO_ANSWER
+    return out
+
+
 def _prefix_answers(group: pd.DataFrame | None) -> list[list[str | None]]:
     if group is None:
         return []
@@ -147,10 +169,16 @@ def _prefix_answers(group: pd.DataFrame | None) -> list[list[str | None]]:
     return [answers.answers_or_none(g["answer"]) for _, g in ordered.groupby("prefix", sort=True)]
 
 
-def cell_summary(records: pd.DataFrame, samples: pd.DataFrame) -> dict:
-    """The per-cell summary: n, exclusions, accuracy, coverage, points, truncation, cap, parse rate."""
+def cell_summary(records: pd.DataFrame, samples: pd.DataFrame, min_group_size: int | None = None) -> dict:
+    """The per-cell summary: n, exclusions, accuracy, coverage, points, truncation, cap, parse rate.
+
+    ``gap_pp`` is H1's (``stats.gap_pp``, under the plan's ``analysis.groups.min_group_size``): null
+    with the same ``gap_pp_reason`` wherever hypotheses.json leaves it null."""
     kept = records[~records["excluded"].astype(bool)]
     monotone = kept["monotone"].astype(bool).to_numpy()
+    gap, gap_reason = stats.gap_pp(
+        monotone, kept["correct"].astype(bool).to_numpy(), min_group_size, int(records["excluded"].sum())
+    )
 
     def rate(values) -> float | None:
         return float(np.mean(values)) if len(values) else None
@@ -169,11 +197,16 @@ def cell_summary(records: pd.DataFrame, samples: pd.DataFrame) -> dict:
         "monotone_coverage": rate(monotone),
         "accuracy_monotone": acc_mono,
         "accuracy_nonmonotone": acc_non,
-        "gap_pp": None if acc_mono is None or acc_non is None else 100 * (acc_mono - acc_non),
+        "gap_pp": gap,
+        "gap_pp_reason": gap_reason,
         "median_points": float(np.median(kept["n_points"])) if len(kept) else None,
         "truncation_rate": rate(records["reference_truncated"]),
         "cap_hit_rate": rate(records["cap_hit"]),
         "parse_rate": rate(samples["status"] == answers.OK),
+        # the share of all answers that came from continuations cut by their budget
+        "cut_answer_rate": rate(hit_budget(samples)[samples["status"] == answers.OK])
+        if {"hit_budget", "finish_reason"} & set(samples.columns)
+        else None,
         "endpoint_answered_rate": rate(records["endpoint_answered"]),
         "chain_accuracy": rate(records["chain_correct"]),
     }

@@ -13,7 +13,7 @@ from typing import Mapping
 import pandas as pd
 
 from cotdyn.analysis import exploratory as ex
-from cotdyn.files.writers import FLOAT_FORMAT, write_csv, write_png, write_text
+from cotdyn.files.writers import write_csv, write_png, write_text
 from cotdyn.report import figures
 from cotdyn.stats import cell_resamples, derive_seed
 
@@ -183,18 +183,23 @@ def sweeps_html(frame: pd.DataFrame, registered: str = "registered") -> str:
     return tables_html({"sweeps": frame}, title)
 
 
+# A page shows 4 significant digits, enough to read; the CSV beside it keeps FLOAT_FORMAT's 10.
+HTML_FLOAT_FORMAT = "%.4g"
+
+
 def _cell_text(value) -> str:
-    """A table cell as the CSVs write it: fixed float format, missing values empty."""
+    """A table cell for the page: floats to 4 significant digits (the CSVs keep full precision),
+    missing values empty."""
     if value is None or (isinstance(value, float) and value != value):
         return ""
     if isinstance(value, float):
-        return FLOAT_FORMAT % value
+        return HTML_FLOAT_FORMAT % value
     return str(value)
 
 
 def tables_html(tables: Mapping[str, pd.DataFrame], title: str) -> str:
     """The tables as one standalone HTML page, so the Snakemake report shows them inline (it
-    offers CSV files for download only). Numbers use the CSVs' fixed format."""
+    offers CSV files for download only). Numbers to 4 significant digits; the CSVs hold them in full."""
     parts = [
         f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title>",
         "<style>body{font-family:sans-serif;font-size:13px}table{border-collapse:collapse;margin-bottom:2em}"

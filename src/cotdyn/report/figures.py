@@ -175,7 +175,12 @@ def trajectory_figure(records: pd.DataFrame, per_label: int = 4) -> Figure:
         ax.set_xlabel("answer-bearing prefix")
         ax.set_ylabel("answer entropy (nats)")
         ax.set_ylim(bottom=0)
-        ax.set_title(f"{cell}: green correct, red incorrect; dashed non-monotone", fontsize=8)
+        n = len(ex.analyzed(records[records["cell"].astype(str) == cell]))
+        ax.set_title(
+            f"{cell}: {len(mine)} of {n} analyzed chains (the first {per_label} correct and {per_label} incorrect)\n"
+            "green correct, red incorrect; dashed non-monotone",
+            fontsize=8,
+        )
     fig.tight_layout()
     return fig
 

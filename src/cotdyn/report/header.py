@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from cotdyn.files.writers import write_bytes, write_text
-from cotdyn.provenance.integrity import warning_text
+from cotdyn.provenance.integrity import audit_verdict, warning_text
 from cotdyn.report.scope import NOT_RUN, cells_absent, cells_run, scope_lines
 
 
@@ -41,7 +41,7 @@ def scope_and_integrity(hypotheses: dict, audit: dict | None, stored: dict | Non
     if audit is not None:
         counts = ", ".join(f"{n} {s}" for s, n in audit["counts"].items())
         lines += [
-            f"Audit after the run: **{'PASS' if audit['ok'] else 'FAIL'}** ({counts} files; {audit['check']}).",
+            f"Audit after the run: **{audit_verdict(audit, stored)}** ({counts} files; {audit['check']}).",
             "",
         ]
     return lines

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from cotdyn.analysis.hypotheses.outputs import table_rows
 from cotdyn.files.writers import write_bytes
-from cotdyn.provenance.integrity import warning_text
+from cotdyn.provenance.integrity import audit_verdict, warning_text
 from cotdyn.report.header import header_bytes
 from cotdyn.report.scope import NOT_RUN, cells_absent, cells_run, scope_lines  # noqa: F401 (also read from here)
 
@@ -232,8 +232,8 @@ def integrity_html(audit: dict | None, stored: dict | None) -> str:
         parts.append(f'<div class="warning" id="integrity-warning">{html.escape(warning)}</div>')
     if audit is not None:
         counts = ", ".join(f"{n} {s}" for s, n in audit["counts"].items())
-        verdict = "PASS" if audit["ok"] else "FAIL"
-        css = "ok" if audit["ok"] and (stored is None or stored["ok"]) else "warning"
+        verdict = audit_verdict(audit, stored)
+        css = "ok" if verdict == "PASS" else "warning"
         parts.append(
             f'<p class="{css}" id="audit-status">Audit after the run: <strong>{verdict}</strong> ({counts} files).</p>'
         )

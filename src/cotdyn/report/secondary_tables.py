@@ -120,7 +120,11 @@ def secondary_tables(records: pd.DataFrame, result: Mapping, *, epsilon: float, 
             ]
         else:
             out["endpoint_by_truncation"].append({"cell": cell, "reason": "records have no endpoint_answered column"})
-    out["descriptive_family"] = sec.descriptive_family(result, s.family, s.family_cells, s.alpha)
+    # the descriptive family over the cells that ran: the plan's family cells first, then the study's
+    # others (a cell that never ran is no test; it is not entered as p = 1)
+    ran = [cell for cell, _ in _by_cell(records)]
+    family_cells = [c for c in s.family_cells if c in ran] + [c for c in ran if c not in s.family_cells]
+    out["descriptive_family"] = sec.descriptive_family(result, s.family, family_cells, s.alpha)
     return {name: _frame(rows, ("reason",) if name != "descriptive_family" else ()) for name, rows in out.items()}
 
 

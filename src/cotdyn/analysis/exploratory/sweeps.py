@@ -52,7 +52,7 @@ def sweep_table(
         s = summaries.get(variant, {}).get(cell)
         if s is None:
             return None
-        row = {f: s.get(f) for f in SWEEP_FIELDS}
+        row = {f: s.get(f) for f in SWEEP_FIELDS} | {"gap_pp_reason": s.get("gap_pp_reason")}
         row.update(chain_lengths.get(variant, {}).get(cell, {}))
         return row
 

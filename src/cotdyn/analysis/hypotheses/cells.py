@@ -60,17 +60,14 @@ def group_rule(sizes: dict[str, int], s: Settings) -> tuple[str | None, list[str
     precise_group_size. Plan version 1 registers no such rule."""
     if s.min_group_size is None:
         return None, []
-    small = [f"{size} {name}" for name, size in sizes.items() if size < s.min_group_size]
+    small = stats.small_groups(sizes, s.min_group_size)
     if small:
-        return f"{', '.join(small)} (< min_group_size {s.min_group_size}): not an estimate", []
+        return small, []
     loose = [f"{size} {name}" for name, size in sizes.items() if size < s.precise_group_size]
     return None, [f"imprecise: {', '.join(loose)} (< precise_group_size {s.precise_group_size})"] if loose else []
 
 
-def _constant_reason(name: str, values: np.ndarray) -> str | None:
-    if values.size and values.min() == values.max():
-        return f"{name} is constant ({values[0]:g}) over the {values.size} usable problems"
-    return None
+_constant_reason = stats.constant_reason
 
 
 def h1_shape_contrast(d: CellData, idx: np.ndarray | None, s: Settings) -> tuple[dict, np.ndarray | None]:
@@ -79,22 +76,14 @@ def h1_shape_contrast(d: CellData, idx: np.ndarray | None, s: Settings) -> tuple
     Null, with the reason, when a group is empty or every usable problem has the same label."""
     n_mono = int(d.monotone.sum())
     acc_in, acc_out = stats.group_accuracy_rows(d.monotone, d.correct, stats.full_sample(d.n))
-    notes = []
-    if d.n == 0:
-        notes.append(f"no usable problems ({d.n_excluded} of {d.n_records} excluded)")
-    else:
-        if n_mono == 0:
-            notes.append("no monotone chains")
-        if n_mono == d.n:
-            notes.append("no non-monotone chains")
-        # a constant label makes the gap 0 by construction, not an estimate (nor its CI [0, 0])
-        notes += [r for r in [_constant_reason("correct", d.correct.astype(float))] if r]
-    defined = d.n and not notes
-    small, flags = group_rule({"monotone": n_mono, "non-monotone": d.n - n_mono}, s) if defined else (None, [])
+    # the gap and its reason are stats.gap_pp's, the one definition summary.json and the sweeps share
+    gap, gap_reason = stats.gap_pp(d.monotone, d.correct, s.min_group_size, d.n_excluded)
+    notes = [gap_reason] if gap_reason else []
+    # a constant label makes the gap 0 by construction, not an estimate (nor its CI [0, 0])
+    defined = d.n and not stats.gap_undefined(d.monotone, d.correct)
+    _, flags = group_rule({"monotone": n_mono, "non-monotone": d.n - n_mono}, s) if defined else (None, [])
     # The exact test stays valid on a small group; the gap and its CI are not estimates there.
-    estimated = defined and small is None
-    notes += [small] if small else []
-    gap = _num(100 * (acc_in[0] - acc_out[0])) if estimated else None
+    estimated = gap is not None
     resamples = None
     interval = Interval(None, None, 0, 0)
     odds_ratio = p_fisher = None

