@@ -7,10 +7,11 @@ different class (tests/test_grading_math500.py checks all 500, each in its respe
 
 - thousands separators ``,\\!`` and ``{,}`` (``10,\\!080``, ``14{,}916``) and thin spaces ``\\,``;
 - ``\\dfrac``/``\\tfrac``; ``\\frac ab`` and ``\\frac{a}b``; an integer ``a/b`` anywhere is
-  ``\\frac{a}{b}``, and a sign stays outside the fraction (``-10/9``, ``\\frac{-10}{9}`` and
+  ``\\frac{a}{b}`` (a mixed number ``1 4/5`` is ``1\\frac{4}{5}``), and a sign stays outside the fraction (``-10/9``, ``\\frac{-10}{9}`` and
   ``-\\frac{10}{9}`` are one class);
 - degrees (``^\\circ``, ``^{\\circ}``, ``°``, "degrees"), a trailing unit in ``\\text{ ...}`` or
   ``\\mbox{ ...}`` (with an exponent: ``\\mbox{ inches}^2``), ``\\%``, ``\\$``;
+- a matrix's row break ``\\\\`` is ``;`` (``\\\\frac`` is an escaped ``\\frac``);
 - ``\\left``/``\\right``, ``\\displaystyle``, ``bmatrix`` as ``pmatrix``, ``π`` as ``\\pi``,
   a base subscript ``_{5}`` as ``_5``;
 - ``x = ...`` and ``x \\in ...`` keep their right-hand side;
@@ -50,15 +51,17 @@ def final_math_number(text: str) -> tuple[str, int] | None:
 # --- normalization ---------------------------------------------------------------------------
 
 _UNIT_WORDS = (
-    "degrees?|cents?|dollars?|inches|inch|feet|foot|ft|cm|mm|km|meters?|units?|square\\s+\\w+|"
+    "degrees?|cents?|dollars?|inches|inch|feet|foot|ft|cm|mm|km|meters?|units?|square\\s*\\w+|"
     "sq\\s*\\w+|hours?|minutes?|seconds?|days?|miles?|mph|pounds?|students?|people|ways"
 )
 _TEXT_UNIT = re.compile(r"\\(?:text|mbox|mathrm)\{\s[^{}]*\}(?:\^\{?\d\}?)?\s*$")
 _BARE_UNIT = re.compile(rf"^(-?[\d.,]+|\\frac\{{\d+\}}\{{\d+\}})\s*(?:{_UNIT_WORDS})(?:\^\{{?\d\}}?)?\.?$")
 _TEXT = re.compile(r"\\(?:text|textbf|mathrm|mbox|mathbf|textrm)\{([^{}]*)\}")
-_SLASH_FRACTION = re.compile(r"(?<![\w./}])(-?)(\d+)/(\d+)(?![\w./{])")
+_SLASH_FRACTION = re.compile(r"(?<![\w./])(-?)(\d+)/(\d+)(?![\w./{])")
+_MIXED_NUMBER = re.compile(r"(?<![\w./])(\d+)\s+(\d+)/(\d+)(?![\w./{])")  # 1 4/5
 _SIGNED_FRAC = re.compile(r"\\frac\{-([^{}]*)\}")
 _LETTER = re.compile(r"\(([A-Z])\)")
+_ESCAPED_COMMAND = re.compile(r"\\\\(?=[A-Za-z])")
 _PLAIN_NUMBER = re.compile(r"-?(\d+|\d{1,3}(,\d{3})+)(\.\d+)?")
 
 
@@ -98,7 +101,10 @@ def _unwrap_text(s: str) -> str:
 
 def strip_string(s: str) -> str:
     """The MATH normalization (Hendrycks et al. 2021, extended as the module says), keeping \\text{} content."""
-    s = s.replace("\n", "").replace("\\!", "").replace("\\\\", "\\")
+    s = s.replace("\n", "").replace("\\!", "")
+    # a doubled backslash before a command is an escaped command (Hendrycks); any other is a
+    # matrix's row break, written ';' so that a class normalized again stays itself
+    s = _ESCAPED_COMMAND.sub(r"\\", s).replace("\\\\", ";")
     s = s.replace("{,}", ",").replace("\\,", "").replace("\\;", " ").replace("\\displaystyle", "")
     s = s.replace("tfrac", "frac").replace("dfrac", "frac")
     s = s.replace("\\left", "").replace("\\right", "")
@@ -108,7 +114,6 @@ def strip_string(s: str) -> str:
     s = _unwrap_text(s)
     s = s.replace("\\%", "").replace("%", "")
     s = s.strip()
-    s = _BARE_UNIT.sub(r"\1", s)
     s = s.replace(" .", " 0.").replace("{.", "{0.")
     if s.startswith("."):
         s = "0" + s
@@ -118,8 +123,10 @@ def strip_string(s: str) -> str:
         s = sides[1]
     s = re.sub(r"^\s*[A-Za-z]\s*\\in\s*", "", s)
     s = _fix_sqrt(s)
+    s = _MIXED_NUMBER.sub(r"\1\\frac{\2}{\3}", s)
     s = s.replace(" ", "")
     s = _fix_fracs(s)
+    s = _BARE_UNIT.sub(r"\1", s)
     if s == "0.5":
         s = "\\frac{1}{2}"
     s = _fix_slash_fraction(s)
