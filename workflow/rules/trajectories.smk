@@ -2,6 +2,7 @@ rule records:
     input:
         chains=lambda w: chains_path(w.cell, w.variant),
         samples=lambda w: samples_path(w.cell, w.variant),
+        problems=lambda w: f"{STUDY_DIR}/problems/{CELL_SPECS[w.cell].benchmark_key}.parquet",
     output:
         records=f"{STUDY_DIR}/cells/{{cell}}/{{variant}}/records.parquet",
         summary=f"{STUDY_DIR}/cells/{{cell}}/{{variant}}/summary.json",

@@ -11,4 +11,5 @@ derive_records(
     snakemake.wildcards.cell,
     snakemake.output.records,
     snakemake.output.summary,
+    problems_path=snakemake.input.problems,
 )

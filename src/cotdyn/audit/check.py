@@ -156,6 +156,12 @@ def _options(study_dir: Path, spec) -> dict[str, tuple[str, ...]]:
     return {p.problem_id: p.options for p in problems_from_table(pd.read_parquet(path)) if p.options}
 
 
+def _problems_path(study_dir: Path, spec) -> Path | None:
+    """A cell's stored problems table (its golds as written, which math-verify reads), if stored."""
+    path = study_dir / problems_file(spec.benchmark_key)
+    return path if path.exists() else None
+
+
 def benchmark_hash_problems(study_dir: Path, config: dict, plan: dict) -> list[str]:
     """The plan freezes each panel benchmark's content sha256; re-check it against the problems the
     study stored (all of them: a cell that used a ``limit`` was checked in full when it loaded,
@@ -224,6 +230,7 @@ def _rederive(study_dir: Path, scratch: Path, config: dict, plan_path: Path, pro
                 name,
                 records,
                 scratch / variant_file(name, variant, "summary.json"),
+                problems_path=_problems_path(study_dir, spec),
             )
             records_paths.append(records)
         if records_paths and (scratch / PLAN_CHECK).exists():

@@ -41,9 +41,11 @@ import pandas as pd
 
 from cotdyn.grading import choices as _choices
 from cotdyn.grading.boxed import last_boxed
-from cotdyn.grading.math_normal import MATH_NUMBER, final_math_number, normalize_math, strip_string
+
+# strip_string is re-exported: the MATH normalization lives in cotdyn.grading.math_normal
+from cotdyn.grading.math_normal import MATH_NUMBER, final_math_number, normalize_math, strip_string  # noqa: F401
 from cotdyn.grading.registry import REGISTRY
-from cotdyn.grading.types import ANSWER_TYPES
+from cotdyn.grading.types import ANSWER_TYPES, EQUIVALENCES, EXTRACTIONS, REGISTERED_EXTRACTION
 
 OK = "ok"
 NO_ANSWER = "no_answer"
@@ -51,11 +53,6 @@ NO_ANSWER = "no_answer"
 # intermediate value, or a number cut in the middle.
 TRUNCATED = "truncated"
 
-__all__ = ["strip_string"]  # re-exported: the MATH normalization lives in cotdyn.grading.math_normal
-
-# The registered extraction rule and its sensitivity variant (docs/design.md section 4).
-REGISTERED_EXTRACTION = "final_number"
-EXTRACTIONS = ("final_number", "final_statement")
 
 _NUMBER = re.compile(r"-?[$€£]?\s?-?\d[\d,]*(?:\.\d+)?|-?[$€£]?\s?-?\.\d+")
 
@@ -290,9 +287,6 @@ def gold_answer(raw: str, benchmark: str, options: Sequence[str] | None = None) 
     return normalize(raw, kind, options)
 
 
-EQUIVALENCES = ("normalized", "math_verify")
-
-
 def equivalent(
     a: str | None,
     b: str | None,
@@ -320,11 +314,15 @@ def equivalent(
     raise ValueError(f"unknown equivalence method '{method}' (known: {', '.join(EQUIVALENCES)})")
 
 
+_UNESCAPED_DOLLAR = re.compile(r"(?<!\\)\$")
+
+
 def _math_verify_equal(a: str, b: str) -> bool:
     """math-verify on two answers as written: each parsed as one math expression (``$...$``)."""
     from math_verify import parse, verify
 
     def parsed(x: str):
-        return parse(x if "$" in x or "\\boxed" in x else f"${x}$")
+        # an answer as written is one math expression; a text with its own '$' or box is parsed whole
+        return parse(x if _UNESCAPED_DOLLAR.search(x) or "\\boxed" in x else f"${x}$")
 
     return bool(verify(parsed(b), parsed(a)))

@@ -19,9 +19,15 @@ def derive_records(
     records_out,
     summary_out,
     m: int | None = None,
+    problems_path=None,
 ) -> pd.DataFrame:
+    """``problems_path``: the cell's problems table, whose ``gold_raw`` math-verify reads."""
     chains, samples = pd.read_parquet(chains_path), pd.read_parquet(samples_path)
-    records = R.records_table(chains, samples, protocol, exclusion, benchmark, cell, m)
+    gold_raw = None
+    if problems_path is not None:
+        problems = pd.read_parquet(problems_path, columns=["problem_id", "gold_raw"])
+        gold_raw = dict(zip(problems["problem_id"], problems["gold_raw"]))
+    records = R.records_table(chains, samples, protocol, exclusion, benchmark, cell, m, gold_raw)
     write_parquet(records, records_out)
     summary = {"cell": cell, **R.cell_summary(records, samples[samples["sample"] < (m or protocol["m"])])}
     write_json(summary, summary_out)
