@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 import numpy as np
@@ -61,7 +61,9 @@ _NUMBER = re.compile(r"-?[$€£]?\s?-?\d[\d,]*(?:\.\d+)?|-?[$€£]?\s?-?\.\d+"
 class Extraction:
     answer: str | None
     status: str  # OK | NO_ANSWER
-    raw: str | None = None  # the answer as written, before normalization (what math-verify parses)
+    # the answer as written, before normalization (what math-verify parses); two extractions that
+    # find one answer are equal however it was spelled
+    raw: str | None = field(default=None, compare=False)
 
 
 def answer_or_none(value: Any) -> str | None:
@@ -197,7 +199,11 @@ def normalize(answer: str | None, benchmark: str, options: Sequence[str] | None 
 
 
 def _found(answer: str | None, raw: str | None) -> Extraction:
-    return Extraction(answer, OK, raw) if answer is not None else Extraction(None, NO_ANSWER)
+    return Extraction(answer, OK, raw.strip()) if answer is not None and raw else _none_or(answer)
+
+
+def _none_or(answer: str | None) -> Extraction:
+    return Extraction(answer, OK) if answer is not None else Extraction(None, NO_ANSWER)
 
 
 def extract(

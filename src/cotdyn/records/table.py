@@ -89,7 +89,9 @@ def with_extraction(
     found = [answers.extract(t, benchmark, extraction=extraction) for t in samples["text"]]
     samples = samples.assign(answer=[f.answer for f in found], status=[f.status for f in found])
     own = [
-        answers.Extraction(None, answers.TRUNCATED) if bool(cut) else answers.extract(t, benchmark, extraction=extraction)
+        answers.Extraction(None, answers.TRUNCATED)
+        if bool(cut)
+        else answers.extract(t, benchmark, extraction=extraction)
         for t, cut in zip(chains["text"], chains["reference_truncated"])
     ]
     chains = chains.assign(chain_answer=[f.answer for f in own], chain_status=[f.status for f in own])
