@@ -188,7 +188,8 @@ def normalize(answer: str | None, benchmark: str, options: Sequence[str] | None 
         return None
     kind = answer_type(benchmark)
     if kind == "boxed":
-        result = normalize_math(answer, normalize_number)
+        boxed = last_boxed(answer)  # an answer given with its box ("\\boxed{C}") is its content
+        result = normalize_math(boxed if boxed is not None else answer, normalize_number)
     elif kind == "choice":
         result = _choices.letter_of(answer, options)
     elif kind == "string":
