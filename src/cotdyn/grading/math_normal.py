@@ -11,7 +11,7 @@ different class (tests/test_grading_math500.py checks all 500, each in its respe
   ``-\\frac{10}{9}`` are one class);
 - degrees (``^\\circ``, ``^{\\circ}``, ``°``, "degrees"), a trailing unit in ``\\text{ ...}`` or
   ``\\mbox{ ...}`` (with an exponent: ``\\mbox{ inches}^2``), ``\\%``, ``\\$``;
-- a matrix's row break ``\\\\`` is ``;`` (``\\\\frac`` is an escaped ``\\frac``);
+- a matrix's row break ``\\\\`` stays itself (the classes stay LaTeX that math-verify parses);
 - ``\\left``/``\\right``, ``\\displaystyle``, ``bmatrix`` as ``pmatrix``, ``π`` as ``\\pi``,
   a base subscript ``_{5}`` as ``_5``;
 - ``x = ...`` and ``x \\in ...`` keep their right-hand side;
@@ -61,7 +61,6 @@ _SLASH_FRACTION = re.compile(r"(?<![\w./])(-?)(\d+)/(\d+)(?![\w./{])")
 _MIXED_NUMBER = re.compile(r"(?<![\w./])(\d+)\s+(\d+)/(\d+)(?![\w./{])")  # 1 4/5
 _SIGNED_FRAC = re.compile(r"\\frac\{-([^{}]*)\}")
 _LETTER = re.compile(r"\(([A-Z])\)")
-_ESCAPED_COMMAND = re.compile(r"\\\\(?=[A-Za-z])")
 _PLAIN_NUMBER = re.compile(r"-?(\d+|\d{1,3}(,\d{3})+)(\.\d+)?")
 
 
@@ -101,10 +100,9 @@ def _unwrap_text(s: str) -> str:
 
 def strip_string(s: str) -> str:
     """The MATH normalization (Hendrycks et al. 2021, extended as the module says), keeping \\text{} content."""
+    # a matrix's row break \\ stays (Hendrycks made it \, which math-verify cannot parse and which
+    # made "\\ \frac" a different string once normalized again)
     s = s.replace("\n", "").replace("\\!", "")
-    # a doubled backslash before a command is an escaped command (Hendrycks); any other is a
-    # matrix's row break, written ';' so that a class normalized again stays itself
-    s = _ESCAPED_COMMAND.sub(r"\\", s).replace("\\\\", ";")
     s = s.replace("{,}", ",").replace("\\,", "").replace("\\;", " ").replace("\\displaystyle", "")
     s = s.replace("tfrac", "frac").replace("dfrac", "frac")
     s = s.replace("\\left", "").replace("\\right", "")

@@ -18,6 +18,7 @@ pure function of the stored files, written byte-stably by ``cotdyn.files.writers
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -74,11 +75,15 @@ def graded_texts(
         }
     )
     texts = pd.concat([chain_rows, sample_rows], ignore_index=True)
+    texts["answer"] = pd.Series(answers.answers_or_none(texts["answer"]), dtype=object)  # concat made None NaN
     options = _options(problems)
-    texts["answer_raw"] = [
-        answers.extract(t, benchmark, options.get(p)).raw if a is not None else None
-        for t, p, a in zip(texts["text"], texts["problem_id"], texts["answer"])
-    ]
+    texts["answer_raw"] = pd.Series(
+        [
+            answers.extract(t, benchmark, options.get(p)).raw if a is not None else None
+            for t, p, a in zip(texts["text"], texts["problem_id"], texts["answer"])
+        ],
+        dtype=object,
+    )
     texts["gold"] = [answers.answer_or_none(golds.at[p, "gold"]) for p in texts["problem_id"]]
     expressions = {p: answers.gold_expression(golds.at[p, "gold_raw"], benchmark) for p in golds.index}
     texts["gold_raw"] = [expressions[p] for p in texts["problem_id"]]
@@ -109,22 +114,33 @@ def parse_status(texts: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+_INTEGER = re.compile(r"-?\d+")
+
+
 def verdicts(texts: pd.DataFrame, benchmark: str, options: Mapping[str, Sequence[str]] | None = None) -> pd.DataFrame:
     """``texts`` with both verdicts: ``registered`` (equal normalized answers) and ``math_verify``
     (math-verify on the answer and the gold as written, a boxed type's; the classes otherwise, as
-    the records compare them). Each distinct pair is verified once."""
+    the records compare them). Each distinct pair is graded once; two integers, whose math-verify
+    verdict is their equality, are compared without it (GSM8K's pairs, most of a panel's)."""
     options = options or {}
     boxed = answers.answer_type(benchmark) == "boxed"
-    registered, symbolic, memo = [], [], {}
+    registered, symbolic, memo, memo_registered = [], [], {}, {}
     for row in texts.itertuples():
         opts = options.get(row.problem_id)
-        registered.append(answers.equivalent(row.answer, row.gold, benchmark, options=opts))
+        key = (row.problem_id, row.answer, row.gold) if opts else (row.answer, row.gold)
+        if key not in memo_registered:
+            memo_registered[key] = answers.equivalent(row.answer, row.gold, benchmark, options=opts)
+        registered.append(memo_registered[key])
         if row.answer is None:
             symbolic.append(False)
             continue
         pair = (row.answer_raw, row.gold_raw) if boxed else (row.answer, row.gold)
         if pair not in memo:
-            memo[pair] = answers.equivalent(*pair, benchmark, "math_verify", opts)
+            a, b = pair
+            if not boxed and a is not None and b is not None and _INTEGER.fullmatch(a) and _INTEGER.fullmatch(b):
+                memo[pair] = int(a) == int(b)
+            else:
+                memo[pair] = answers.equivalent(a, b, benchmark, "math_verify", opts)
         symbolic.append(memo[pair])
     return texts.assign(registered=registered, math_verify=symbolic)
 
