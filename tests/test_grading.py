@@ -215,8 +215,21 @@ def test_records_under_math_verify_read_the_answer_and_gold_as_written(plan):
     assert registered["correct"].tolist() == [True]
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.text(alphabet=st.sampled_from(list("0123456789-/.,{}\\frac$ ab()[]x=^_")), max_size=40))
+TOKENS = [
+    *"0123456789-/.,{}\\$ ab()[]x=^_!;%C",
+    "\\frac",
+    "\\text{",
+    "\\left",
+    "\\circ",
+    "\\in ",
+    "\\sqrt",
+    "\\\\",
+    "\\,",
+]
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.lists(st.sampled_from(TOKENS), max_size=20).map("".join))
 def test_normalization_is_idempotent(answer):
     once = normalize(answer, "math500")
     assert once is None or normalize(once, "math500") == once

@@ -61,6 +61,8 @@ _SLASH_FRACTION = re.compile(r"(?<![\w./])(-?)(\d+)/(\d+)(?![\w./{])")
 _MIXED_NUMBER = re.compile(r"(?<![\w./])(\d+)\s+(\d+)/(\d+)(?![\w./{])")  # 1 4/5
 _SIGNED_FRAC = re.compile(r"\\frac\{-([^{}]*)\}")
 _LETTER = re.compile(r"\(([A-Z])\)")
+_PASSES = 4
+_CONTROL_SPACE = re.compile(r"(?<!\\)\\ ")  # "\ " is a space ("\\ " a row break and a space)
 _PLAIN_NUMBER = re.compile(r"-?(\d+|\d{1,3}(,\d{3})+)(\.\d+)?")
 
 
@@ -102,7 +104,7 @@ def strip_string(s: str) -> str:
     """The MATH normalization (Hendrycks et al. 2021, extended as the module says), keeping \\text{} content."""
     # a matrix's row break \\ stays (Hendrycks made it \, which math-verify cannot parse and which
     # made "\\ \frac" a different string once normalized again)
-    s = s.replace("\n", "").replace("\\!", "")
+    s = _CONTROL_SPACE.sub(" ", s.replace("\n", "").replace("\\!", ""))
     s = s.replace("{,}", ",").replace("\\,", "").replace("\\;", " ").replace("\\displaystyle", "")
     s = s.replace("tfrac", "frac").replace("dfrac", "frac")
     s = s.replace("\\left", "").replace("\\right", "")
@@ -138,6 +140,13 @@ def strip_string(s: str) -> str:
 def normalize_math(answer: str, normalize_number) -> str | None:
     """A MATH answer's class: ``strip_string``, then a plain number in its numeric form."""
     result = strip_string(answer)
+    # a class normalized again stays itself: one pass can leave a form that another pass rewrites
+    # (a nested \text{}, "\frac0." made "\frac{0}{.}"), so passes repeat to a fixed point
+    for _ in range(_PASSES):
+        again = strip_string(result)
+        if again == result:
+            break
+        result = again
     # a plain number (1,000 or 18.0) takes its numeric form; a list such as "1,-2" does not
     if _PLAIN_NUMBER.fullmatch(result):
         result = normalize_number(result)
