@@ -153,6 +153,9 @@ def test_math_verify_gets_the_strings_as_written():
         ("Final answer: \\frac{2}{3}. (Steps: 4)", "math500", "4", "\\frac{2}{3}"),
         ("The answer is \\boxed{4}, from 9.", "math500", "4", "4"),  # a box wins under both
         ("It is 4, or 9.", "math500", "9", "9"),  # no closing statement: the final number
+        ("The answer is Evelyn.", "math500", None, "Evelyn"),
+        ("The answer is that she has 5 more.", "math500", "5", "5"),  # prose: the final number
+        ("The answer isn't 4; it is 6", "math500", "6", "6"),
         ("The answer is B, not C.", "arc", "B", "B"),  # a choice's rule has no fallback to change
     ],
 )
@@ -336,3 +339,31 @@ def test_cotdyn_extract_and_equivalent_take_the_new_forms():
     assert json.loads(out.stdout) == {"equivalent": True}
     out = cotdyn("extract", "--benchmark", "gsm8k", "--extraction", "last_line", stdin="{}")
     assert out.returncode != 0 and "invalid choice: 'last_line'" in out.stderr
+
+
+def test_the_grading_page_is_in_the_study_report(small_simulated_study, tmp_path):
+    """Over the shared small study (conftest), on a copy: rule all writes the grading tables of its
+    cell and the page, and ``snakemake --report`` embeds the page."""
+    import shutil
+
+    from test_report_pages import embedded_page
+    from test_workflow import snakemake
+
+    run = small_simulated_study.run
+    assert run.returncode == 0, run.output[-3000:]
+    folder = small_simulated_study.root / "results" / "t" / "report" / "grading"
+    status = pd.read_csv(folder / "sim-gsm8k" / "parse_status.csv")
+    samples = pd.read_parquet(small_simulated_study.root / "results/t/cells/sim-gsm8k/registered/samples.parquet")
+    counts = status[status["texts"] == "continuation"].set_index("status")["n"]
+    assert counts.sum() == len(samples) and counts["ok"] == (samples["status"] == "ok").sum()
+    assert len(pd.read_csv(folder / "sim-gsm8k" / "graded_sample.csv")) == G.SAMPLE_SIZE
+    shutil.copytree(small_simulated_study.root, tmp_path, symlinks=True, dirs_exist_ok=True)
+    built = snakemake(
+        "--report", "report.html", "--configfile", str(tmp_path / small_simulated_study.config.name), cwd=tmp_path
+    )
+    assert built.returncode == 0, built.output[-3000:]
+    page = embedded_page(tmp_path / "report.html", "grading.html")
+    assert (
+        "sim-gsm8k: parse status" in page and "pairs graded differently by the registered rule and math-verify" in page
+    )
+    assert page == (folder / "grading.html").read_text()

@@ -156,7 +156,8 @@ def final_statement(text: str) -> str | None:
     return stated.strip() or None
 
 
-_CLOSING_CUE = re.compile(r"answer\s*(?:is|:|=)\s*", re.I)
+_CLOSING_CUE = re.compile(r"answer\s*(?:is\b|:|=)\s*", re.I)
+_PROSE = re.compile(r"[A-Za-z]{2,}\s+[A-Za-z]{2,}")  # two words: a sentence, not an expression
 _MATH_SPAN = re.compile(r"\$\$?([^$]+)\$|\\\(([^)]*?)\\\)")
 _SENTENCE_END = re.compile(r"\.(?:\s|$)|\n")
 
@@ -165,7 +166,8 @@ def closing_expression(text: str) -> str | None:
     """The expression of a closing "the final answer is ..." (seed 003's system prompt asks for a
     final answer): after the last "answer is"/"answer:", its first math span (``$...$``) if the
     statement has one, else the whole number it opens with, else the statement to its sentence's
-    end; None when the text makes no such statement."""
+    end when it reads as an expression (not two words of prose); None when the text makes no such
+    statement."""
     cues = list(_CLOSING_CUE.finditer(text or ""))
     if not cues:
         return None
@@ -178,7 +180,9 @@ def closing_expression(text: str) -> str | None:
     if not statement:
         return None
     opening = MATH_NUMBER.match(statement)
-    return opening.group().strip() if opening else statement
+    if opening:
+        return opening.group().strip()
+    return None if _PROSE.search(statement) else statement
 
 
 def normalize(answer: str | None, benchmark: str, options: Sequence[str] | None = None) -> str | None:
