@@ -20,6 +20,7 @@ include: "workflow/rules/dynamics_interventions.smk"
 include: "workflow/rules/exploratory.smk"
 include: "workflow/rules/secondary.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/grading.smk"
 include: "workflow/rules/infogain.smk"
 
 

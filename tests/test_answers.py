@@ -63,7 +63,8 @@ def test_every_math500_gold_parses_and_text_answers_stay_scorable(data_dir):
     assert len(golds) == 500 and all(golds)
     text_only = {r["answer"]: g for r, g in zip(rows, golds) if r["answer"].startswith("\\text{")}
     assert len(text_only) == 8
-    assert text_only["\\text{Evelyn}"] == "Evelyn" and text_only["\\text{(C)}"] == "(C)"
+    # grading changed (issue 27): a letter in brackets is its letter, so "\\boxed{C}" scores right
+    assert text_only["\\text{Evelyn}"] == "Evelyn" and text_only["\\text{(C)}"] == "C"
     # the gold of each problem equals the answer extracted from its reference solution
     assert all(extract(r["solution"], "math500").answer == g for r, g in zip(rows, golds))
 

@@ -4,6 +4,7 @@ import json
 import pytest
 
 from cotdyn.plan.config import (
+    RECORDS_ONLY,
     REFERENCE_FIELDS,
     STUDY_WIDE,
     ConfigError,
@@ -13,6 +14,8 @@ from cotdyn.plan.config import (
     resolve_cells,
     samples_variant,
 )
+from cotdyn.plan.load import registered_protocol
+from cotdyn.plan.registration import protocol_differences
 
 
 def study(**variants):
@@ -41,7 +44,9 @@ def test_a_cell_naming_an_unknown_model_is_an_error(plan):
 
 
 def test_variants_override_the_plan_and_name_unknown_parameters(plan):
-    assert protocol_for(study(), plan, "registered") == plan["protocol"]
+    # the plan's protocol, and the one parameter it does not name at its registered rule
+    assert "extraction" not in plan["protocol"]
+    assert protocol_for(study(), plan, "registered") == {**plan["protocol"], "extraction": "final_number"}
     assert protocol_for(study(cap8={"cap": None}), plan, "cap8")["cap"] is None
     with pytest.raises(ConfigError, match="study.yaml: variant 'x': unknown protocol parameter 'temprature'"):
         protocol_for(study(x={"temprature": 0.1}), plan, "x", "study.yaml")
@@ -101,9 +106,9 @@ def test_every_protocol_parameter_is_classified_for_the_reference_chains(plan):
     # a new parameter must be placed: read by the reference chain, study-wide, or read only after it
     after_the_chain = {
         "m", "continuation_temperature", "continuation_max_tokens", "segmentation", "cap", "epsilon",
-        "null_answers", "label", "endpoint", "equivalence", "checkpoints", "checkpoint_stride",
+        "null_answers", "label", "endpoint", "equivalence", "checkpoints", "checkpoint_stride", "extraction",
     }  # fmt: skip
-    assert set(plan["protocol"]) == set(REFERENCE_FIELDS) | set(STUDY_WIDE) | after_the_chain
+    assert set(registered_protocol(plan)) == set(REFERENCE_FIELDS) | set(STUDY_WIDE) | after_the_chain
     assert not set(REFERENCE_FIELDS) & after_the_chain
 
 
@@ -154,3 +159,15 @@ def test_panel_dynamics_runs_seed_002s_protocol_on_vllm(plan):
     assert {k: sampled[k] for k in paper} == paper and {k: forced[k] for k in paper} == paper
     assert (sampled["endpoint"], forced["endpoint"]) == ("reasoning", "forced")
     assert samples_variant(config, "forced") == "sampled"
+
+
+def test_the_extraction_rule_is_a_records_only_parameter_the_plan_does_not_name(plan):
+    # registered rule by default; the sensitivity variant reuses the registered samples
+    config = study(statement={"extraction": "final_statement", "subsample_of": "registered"})
+    protocol = protocol_for(config, plan, "statement")
+    assert protocol["extraction"] == "final_statement" and "extraction" in RECORDS_ONLY
+    # a cell run under it differs from the plan there, as a deviation would have to declare
+    assert protocol_differences(plan, protocol) == [("extraction", "final_number", "final_statement")]
+    assert protocol_differences(plan, protocol_for(config, plan, "registered")) == []
+    with pytest.raises(ConfigError, match="unknown extraction 'last_line' \\(known: final_number, final_statement\\)"):
+        protocol_for(study(x={"extraction": "last_line"}), plan, "x")

@@ -74,8 +74,8 @@ def study_targets():
 
 
 def report_targets():
-    """The audit's result and every variant's report pages (cotdyn.files.layout.report_targets)."""
-    return [f"{STUDY_DIR}/{path}" for path in layout.report_targets(VARIANTS)]
+    """The audit's result, every variant's report pages and the grading page (cotdyn.files.layout.report_targets)."""
+    return [f"{STUDY_DIR}/{path}" for path in layout.report_targets(VARIANTS, CELLS)]
 
 
 def exploratory_item(name, kind):

@@ -3,6 +3,7 @@ rule records:
         chains=lambda w: chains_path(w.cell, w.variant),
         samples=lambda w: samples_path(w.cell, w.variant),
         seals=lambda w: [str(seal_path(chains_file(w.cell, w.variant))), str(seal_path(samples_file(w.cell, w.variant)))],
+        problems=lambda w: f"{STUDY_DIR}/problems/{CELL_SPECS[w.cell].benchmark_key}.parquet",
     output:
         records=f"{STUDY_DIR}/cells/{{cell}}/{{variant}}/records.parquet",
         summary=f"{STUDY_DIR}/cells/{{cell}}/{{variant}}/summary.json",

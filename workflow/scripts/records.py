@@ -17,4 +17,5 @@ derive_records(
     snakemake.output.summary,
     groups=snakemake.params.groups,
     cut_answers=snakemake.params.cut_answers,
+    problems_path=snakemake.input.problems,
 )

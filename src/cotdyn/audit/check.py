@@ -196,6 +196,12 @@ def _options(study_dir: Path, spec) -> dict[str, tuple[str, ...]]:
     return {p.problem_id: p.options for p in problems_from_table(pd.read_parquet(path)) if p.options}
 
 
+def _problems_path(study_dir: Path, spec) -> Path | None:
+    """A cell's stored problems table (its golds as written, which math-verify reads), if stored."""
+    path = study_dir / problems_file(spec.benchmark_key)
+    return path if path.exists() else None
+
+
 def benchmark_hash_problems(study_dir: Path, config: dict, plan: dict) -> list[str]:
     """The plan freezes each panel benchmark's content sha256; re-check it against the problems the
     study stored (all of them: a cell that used a ``limit`` was checked in full when it loaded,
@@ -269,6 +275,7 @@ def _rederive(study_dir: Path, scratch: Path, config: dict, plan_path: Path, pro
                 scratch / variant_file(name, variant, "summary.json"),
                 groups=plan["analysis"].get("groups"),
                 cut_answers=cut_answers(config, variant),
+                problems_path=_problems_path(study_dir, spec),
             )
             records_paths.append(records)
             dynamics_samples.append(variant_samples(samples, pd.read_parquet(chains), protocol).assign(cell=name))

@@ -46,7 +46,7 @@ def _options(obj: dict, number: int) -> list[str] | None:
 def cmd_extract(args) -> int:
     for number, obj in _json_lines(sys.stdin):
         text = _answer_field(obj, "text", number)
-        found = answers.extract(text, args.benchmark, _options(obj, number))
+        found = answers.extract(text, args.benchmark, _options(obj, number), args.extraction)
         print(json.dumps({"answer": found.answer, "status": found.status}))
     return 0
 
@@ -84,6 +84,13 @@ def parser() -> argparse.ArgumentParser:
         choices=benchmarks,
         help='a registered benchmark or an answer type; a choice line may carry "options": [...]',
     )
+    e.add_argument(
+        "--extraction",
+        default=answers.REGISTERED_EXTRACTION,
+        choices=answers.EXTRACTIONS,
+        help="final_number (registered: a box, else the final whole number) or final_statement "
+        '(sensitivity variant: a box, else the expression of a closing "the final answer is ...")',
+    )
     e.set_defaults(run=cmd_extract)
 
     q = sub.add_parser("equivalent", help='equivalence of JSON lines {"a": ..., "b": ...} on stdin')
@@ -91,8 +98,8 @@ def parser() -> argparse.ArgumentParser:
     q.add_argument(
         "--method",
         default="normalized",
-        choices=["normalized", "math_verify"],
-        help="normalized (registered) or math_verify (sensitivity variant)",
+        choices=answers.EQUIVALENCES,
+        help="normalized (registered) or math_verify (sensitivity variant: math-verify parses a and b as written)",
     )
     q.set_defaults(run=cmd_equivalent)
 

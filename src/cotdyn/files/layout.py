@@ -90,12 +90,26 @@ def study_targets(
 REPORT_DIR = "report"
 AUDIT_RESULT = f"{REPORT_DIR}/audit.json"
 REPORT_PAGES = ("header.html", "registered_results.html")
+# The grading page (cotdyn.report.grading): per cell, its tables as CSV; one HTML page of all cells.
+GRADING_FILES = ("parse_status.csv", "disagreements.csv", "graded_sample.csv")
+GRADING_PAGE = f"{REPORT_DIR}/grading/grading.html"
+
+
+def grading_file(cell: str, name: str) -> str:
+    return f"{REPORT_DIR}/grading/{cell}/{name}"
 
 
 def report_page(variant: str, name: str) -> str:
     return f"{REPORT_DIR}/{variant}/{name}"
 
 
-def report_targets(variants: Iterable[str]) -> list[str]:
-    """The audit's result and every variant's report pages: what ``rule all`` asks for after the manifest."""
-    return [AUDIT_RESULT, *(report_page(v, name) for v in variants for name in REPORT_PAGES)]
+def report_targets(variants: Iterable[str], cells: Iterable[str] = ()) -> list[str]:
+    """The audit's result, every variant's report pages and, given the study's cells, the grading
+    page and its tables: what ``rule all`` asks for beside the manifest."""
+    cells = list(cells)
+    return [
+        AUDIT_RESULT,
+        *(report_page(v, name) for v in variants for name in REPORT_PAGES),
+        *(grading_file(c, name) for c in cells for name in GRADING_FILES),
+        *((GRADING_PAGE,) if cells else ()),
+    ]

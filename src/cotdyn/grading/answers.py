@@ -4,9 +4,17 @@ GSM8K: the final number of a text, with currency symbols and thousands separator
 trailing period and a trailing point-zero dropped. Gold: the number after ``####``.
 
 MATH-500: the content of the last ``\\boxed{...}`` (balanced braces) under the standard MATH
-normalization of Hendrycks et al. (``strip_string``; ``is_equiv`` is equality of normalized
-strings), falling back to the final number. ``\\text{...}`` is unwrapped, not deleted, so answers
-such as ``\\text{Evelyn}`` stay scorable (the original harness deleted them).
+normalization of Hendrycks et al. extended to MATH-500's own gold spellings
+(``cotdyn.grading.math_normal.strip_string``; ``is_equiv`` is equality of normalized strings),
+falling back to the final whole number (a fraction, a signed or decimal number, a number with
+thousands separators). ``\\text{...}`` is unwrapped, not deleted, so answers such as
+``\\text{Evelyn}`` stay scorable (the original harness deleted them).
+
+Extraction rules (``EXTRACTIONS``): ``final_number`` is the registered one (above);
+``final_statement`` is a sensitivity variant for the ``number`` and ``boxed`` types, which reads the
+expression of a closing "the final answer is ..." (a box still wins) before falling back to the
+final number. ``equivalence: math_verify`` compares the raw strings (``raw`` of an extraction,
+``gold_expression`` of a gold) with math-verify's own parser.
 
 Every benchmark has one of four answer types (docs/design.md section 4): ``number`` (the GSM8K
 rules above), ``boxed`` (the MATH rules), ``choice`` (an option's letter, ``cotdyn.grading.choices``) and
@@ -25,7 +33,7 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 import numpy as np
@@ -33,14 +41,18 @@ import pandas as pd
 
 from cotdyn.grading import choices as _choices
 from cotdyn.grading.boxed import last_boxed
+
+# strip_string is re-exported: the MATH normalization lives in cotdyn.grading.math_normal
+from cotdyn.grading.math_normal import MATH_NUMBER, final_math_number, normalize_math, strip_string  # noqa: F401
 from cotdyn.grading.registry import REGISTRY
-from cotdyn.grading.types import ANSWER_TYPES
+from cotdyn.grading.types import ANSWER_TYPES, EQUIVALENCES, EXTRACTIONS, REGISTERED_EXTRACTION
 
 OK = "ok"
 NO_ANSWER = "no_answer"
 # A reference chain cut by its token budget states no answer of its own: its last number is an
 # intermediate value, or a number cut in the middle.
 TRUNCATED = "truncated"
+
 
 _NUMBER = re.compile(r"-?[$€£]?\s?-?\d[\d,]*(?:\.\d+)?|-?[$€£]?\s?-?\.\d+")
 
@@ -49,6 +61,9 @@ _NUMBER = re.compile(r"-?[$€£]?\s?-?\d[\d,]*(?:\.\d+)?|-?[$€£]?\s?-?\.\d+"
 class Extraction:
     answer: str | None
     status: str  # OK | NO_ANSWER
+    # the answer as written, before normalization (what math-verify parses); two extractions that
+    # find one answer are equal however it was spelled
+    raw: str | None = field(default=None, compare=False)
 
 
 def answer_or_none(value: Any) -> str | None:
@@ -108,69 +123,6 @@ def final_number(text: str) -> str | None:
     return None
 
 
-# --- Hendrycks MATH normalization (strip_string), with \text{} unwrapped rather than deleted ---
-
-
-def _fix_fracs(s: str) -> str:
-    """\\frac12 -> \\frac{1}{2}, \\frac1b -> \\frac{1}{b}, and (beyond Hendrycks) \\frac{270}7."""
-    s = re.sub(r"\\frac\{([^{}]*)\}(\w)", r"\\frac{\1}{\2}", s)
-    parts = s.split("\\frac")
-    out = parts[0]
-    for part in parts[1:]:
-        out += "\\frac"
-        if part.startswith("{") or len(part) < 2:
-            out += part
-            continue
-        a, b, rest = part[0], part[1], part[2:]
-        if b == "{":
-            out += "{" + a + "}" + b + rest
-        else:
-            out += "{" + a + "}{" + b + "}" + rest
-    return out
-
-
-def _fix_slash_fraction(s: str) -> str:
-    """a/b with integer a and b -> \\frac{a}{b}."""
-    match = re.fullmatch(r"(-?\d+)/(\d+)", s)
-    return f"\\frac{{{match.group(1)}}}{{{match.group(2)}}}" if match else s
-
-
-def _fix_sqrt(s: str) -> str:
-    """\\sqrt3 -> \\sqrt{3}."""
-    return re.sub(r"\\sqrt(\w)", r"\\sqrt{\1}", s)
-
-
-def _unwrap_text(s: str) -> str:
-    """\\text{Evelyn} -> Evelyn; a trailing unit such as '5.4 \\text{ cents}' is dropped."""
-    s = re.sub(r"\\text\{\s[^{}]*\}\s*$", "", s)  # units: \text{ cents} at the end (Hendrycks)
-    return re.sub(r"\\(?:text|textbf|mathrm|mbox)\{([^{}]*)\}", r"\1", s)
-
-
-def strip_string(s: str) -> str:
-    """Standard MATH normalization (Hendrycks et al. 2021), keeping \\text{} content."""
-    s = s.replace("\n", "").replace("\\!", "").replace("\\\\", "\\")
-    s = s.replace("tfrac", "frac").replace("dfrac", "frac")
-    s = s.replace("\\left", "").replace("\\right", "")
-    s = s.replace("^{\\circ}", "").replace("^\\circ", "")
-    s = s.replace("\\$", "").replace("$", "")
-    s = _unwrap_text(s)
-    s = s.replace("\\%", "").replace("%", "")
-    s = s.replace(" .", " 0.").replace("{.", "{0.")
-    if s.startswith("."):
-        s = "0" + s
-    # "x = 5" or "k=5": keep the right-hand side of a short variable assignment
-    sides = s.split("=")
-    if len(sides) == 2 and len(sides[0].strip()) <= 2:
-        s = sides[1]
-    s = _fix_sqrt(s)
-    s = s.replace(" ", "")
-    s = _fix_fracs(s)
-    if s == "0.5":
-        s = "\\frac{1}{2}"
-    s = _fix_slash_fraction(s)
-    return s.rstrip(".")
-
-
 def answer_type(rule: str) -> str:
     """The answer type of a registered benchmark's name, or of an answer type's own name."""
     if rule in ANSWER_TYPES:
@@ -204,6 +156,35 @@ def final_statement(text: str) -> str | None:
     return stated.strip() or None
 
 
+_CLOSING_CUE = re.compile(r"answer\s*(?:is\b|:|=)\s*", re.I)
+_PROSE = re.compile(r"[A-Za-z]{2,}\s+[A-Za-z]{2,}")  # two words: a sentence, not an expression
+_MATH_SPAN = re.compile(r"\$\$?([^$]+)\$|\\\(([^)]*?)\\\)")
+_SENTENCE_END = re.compile(r"\.(?:\s|$)|\n")
+
+
+def closing_expression(text: str) -> str | None:
+    """The expression of a closing "the final answer is ..." (seed 003's system prompt asks for a
+    final answer): after the last "answer is"/"answer:", its first math span (``$...$``) if the
+    statement has one, else the whole number it opens with, else the statement to its sentence's
+    end when it reads as an expression (not two words of prose); None when the text makes no such
+    statement."""
+    cues = list(_CLOSING_CUE.finditer(text or ""))
+    if not cues:
+        return None
+    rest = text[cues[-1].end() :].lstrip(" \t:*\n")
+    end = _SENTENCE_END.search(rest)
+    statement = (rest[: end.start()] if end else rest).strip(" *")
+    math = _MATH_SPAN.search(rest)
+    if math and (end is None or math.start() <= end.start()):
+        return (math.group(1) or math.group(2) or "").strip() or None
+    if not statement:
+        return None
+    opening = MATH_NUMBER.match(statement)
+    if opening:
+        return opening.group().strip()
+    return None if _PROSE.search(statement) else statement
+
+
 def normalize(answer: str | None, benchmark: str, options: Sequence[str] | None = None) -> str | None:
     """Normalized answer class of a raw answer string, or None when nothing remains."""
     answer = answer_or_none(answer)
@@ -211,10 +192,8 @@ def normalize(answer: str | None, benchmark: str, options: Sequence[str] | None 
         return None
     kind = answer_type(benchmark)
     if kind == "boxed":
-        result = strip_string(answer)
-        # a plain number (1,000 or 18.0) takes its numeric form; a list such as "1,-2" does not
-        if re.fullmatch(r"-?(\d+|\d{1,3}(,\d{3})+)(\.\d+)?", result):
-            result = normalize_number(result)
+        boxed = last_boxed(answer)  # an answer given with its box ("\\boxed{C}") is its content
+        result = normalize_math(boxed if boxed is not None else answer, normalize_number)
     elif kind == "choice":
         result = _choices.letter_of(answer, options)
     elif kind == "string":
@@ -224,26 +203,81 @@ def normalize(answer: str | None, benchmark: str, options: Sequence[str] | None 
     return result or None
 
 
-def extract(text: str, benchmark: str, options: Sequence[str] | None = None) -> Extraction:
+def _found(answer: str | None, raw: str | None) -> Extraction:
+    return Extraction(answer, OK, raw.strip()) if answer is not None and raw else _none_or(answer)
+
+
+def _none_or(answer: str | None) -> Extraction:
+    return Extraction(answer, OK) if answer is not None else Extraction(None, NO_ANSWER)
+
+
+def extract(
+    text: str,
+    benchmark: str,
+    options: Sequence[str] | None = None,
+    extraction: str = REGISTERED_EXTRACTION,
+) -> Extraction:
     """Extract and normalize the final answer of a model's text (missing text has no answer).
 
     ``options``: a multiple-choice problem's option texts, so a choice named by its text counts.
+    ``extraction``: the rule (``EXTRACTIONS``); ``final_statement`` changes the number and boxed types.
     """
+    if extraction not in EXTRACTIONS:
+        raise ValueError(f"unknown extraction '{extraction}' (known: {', '.join(EXTRACTIONS)})")
     kind = answer_type(benchmark)
     text = answer_or_none(text) or ""
+    if kind == "choice":
+        letter = _choices.extract_letter(text, options)
+        return _found(letter, letter)
+    if kind == "string":
+        boxed = last_boxed(text)
+        stated = boxed if boxed is not None else final_statement(text) or ""
+        return _found(normalize_string(stated), stated)
     if kind == "boxed":
         boxed = last_boxed(text)
-        answer = normalize(boxed, "boxed") if boxed is not None else None
-        if answer is None:
-            answer = normalize(final_number(text), "boxed")
-    elif kind == "choice":
-        answer = _choices.extract_letter(text, options)
-    elif kind == "string":
-        boxed = last_boxed(text)
-        answer = normalize_string(boxed if boxed is not None else final_statement(text) or "")
-    else:
-        answer = final_number(text)
-    return Extraction(answer, OK if answer is not None else NO_ANSWER)
+        if boxed is not None and (answer := normalize(boxed, "boxed")) is not None:
+            return _found(answer, boxed)
+    if extraction == "final_statement" and (stated := closing_expression(text)) is not None:
+        answer = normalize(stated, "boxed") if kind == "boxed" else final_number(stated)
+        if answer is not None:
+            return _found(answer, stated)
+    if kind == "boxed":
+        found = final_math_number(text)
+        raw = found[0] if found else None
+        return _found(normalize(raw, "boxed"), raw)
+    raw = _final_number_raw(text)
+    return _found(normalize_number(raw) if raw is not None else None, raw)
+
+
+def _final_number_raw(text: str) -> str | None:
+    """The last number of ``text`` as written (the GSM8K rule), or None."""
+    for match in reversed(_NUMBER.findall(text or "")):
+        if normalize_number(match) is not None:
+            return match
+    return None
+
+
+def final_number_start(text: str, benchmark: str) -> int | None:
+    """Where the final number that the registered fallback reads starts, None when there is none."""
+    if answer_type(benchmark) == "boxed":
+        found = final_math_number(text)
+        return found[1] if found else None
+    starts = [m.start() for m in _NUMBER.finditer(text or "") if normalize_number(m.group()) is not None]
+    return starts[-1] if starts else None
+
+
+def gold_expression(raw: str, benchmark: str) -> str | None:
+    """The gold as written, before normalization (what math-verify parses): GSM8K's text after
+    '####', the last box of a MATH solution (else the answer field itself), else the raw gold."""
+    raw = answer_or_none(raw)
+    if raw is None:
+        return None
+    if benchmark == "gsm8k":
+        return raw.split("####")[-1].strip() if "####" in raw else None
+    if answer_type(benchmark) == "boxed":
+        boxed = last_boxed(raw)
+        return boxed if boxed is not None else raw
+    return raw
 
 
 def gold_answer(raw: str, benchmark: str, options: Sequence[str] | None = None) -> str | None:
@@ -260,8 +294,7 @@ def gold_answer(raw: str, benchmark: str, options: Sequence[str] | None = None) 
     if kind == "number":
         return normalize_number(raw)
     if kind == "boxed":
-        boxed = last_boxed(raw)
-        return normalize(boxed if boxed is not None else raw, "boxed")
+        return normalize(gold_expression(raw, benchmark), "boxed")
     return normalize(raw, kind, options)
 
 
@@ -274,7 +307,8 @@ def equivalent(
 ) -> bool:
     """The registered equivalence: equality of normalized answers (Hendrycks ``is_equiv``).
 
-    ``method="math_verify"`` is the sensitivity variant: symbolic equivalence by math-verify.
+    ``method="math_verify"`` is the sensitivity variant: symbolic equivalence by math-verify, which
+    parses ``a`` and ``b`` itself, so pass them as written (``Extraction.raw``, ``gold_expression``).
     ``options``: a multiple-choice problem's option texts (an option's text is its letter).
     """
     kind = answer_type(benchmark)
@@ -288,13 +322,18 @@ def equivalent(
         return x == y
     if method == "math_verify":
         return _math_verify_equal(a, b)
-    raise ValueError(f"unknown equivalence method '{method}' (known: normalized, math_verify)")
+    raise ValueError(f"unknown equivalence method '{method}' (known: {', '.join(EQUIVALENCES)})")
+
+
+_UNESCAPED_DOLLAR = re.compile(r"(?<!\\)\$")
 
 
 def _math_verify_equal(a: str, b: str) -> bool:
+    """math-verify on two answers as written: each parsed as one math expression (``$...$``)."""
     from math_verify import parse, verify
 
     def parsed(x: str):
-        return parse(f"${x}$")
+        # an answer as written is one math expression; a text with its own '$' or box is parsed whole
+        return parse(x if _UNESCAPED_DOLLAR.search(x) or "\\boxed" in x else f"${x}$")
 
-    return bool(verify(parsed(a), parsed(b)))
+    return bool(verify(parsed(b), parsed(a)))

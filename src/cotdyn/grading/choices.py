@@ -7,7 +7,9 @@ lines, so a model may name its choice by letter in many ways ("(B)", "B.", "the 
 
 Extraction reads the text from its end: an explicit statement of the answer ("answer is B",
 "Answer: (B)", "I choose B", a boxed letter) wins over a bare letter, and the last such statement
-wins over an earlier one, so a model that corrects itself is scored on its correction.
+wins over an earlier one, so a model that corrects itself is scored on its correction. A capital
+letter that ends the text after a concluding word ("I think it is D", "so D.", "D is correct") is
+an explicit statement too; an article ("A plant") is not a letter, since it never ends the text.
 """
 
 from __future__ import annotations
@@ -58,6 +60,13 @@ _CUE = (
 # A weaker naming of a letter: "option B", "choice (C)" (also said of options ruled out).
 _NAMED = r"(?:option|choice)\s*"
 _MARKED_LETTER = r"[\*_\s]*[\(\[\{]?\s*(?:\\text\{)?\s*([A-Za-z])\s*\}?\s*[\)\]\}]?[\*_]*"
+# A capital letter that ends the text after a word that concludes ("I think it is D", "so D.",
+# "Therefore, (D)"): the letter is the last word, so an article ("A plant") never is.
+_CLOSING_LETTER = re.compile(
+    r"(?:(?i:\b(?:is|be|say|so|therefore|thus|hence|then|pick|choose|go\s+with))\s*[,:]?|^|[,:;]|\n)"
+    r"\s*[\*_]*[\(\[]?([A-Z])[\)\]]?[\*_]*\s*[.!]?[\*_]*\s*\Z"
+)
+_CLOSING_TAIL = 120  # characters read for a closing letter: the end of the text only
 
 
 def _boxed_contents(text: str) -> list[str]:
@@ -111,6 +120,10 @@ def extract_letter(text: str, options: Sequence[str] | None = None) -> str | Non
     ):
         if m.group(1) in valid:
             candidates.append((2, m.end(), m.group(1)))
+    tail = len(text) - min(len(text), _CLOSING_TAIL)
+    closing = _CLOSING_LETTER.search(text, tail)
+    if closing and closing.group(1) in valid:
+        candidates.append((2, len(text), closing.group(1)))
     for m in re.finditer(_NAMED + _MARKED_LETTER + r"(?![A-Za-z0-9'])", text, re.I):
         if m.group(1) in valid:
             candidates.append((1, m.end(), m.group(1)))

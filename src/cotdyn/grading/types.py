@@ -1,3 +1,12 @@
 """The answer types a benchmark is graded by (docs/design.md section 4)."""
 
 ANSWER_TYPES = ("number", "boxed", "choice", "string")
+
+# How the answer of a number or boxed text is found when it has no box (docs/design.md section 4):
+# the registered rule reads the final number; the sensitivity variant reads the expression of a
+# closing "the final answer is ...".
+REGISTERED_EXTRACTION = "final_number"
+EXTRACTIONS = ("final_number", "final_statement")
+
+# How two answers are compared: the registered rule (equal normalized strings) and math-verify.
+EQUIVALENCES = ("normalized", "math_verify")

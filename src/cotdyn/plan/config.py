@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from cotdyn.grading.registry import answer_rule
 from cotdyn.grading.registry import entry as registry_entry
+from cotdyn.grading.types import EQUIVALENCES, EXTRACTIONS
 from cotdyn.plan.load import effective_protocol
 from cotdyn.protocol.segment import RULES
 
@@ -82,14 +83,17 @@ CHOICES = {
     "null_answers": ("drop", "class"),
     "label": ("majority", "chain"),
     "endpoint": ("continuation", "chain_answer", "reasoning", "forced"),
-    "equivalence": ("normalized", "math_verify"),
+    "equivalence": EQUIVALENCES,
+    "extraction": EXTRACTIONS,
     "checkpoints": ("steps", "tokens"),
     "dtype": ("bfloat16", "float16", "float32"),
 }
 
 
 # What a records-only variant may change: everything else is fixed by the generations it reuses.
-RECORDS_ONLY = ("m", "epsilon", "null_answers", "label", "endpoint", "equivalence")
+# ``extraction`` is one: samples.parquet keeps the registered rule's answers (the audit re-extracts
+# them so), and a variant's records re-extract each sample's text under its own rule.
+RECORDS_ONLY = ("m", "epsilon", "null_answers", "label", "endpoint", "equivalence", "extraction")
 
 
 # A variant's keys that are no protocol parameters: which samples it reads, and how it reads the

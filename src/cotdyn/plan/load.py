@@ -9,6 +9,13 @@ from typing import Any
 
 import yaml
 
+from cotdyn.grading.types import REGISTERED_EXTRACTION
+
+# Protocol parameters the plan does not name (it was registered before they were parameters): each
+# defaults to the rule the registered protocol describes (docs/design.md section 4), so a study that
+# does not set it runs the registered rule, and a config may override it as any parameter.
+UNNAMED_DEFAULTS = {"extraction": REGISTERED_EXTRACTION}
+
 
 def plan_sha256(path: str | Path) -> str:
     """sha256 of the plan file's bytes: the hash REGISTERED freezes."""
@@ -48,13 +55,19 @@ def check_panel_benchmarks(plan: dict, path) -> None:
             raise ValueError(f"{where}: content_sha256 must be the 64 hex digits of the frozen content")
 
 
-def effective_protocol(plan: dict, *overrides: dict | None) -> dict[str, Any]:
-    """The plan's frozen protocol with each override mapping applied in turn.
+def registered_protocol(plan: dict) -> dict[str, Any]:
+    """The plan's frozen protocol, with the parameters it does not name at their registered rule
+    (``UNNAMED_DEFAULTS``)."""
+    return {**plan["protocol"], **{k: v for k, v in UNNAMED_DEFAULTS.items() if k not in plan["protocol"]}}
 
-    An override may only name parameters the plan registers, so a typo cannot silently
-    introduce a parameter the pipeline ignores.
+
+def effective_protocol(plan: dict, *overrides: dict | None) -> dict[str, Any]:
+    """The plan's frozen protocol (``registered_protocol``) with each override mapping applied in turn.
+
+    An override may only name parameters the plan registers (or ``UNNAMED_DEFAULTS``), so a typo
+    cannot silently introduce a parameter the pipeline ignores.
     """
-    protocol = dict(plan["protocol"])
+    protocol = registered_protocol(plan)
     for override in overrides:
         for key, value in (override or {}).items():
             if key not in protocol:

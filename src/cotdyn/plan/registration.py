@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from cotdyn.plan.load import plan_sha256
+from cotdyn.plan.load import plan_sha256, registered_protocol
 
 # The variant whose protocol a confirmatory cell is held to; other variants are sensitivity
 # analyses reported against it (docs/design.md section 6), so their differences are not deviations.
@@ -136,8 +136,9 @@ def load_deviations(path: str | Path) -> list[Deviation]:
 
 
 def protocol_differences(plan: dict, effective_protocol: dict) -> list[tuple[str, Any, Any]]:
-    """(parameter, registered, used) for every parameter whose effective value differs, in plan order."""
-    registered = plan["protocol"]
+    """(parameter, registered, used) for every parameter whose effective value differs, in plan order
+    (a parameter the plan does not name, ``load.UNNAMED_DEFAULTS``, against its registered rule)."""
+    registered = registered_protocol(plan)
     unknown = sorted(set(effective_protocol) - set(registered))
     if unknown:
         raise PreregistrationError(

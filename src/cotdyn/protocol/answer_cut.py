@@ -44,8 +44,7 @@ def _answer_position(text: str, benchmark: str) -> int | None:
         boxes = [m.start() for m in _BOXED.finditer(text)]
         if boxes and answers.last_boxed(text) is not None:
             return boxes[-1]
-    numbers = [m.start() for m in answers._NUMBER.finditer(text) if answers.normalize_number(m.group()) is not None]
-    return numbers[-1] if numbers else None
+    return answers.final_number_start(text, benchmark)
 
 
 def reasoning_end(text: str, benchmark: str) -> int:

@@ -21,16 +21,22 @@ def derive_records(
     m: int | None = None,
     groups: dict | None = None,
     cut_answers: str = "keep",
+    problems_path=None,
 ) -> pd.DataFrame:
     """Records and summary.json of one cell and variant; ``groups``: the plan's ``analysis.groups``
     (its min_group_size decides where the summary's gap_pp is null, as H1's is); ``cut_answers``:
-    ``no_answer`` reads the answers of continuations cut by their budget as none (a sensitivity variant)."""
+    ``no_answer`` reads the answers of continuations cut by their budget as none (a sensitivity variant);
+    ``problems_path``: the cell's problems table, whose ``gold_raw`` math-verify reads."""
     chains, samples = pd.read_parquet(chains_path), pd.read_parquet(samples_path)
     if cut_answers == "no_answer":
         samples = R.without_cut_answers(samples)
     elif cut_answers != "keep":
         raise ValueError(f"cut_answers '{cut_answers}' (known: keep, no_answer)")
-    records = R.records_table(chains, samples, protocol, exclusion, benchmark, cell, m)
+    gold_raw = None
+    if problems_path is not None:
+        problems = pd.read_parquet(problems_path, columns=["problem_id", "gold_raw"])
+        gold_raw = dict(zip(problems["problem_id"], problems["gold_raw"]))
+    records = R.records_table(chains, samples, protocol, exclusion, benchmark, cell, m, gold_raw)
     write_parquet(records, records_out)
     summary = {
         "cell": cell,

@@ -7,6 +7,8 @@
 
 from __future__ import annotations
 
+from typing import Mapping
+
 import numpy as np
 import pandas as pd
 
@@ -73,6 +75,41 @@ def variant_samples(samples: pd.DataFrame, chains: pd.DataFrame, protocol: dict,
     return endpoint(samples, chains) if endpoint else samples
 
 
+def with_extraction(
+    chains: pd.DataFrame, samples: pd.DataFrame, benchmark: str, extraction: str
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Chains and samples with their answers re-extracted from their text under ``extraction``.
+
+    samples.parquet and chains.parquet keep the registered rule's answers (the audit re-extracts
+    them so); a variant with another rule (``extraction: final_statement``) reads its own here. A
+    chain cut by its budget keeps no answer. The rule changes only the number and boxed types.
+    """
+    if extraction == answers.REGISTERED_EXTRACTION or answers.answer_type(benchmark) not in ("number", "boxed"):
+        return chains, samples
+    found = [answers.extract(t, benchmark, extraction=extraction) for t in samples["text"]]
+    samples = samples.assign(answer=[f.answer for f in found], status=[f.status for f in found])
+    own = [
+        answers.Extraction(None, answers.TRUNCATED)
+        if bool(cut)
+        else answers.extract(t, benchmark, extraction=extraction)
+        for t, cut in zip(chains["text"], chains["reference_truncated"])
+    ]
+    chains = chains.assign(chain_answer=[f.answer for f in own], chain_status=[f.status for f in own])
+    return chains, samples
+
+
+def _as_written(pred: str | None, texts: list, benchmark: str, extraction: str) -> str | None:
+    """The first spelling of answer class ``pred`` among ``texts`` (what math-verify parses), else
+    the class itself."""
+    if pred is None:
+        return None
+    for text in texts:
+        found = answers.extract(text, benchmark, extraction=extraction)
+        if found.answer == pred and found.raw is not None:
+            return found.raw
+    return pred
+
+
 def records_table(
     chains: pd.DataFrame,
     samples: pd.DataFrame,
@@ -81,12 +118,20 @@ def records_table(
     benchmark: str,
     cell: str,
     m: int | None = None,
+    gold_raw: Mapping[str, str] | None = None,
 ) -> pd.DataFrame:
     """One row per problem: trajectory, shape, magnitude, labels and flags (docs/design.md section 11).
 
     ``m`` keeps only the first m samples of each prefix (the m sweep subsamples N = 20 this way).
+    ``gold_raw``: each problem's gold as its source writes it (the problems table's ``gold_raw``);
+    under ``equivalence: math_verify`` a boxed answer and its gold reach math-verify as written
+    (``answers.gold_expression``; the label's first spelling among the samples of its last state,
+    else the chain's), not as normalized classes, which math-verify cannot always parse.
     """
+    extraction = protocol.get("extraction", answers.REGISTERED_EXTRACTION)
+    chains, samples = with_extraction(chains, samples, benchmark, extraction)
     samples = variant_samples(samples, chains, protocol, m)
+    as_written = protocol["equivalence"] == "math_verify" and answers.answer_type(benchmark) == "boxed"
     grouped = {pid: g for pid, g in samples.groupby("problem_id", sort=False)}
     rows = []
     for chain in chains.itertuples():
@@ -102,6 +147,15 @@ def records_table(
             pred = chain_answer
             last = answer_classes(prefix_answers[t.points[-1]], protocol["null_answers"]) if t.points else []
             confidence = agreement(last, pred)
+        gold, pred_scored, chain_scored = chain.gold, pred, chain_answer
+        if as_written:
+            texts = []
+            if t.points and group is not None:  # the samples of the last answer-bearing prefix, in order
+                last = sorted(group["prefix"].unique())[t.points[-1]]
+                texts = list(group[group["prefix"] == last].sort_values("sample")["text"])
+            pred_scored = _as_written(pred, [*texts, chain.text], benchmark, extraction)
+            chain_scored = _as_written(chain_answer, [chain.text], benchmark, extraction)
+            gold = answers.gold_expression((gold_raw or {}).get(chain.problem_id), benchmark) or chain.gold
         raw_units = int(group["raw_units"].iloc[0]) if group is not None else 0
         n_answered = int((group["status"] == answers.OK).sum()) if group is not None else 0
         n_cut = int(((group["status"] == answers.OK) & hit_budget(group)).sum()) if group is not None else 0
@@ -120,9 +174,9 @@ def records_table(
                 "final_confidence": confidence,
                 "pred": pred,
                 "gold": chain.gold,
-                "correct": answers.equivalent(pred, chain.gold, benchmark, protocol["equivalence"]),
+                "correct": answers.equivalent(pred_scored, gold, benchmark, protocol["equivalence"]),
                 "chain_answer": chain_answer,
-                "chain_correct": answers.equivalent(chain_answer, chain.gold, benchmark, protocol["equivalence"]),
+                "chain_correct": answers.equivalent(chain_scored, gold, benchmark, protocol["equivalence"]),
                 "excluded": t.excluded,
                 "exclusion_reason": t.exclusion_reason,
                 "reference_tokens": int(chain.reference_tokens),
