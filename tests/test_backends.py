@@ -45,6 +45,29 @@ def test_seeded_sampling_is_reproducible_and_ignores_the_models_generation_confi
     assert all(len(c.token_ids) <= 12 for out in first for c in out)
 
 
+def test_progress_moves_with_every_decode_step_and_changes_no_sample(tiny, monkeypatch):
+    """Within one batch the token bar advances each step (issue 29: bars moved only per batch)."""
+    import cotdyn.generation.backends.transformers.backend as backend_module
+
+    requests = _requests(tiny, [256, 512], n=2)  # 4 rows: one batch of 8
+    plain = tiny.generate(requests)
+    steps = []
+    real = backend_module.SeededSampler
+
+    def counted(*args):
+        sampler = real(*args)
+        inner = sampler.on_step
+        sampler.on_step = lambda n: (steps.append(n), inner(n))
+        return sampler
+
+    monkeypatch.setattr(backend_module, "SeededSampler", counted)
+    observed = tiny.generate(requests)
+    assert observed == plain
+    longest = max(len(c.token_ids) for out in observed for c in out)
+    assert len(steps) >= longest > 1  # one report per decode step, all inside the one batch
+    assert sum(steps) >= sum(len(c.token_ids) for out in observed for c in out)
+
+
 def test_effective_sampling_names_what_reaches_the_sampler(tiny):
     effective = tiny.effective_sampling(Sampling(0.7, 150))
     assert effective["temperature"] == 0.7 and effective["top_p"] == 1.0 and effective["top_k"] == 0

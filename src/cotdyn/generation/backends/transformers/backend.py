@@ -116,14 +116,19 @@ class TransformersBackend:
         out: list[list[Completion | None]] = [[None] * r.n for r in requests]
         generated, started = 0, time.time()
         batches = [rows[s : s + self.batch_size] for s in range(0, len(rows), self.batch_size)]
-        with tqdm(total=len(rows), desc=desc or "generate", unit="sample") as bar:
+        label = desc or "generate"
+        # finished rows move only at a batch's end; the token bar moves with every decode step
+        with (
+            tqdm(total=len(rows), desc=label, unit="sample") as bar,
+            tqdm(desc=f"{label}: tokens drawn", unit="tok", position=1, leave=False, mininterval=1.0) as tokens,
+        ):
             for batch in batches:
                 if self.share_prefill:
                     for root in dict.fromkeys(roots[i] for i, _ in batch):
                         if root not in prefilled:
                             prefilled[root] = self._prefill(requests[root].prompt_ids)
                 rooted = [(requests[i].prompt_ids, prefilled.get(roots[i])) for i, _ in batch]
-                for (i, j), completion in zip(batch, self._generate_batch(requests, batch, rooted)):
+                for (i, j), completion in zip(batch, self._generate_batch(requests, batch, rooted, tokens.update)):
                     out[i][j] = completion
                     generated += len(completion.token_ids)
                     left[roots[i]] -= 1
@@ -164,7 +169,7 @@ class TransformersBackend:
             cache.update(keys, values, layer)
         return cache
 
-    def _generate_batch(self, requests: Sequence[Request], batch, rooted) -> list[Completion]:
+    def _generate_batch(self, requests: Sequence[Request], batch, rooted, on_step=None) -> list[Completion]:
         sampling = {requests[i].sampling for i, _ in batch}
         if len(sampling) != 1:
             raise ValueError("one batch must share its sampling parameters")
@@ -176,7 +181,7 @@ class TransformersBackend:
         for row, p in enumerate(prompts):  # left padding: every row ends where generation starts
             ids[row, width - len(p) :] = torch.tensor(p, dtype=torch.long)
             mask[row, width - len(p) :] = 1
-        sampler = SeededSampler([requests[i].seed + j for i, j in batch], sampling, self.device)
+        sampler = SeededSampler([requests[i].seed + j for i, j in batch], sampling, self.device, on_step)
         ids, mask, cache = ids.to(self.device), mask.to(self.device), self._row_cache(rooted, width)
         with torch.no_grad():
             if self.decode == "generate":

@@ -3,7 +3,7 @@ other requests shared its batch; the two-level inverse-CDF draw it uses."""
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 
@@ -17,11 +17,16 @@ class SeededSampler:
     cumulative distribution crosses it: exact sampling, batched over rows.
     """
 
-    def __init__(self, seeds: Sequence[int], sampling: Sampling, device: str):
+    def __init__(
+        self, seeds: Sequence[int], sampling: Sampling, device: str, on_step: Callable[[int], None] | None = None
+    ):
+        """``on_step``: called after each decode step with the number of tokens drawn (progress
+        within a batch); it sees no token and cannot change a draw."""
         if sampling.repetition_penalty != 1.0:
             raise ValueError("transformers backend: repetition_penalty other than 1.0 is not supported")
         self.sampling = sampling
         self.generators = [torch.Generator(device=device).manual_seed(int(s)) for s in seeds]
+        self.on_step = on_step
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         # generate hands each step a fresh scores tensor that nothing else reads: draw from it in
@@ -44,6 +49,8 @@ class SeededSampler:
         return self._draw_in_place(logits.float(), [self.generators[r] for r in rows])
 
     def _draw_in_place(self, logits: torch.Tensor, generators: Sequence[torch.Generator] | None = None) -> torch.Tensor:
+        if self.on_step is not None:
+            self.on_step(logits.shape[0])
         s = self.sampling
         if s.temperature == 0:
             return torch.argmax(logits, dim=-1)
