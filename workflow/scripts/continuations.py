@@ -13,4 +13,5 @@ run_continuations(
     snakemake.output.samples,
     snakemake.output.generation,
     benchmark_entry=snakemake.params.benchmark_entry,
+    first_writer_wins=True,  # a second job of this cell and phase overwrites nothing (docs/cluster.md)
 )

@@ -12,4 +12,5 @@ run_reference(
     snakemake.output.chains,
     snakemake.output.generation,
     benchmark_entry=snakemake.params.benchmark_entry,
+    first_writer_wins=True,  # a second job of this cell and phase overwrites nothing (docs/cluster.md)
 )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import uuid
 from pathlib import Path
 
 import pandas as pd
@@ -28,19 +29,44 @@ def write_bytes(data: bytes, path: str | Path) -> Path:
     return path
 
 
+def write_bytes_once(data: bytes, path: str | Path) -> bool:
+    """Write ``data`` to ``path`` unless a file is there already, atomically: of two jobs writing one
+    output at once, the first wins and the second leaves its file as it is (a hard link of a
+    temporary of its own, which fails when the name exists). True when this call wrote it."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    tmp.write_bytes(data)
+    try:
+        os.link(tmp, path)
+        return True
+    except FileExistsError:
+        return False
+    finally:
+        tmp.unlink()
+
+
+def parquet_bytes(table: pd.DataFrame) -> bytes:
+    buffer = io.BytesIO()
+    table.to_parquet(buffer, index=False)
+    return buffer.getvalue()
+
+
 def write_text(text: str, path: str | Path) -> Path:
     return write_bytes(text.encode("utf-8"), path)
 
 
-def write_json(data, path: str | Path) -> Path:
+def json_bytes(data) -> bytes:
     """Indented JSON with sorted keys; values JSON has no type for are written as their string."""
-    return write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n", path)
+    return (json.dumps(data, indent=2, sort_keys=True, default=str) + "\n").encode("utf-8")
+
+
+def write_json(data, path: str | Path) -> Path:
+    return write_bytes(json_bytes(data), path)
 
 
 def write_parquet(table: pd.DataFrame, path: str | Path) -> Path:
-    buffer = io.BytesIO()
-    table.to_parquet(buffer, index=False)
-    return write_bytes(buffer.getvalue(), path)
+    return write_bytes(parquet_bytes(table), path)
 
 
 def write_csv(frame: pd.DataFrame, path: str | Path, float_format: str = FLOAT_FORMAT) -> Path:

@@ -2,7 +2,9 @@
 
 Snakemake's scripts call these three functions; everything they compute lives in ``protocol``.
 Writes go through ``cotdyn.files.writers`` (a temporary name renamed into place), so a killed job
-leaves no torn artifact.
+leaves no torn artifact. In the workflow a phase's outputs are written once: a second job of the
+same cell and phase (an orphan of a lost controller and its resubmission, docs/cluster.md) leaves
+what the first wrote as it is.
 """
 
 from __future__ import annotations
@@ -14,11 +16,26 @@ from pathlib import Path
 import pandas as pd
 
 from cotdyn.dataset.benchmarks import Problem, problems_from_table
-from cotdyn.files.writers import write_json, write_parquet
+from cotdyn.files.writers import json_bytes, parquet_bytes, write_bytes_once, write_json, write_parquet
 from cotdyn.generation import requests as P
 from cotdyn.generation import timings
 from cotdyn.generation.backends import make_backend
 from cotdyn.generation.cache import GenerationCache, generate, revision_folder
+
+
+def _write_phase(table: pd.DataFrame, table_out, log: dict, log_out, first_writer_wins: bool) -> None:
+    """The phase's table, then its generation.json. ``first_writer_wins`` (the workflow's jobs): each
+    is written only where no file is there yet, so a second job of the cell and phase overwrites
+    neither (``writers.write_bytes_once``); else both are replaced."""
+    if not first_writer_wins:
+        write_parquet(table, table_out)
+        write_json(log, log_out)
+        return
+    wrote_table = write_bytes_once(parquet_bytes(table), table_out)
+    wrote_log = write_bytes_once(json_bytes(log), log_out)
+    if not (wrote_table and wrote_log):
+        kept = [str(p) for p, wrote in ((table_out, wrote_table), (log_out, wrote_log)) if not wrote]
+        print(f"written by another job of this cell and phase, left as they are: {', '.join(kept)}", flush=True)
 
 
 def read_problems(path: str | Path) -> list[Problem]:
@@ -137,9 +154,11 @@ def run_reference(
     limit: int | None = None,
     backend=None,
     benchmark_entry: dict | None = None,
+    first_writer_wins: bool = False,
 ) -> None:
     """``backend``: one already built from ``model`` (a check that times one engine across phases);
-    ``benchmark_entry``: the cell's benchmark entry, which names the work in the timing ledger."""
+    ``benchmark_entry``: the cell's benchmark entry, which names the work in the timing ledger;
+    ``first_writer_wins``: leave outputs another job already wrote as they are (``_write_phase``)."""
     problems = read_problems(problems_path)[:limit]
     backend = backend or _backend(model, problems, benchmark)
     prompts = [backend.tokenizer.chat_prompt_ids(protocol["system_prompt"], p.question) for p in problems]
@@ -150,8 +169,9 @@ def run_reference(
     if timings.estimate(phase, ledger, timings.machine()).kind == "unknown":
         _probe(backend, _pending(requests, backend, cache), f"{cell} reference chains")
     completions, stats = generate(backend, requests, cache, model.get("chunk_size", 0), desc=f"{cell} reference chains")
-    write_parquet(P.chains_table(problems, prompts, completions, benchmark), chains_out)
-    write_json(_generation_log(backend, stats, P.reference_sampling(protocol), "reference"), log_out)
+    chains = P.chains_table(problems, prompts, completions, benchmark)
+    log = _generation_log(backend, stats, P.reference_sampling(protocol), "reference")
+    _write_phase(chains, chains_out, log, log_out, first_writer_wins)
     _record_timing(
         cache_dir, backend, stats, model, protocol, "reference", cell, benchmark, len(problems), benchmark_entry
     )
@@ -170,6 +190,7 @@ def run_continuations(
     n: int | None = None,
     backend=None,
     benchmark_entry: dict | None = None,
+    first_writer_wins: bool = False,
 ) -> None:
     problems = read_problems(problems_path)
     chains = pd.read_parquet(chains_path)
@@ -182,8 +203,9 @@ def run_continuations(
     _forecast(cache_dir, backend, cache, requests, model, drawn, cell, benchmark)
     completions, stats = generate(backend, requests, cache, model.get("chunk_size", 0), desc=f"{cell} continuations")
     options = {p.problem_id: p.options for p in problems if p.options}
-    write_parquet(P.samples_table(plan, requests, completions, benchmark, options), samples_out)
-    write_json(_generation_log(backend, stats, P.continuation_sampling(protocol), "continuations"), log_out)
+    samples = P.samples_table(plan, requests, completions, benchmark, options)
+    log = _generation_log(backend, stats, P.continuation_sampling(protocol), "continuations")
+    _write_phase(samples, samples_out, log, log_out, first_writer_wins)
     _record_timing(
         cache_dir, backend, stats, model, drawn, "continuations", cell, benchmark, len(chains), benchmark_entry
     )
