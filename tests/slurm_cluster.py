@@ -71,6 +71,7 @@ class SlurmCluster:
         self.host = socket.gethostname().split(".")[0]
         self.partitions = partitions or {"cpu": "Default=YES PriorityTier=1"}
         self.procs: dict[str, subprocess.Popen] = {}
+        self.account = ACCOUNT
         self.conf = self.folder / "slurm.conf"
         self.env = {**os.environ, "SLURM_CONF": str(self.conf)}
         for key in [k for k in self.env if k.startswith("SLURM_") and k != "SLURM_CONF"]:
@@ -292,6 +293,11 @@ StorageLoc=slurm_acct_db
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=10)
 
+        # the configless node's link to its cached configuration, where it points into this folder
+        link = Path("/run/slurm/conf")
+        if link.is_symlink() and str(os.readlink(link)).startswith(str(self.folder)):
+            link.unlink()
+
     def logs(self) -> str:
         parts = []
         for log in sorted((self.folder / "log").glob("*")):
@@ -303,3 +309,13 @@ StorageLoc=slurm_acct_db
         """The queue (squeue, every state still listed): id, name, state, comment per job."""
         out = self.run("squeue", "-h", "--states=all", "-o", "%i|%j|%T|%k").stdout
         return [dict(zip(("id", "name", "state", "comment"), line.split("|"))) for line in out.splitlines() if line]
+
+    def accounting_states(self) -> dict[str, str]:
+        """Every job's last state as slurmdbd recorded it (sacct), by job id."""
+        out = self.run("sacct", "-X", "-n", "--parsable2", "-o", "JobIdRaw,State").stdout
+        return dict(line.split("|", 1) for line in out.splitlines() if "|" in line)
+
+    def accounting_history(self, job_id: str) -> list[str]:
+        """A job's states over its requeues (sacct --duplicates lists each run)."""
+        out = self.run("sacct", "-X", "-n", "--duplicates", "--parsable2", "-o", "State", "-j", job_id).stdout
+        return [line.strip() for line in out.splitlines() if line.strip()]

@@ -1,0 +1,364 @@
+"""The SLURM path for real (docs/cluster.md): a one-node cluster of Debian's slurm-wlm with slurmdbd
+accounting (tests/slurm_cluster.py, installed with apt-get when absent; skipped, with the reason,
+only where that is impossible) runs a tiny simulated study through profiles/slurm, and every
+output equals a local ``--cores 2`` run of the same config (timing fields aside), with the audit
+passing: undisturbed and then with a job cancelled, a job preempted (requeued), a job failing,
+and the controller killed mid-run. Also: a request no node can meet is refused before anything
+is submitted, a GPU is asked for only where the model runs on CUDA, and a generation job whose
+outputs another job of the cell already wrote leaves them as they are.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from cotdyn.plan.cluster import Node, parse_sinfo, unmet
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "data"
+STUDY = "t"
+# Status checks every 2 s instead of the profile's 40 (a timing knob only; the rest is the profile).
+FAST = ["--slurm-init-seconds-before-status-checks", "2", "--seconds-between-status-checks", "2"]
+# The rules after generation, run as one SLURM job in the tests (fewer Snakemake start-ups on 2 cores).
+ANALYSIS_GROUP = [
+    "records", "cell_manifest", "dynamics", "exploratory", "hypotheses", "math_shepherd", "sweeps",
+    "generations", "secondary", "manifest", "audit_result", "report_header", "registered_results",
+]  # fmt: skip
+
+
+def study_config(root: Path, **model) -> dict:
+    """One cell of 16 GSM8K problems, the simulated model misbehaving as real ones do, its
+    continuations in chunks (so a requeued job resumes from the cache)."""
+    return {
+        "study": STUDY,
+        "plan": str(ROOT / "preregistration" / "plan.yaml"),
+        "cache": str(root / "cache"),
+        "cells": ["sim-gsm8k"],
+        "models": {"sim": {"backend": "simulated", "chunk_size": 200, "planted": {"unanswered_rate": 0.1}, **model}},
+        "benchmarks": {"gsm8k": {"kind": "gsm8k", "path": str(DATA / "gsm8k_test.jsonl"), "limit": 16}},
+    }
+
+
+def write_study(root: Path, **model) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    path = root / "study.yaml"
+    path.write_text(yaml.safe_dump(study_config(root, **model)))
+    return path
+
+
+def job_env(extra: dict | None = None) -> dict:
+    # the jobs import this checkout's cotdyn (sbatch --export=ALL carries the environment)
+    path = os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    return {**os.environ, **(extra or {}), "PYTHONPATH": path}
+
+
+def snakemake_cmd(*args: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--snakefile",
+        str(ROOT / "Snakefile"),
+        "--workflow-profile",
+        "none",
+        *args,
+    ]
+
+
+def slurm_profile(root: Path, cluster) -> Path:
+    """profiles/slurm as shipped, its two CHANGE_ME values set to this cluster's account and
+    partition; and, for speed on 2 cores, the rules after generation grouped into one job, whose
+    memory (Snakemake sums its members') is held to the node's."""
+    from slurm_cluster import NODE_MEMORY_MB
+
+    text = (ROOT / "profiles" / "slurm" / "config.yaml").read_text()
+    assert "CHANGE_ME_account" in text and "CHANGE_ME_cpu" in text
+    profile = yaml.safe_load(text.replace("CHANGE_ME_account", cluster.account).replace("CHANGE_ME_cpu", "cpu"))
+    profile["groups"] = [f"{rule}=analysis" for rule in ANALYSIS_GROUP]
+    profile["resources"] = [*profile["resources"], f"mem_mb={NODE_MEMORY_MB}"]
+    folder = root / "profile"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.yaml").write_text(yaml.safe_dump(profile))
+    return folder
+
+
+def slurm_run(root: Path, cluster, *extra: str) -> subprocess.Popen:
+    config = root / "study.yaml"
+    cmd = snakemake_cmd("--profile", str(slurm_profile(root, cluster)), "--configfile", str(config), *FAST, *extra)
+    log = open(root / "snakemake.log", "ab")
+    return subprocess.Popen(cmd, cwd=root, env=job_env(cluster.env), stdout=log, stderr=subprocess.STDOUT)
+
+
+def finish(proc: subprocess.Popen, root: Path, timeout: float = 900) -> str:
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+    output = (root / "snakemake.log").read_text(errors="replace")
+    assert proc.returncode == 0, output[-4000:]
+    return output
+
+
+# -- the outputs -------------------------------------------------------------------------------
+TIMING_KEYS = {"seconds"}
+
+
+def _normalised(path: Path, rel: str) -> bytes:
+    """A file's bytes, less what wall-clock time decides: generation.json's seconds, and the hashes
+    of generation.json files that manifests record."""
+    data = path.read_bytes()
+    if rel.endswith("generation.json"):
+        return json.dumps({k: v for k, v in json.loads(data).items() if k not in TIMING_KEYS}, sort_keys=True).encode()
+    return data
+
+
+def outputs(study: Path) -> dict[str, Path]:
+    return {
+        p.relative_to(study).as_posix(): p
+        for p in sorted(study.rglob("*"))
+        if p.is_file() and not p.relative_to(study).as_posix().startswith("logs/")
+    }
+
+
+def assert_same_study(root: Path, local: Path) -> None:
+    ours, theirs = outputs(root / "results" / STUDY), outputs(local / "results" / STUDY)
+    assert sorted(ours) == sorted(theirs)
+    differ = [rel for rel in theirs if _normalised(ours[rel], rel) != _normalised(theirs[rel], rel)]
+    assert differ == [], differ
+
+
+def assert_audit_passes(root: Path) -> None:
+    audited = subprocess.run(
+        [sys.executable, "-m", "cotdyn.cli.main", "audit", str(root / "results" / STUDY)],
+        cwd=root, env=job_env(), capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert audited.returncode == 0, audited.stdout[-3000:] + audited.stderr[-3000:]
+
+
+# -- fixtures ----------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    from slurm_cluster import SlurmCluster, install
+
+    reason = install()
+    if reason:
+        pytest.skip(f"no SLURM to test against: {reason}")
+    cluster = SlurmCluster(tmp_path_factory.mktemp("slurm"))
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def local_study(tmp_path_factory) -> Path:
+    """The same study run locally with --cores 2: what every SLURM run must equal."""
+    root = tmp_path_factory.mktemp("local")
+    config = write_study(root)
+    done = subprocess.run(
+        snakemake_cmd("--cores", "2", "--configfile", str(config)),
+        cwd=root, env=job_env(), capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    return root
+
+
+def wait_for(cluster, proc, predicate, what: str, timeout: float = 600) -> dict:
+    """Poll the queue until ``predicate(job)`` holds for a job; that job."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for job in cluster.jobs():
+            if predicate(job):
+                return job
+        if proc.poll() is not None:
+            pytest.fail(f"snakemake ended ({proc.returncode}) before {what}")
+        time.sleep(0.5)
+    pytest.fail(f"timed out waiting for {what}")
+
+
+def running(rule: str):
+    return lambda job: job["state"] == "RUNNING" and job["comment"].startswith(rule)
+
+
+# -- on the cluster ----------------------------------------------------------------------------
+@pytest.mark.slow
+def test_a_study_survives_a_cancel_a_preemption_and_a_failed_job(cluster, local_study, tmp_path):
+    """scancel of the running reference job (retried), the continuations job requeued mid-run as a
+    preemption does (it resumes from the cache), and the analysis job killed (it fails, and is
+    retried): the study finishes, equal to the local run, and its audit passes."""
+    write_study(tmp_path)
+    proc = slurm_run(tmp_path, cluster)
+    cancelled = wait_for(cluster, proc, running("rule_reference"), "the reference job running")
+    cluster.run("scancel", cancelled["id"])
+    preempted = wait_for(cluster, proc, running("rule_continuations"), "the continuations job running")
+    time.sleep(3)
+    cluster.run("scontrol", "requeue", preempted["id"])
+    failed = wait_for(cluster, proc, running("rule_analysis"), "the analysis job running")
+    cluster.run("scancel", "--batch", "--signal=KILL", failed["id"])
+    output = finish(proc, tmp_path)
+    states = cluster.accounting_states()
+    assert states[cancelled["id"]].startswith("CANCELLED"), states
+    assert "REQUEUED" in cluster.accounting_history(preempted["id"]), cluster.accounting_history(preempted["id"])
+    assert states[failed["id"]] in {"FAILED", "CANCELLED"} and failed["id"] in output, states
+    assert output.count("Error in rule reference") == 1 and output.count("Error in group analysis") == 1
+    assert_same_study(tmp_path, local_study)
+    assert_audit_passes(tmp_path)
+
+
+@pytest.mark.slow
+def test_a_study_survives_its_controller_killed(cluster, local_study, tmp_path):
+    """kill -9 of snakemake while its continuations job runs: that job runs on, orphaned. After
+    ``--unlock`` a new controller resubmits it; of the two jobs of the cell, the first to finish
+    writes the outputs and the other leaves them as they are. The study equals the local run."""
+    write_study(tmp_path)
+    proc = slurm_run(tmp_path, cluster)
+    orphan = wait_for(cluster, proc, running("rule_continuations"), "the continuations job running")
+    proc.kill()
+    proc.wait()
+    unlocked = subprocess.run(
+        snakemake_cmd("--unlock", "--configfile", str(tmp_path / "study.yaml")),
+        cwd=tmp_path, env=job_env(cluster.env), capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert unlocked.returncode == 0, unlocked.stdout + unlocked.stderr
+    assert orphan["id"] in {j["id"] for j in cluster.jobs() if j["state"] in ("RUNNING", "COMPLETING", "COMPLETED")}
+    finish(slurm_run(tmp_path, cluster), tmp_path)
+    assert_same_study(tmp_path, local_study)
+    assert_audit_passes(tmp_path)
+
+
+@pytest.mark.slow
+def test_a_request_no_node_meets_is_refused_before_submission(cluster, tmp_path):
+    config = write_study(tmp_path, resources={"mem_mb": 64000})
+    before = {j["id"] for j in cluster.jobs()}
+    done = subprocess.run(
+        snakemake_cmd("--profile", str(slurm_profile(tmp_path, cluster)), "--configfile", str(config), *FAST),
+        cwd=tmp_path, env=job_env(cluster.env), capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    output = done.stdout + done.stderr
+    assert done.returncode != 0
+    assert "requests no node can meet" in output and "rule reference: asks for 2 CPUs, 64000 MB" in output, output
+    assert "no node of partition 'cpu' has that" in output
+    assert {j["id"] for j in cluster.jobs()} == before  # nothing was submitted
+
+
+# -- without the cluster -----------------------------------------------------------------------
+SINFO = "cpu*|4|16000|(null)\ngpu|32|512000|gpu:h100:4(S:0-1)\ngpu|16|256000|gpu:2,shard:8\n"
+
+
+def test_requests_are_checked_against_the_nodes_of_their_partition():
+    nodes = parse_sinfo(SINFO)
+    assert nodes[0] == Node("cpu", 4, 16000, {}) and nodes[1].gpus == {"h100": 4} and nodes[2].gpus == {"": 2}
+    assert unmet({"cpus": 2, "mem_mb": 8000, "gpu": 0}, "cpu", nodes) is None
+    assert "asks for 2 CPUs, 64000 MB; no node of partition 'cpu'" in unmet({"cpus": 2, "mem_mb": 64000}, "cpu", nodes)
+    assert unmet({"cpus": 8, "mem_mb": 64000, "gpu": 1, "gpu_model": "h100"}, "gpu", nodes) is None
+    assert unmet({"cpus": 8, "mem_mb": 64000, "gpu": 1, "gpu_model": "a100"}, "gpu", nodes) is not None
+    assert unmet({"cpus": 8, "mem_mb": 64000, "gpu": 1}, "cpu", nodes) is not None  # no GPU there
+    assert unmet({"cpus": 8, "mem_mb": 64000, "gpu": 2}, None, nodes) is None  # any partition
+    assert "has no nodes" in unmet({"cpus": 1}, "big", nodes)
+
+
+def _requests(dry_run: str, rule: str) -> str:
+    block = dry_run.split(f"rule {rule}:", 1)[1]
+    return re.search(r"resources: (.*)", block).group(1)
+
+
+@pytest.mark.slow
+def test_a_gpu_is_asked_for_only_where_the_model_runs_on_cuda(tmp_path):
+    """The rules decide: the simulated (CPU) cell's generation jobs ask for no GPU, a CUDA cell's
+    for one of its entry's gpu_model, with the entry's CPUs and memory or the CUDA defaults."""
+    cpu = write_study(tmp_path / "cpu")
+    cuda = yaml.safe_load((ROOT / "config" / "gpu-dummy.yaml").read_text())
+    cuda["models"]["dummy7b"]["resources"] = {"gpu_model": "h100", "partition": "gpu", "runtime": {"reference": 30}}
+    (tmp_path / "cuda.yaml").write_text(yaml.safe_dump(cuda))
+    profile = tmp_path / "profile"
+    profile.mkdir()
+    (profile / "config.yaml").write_text((ROOT / "profiles" / "slurm" / "config.yaml").read_text())
+    runs = {}
+    for name, config in (("cpu", cpu), ("cuda", tmp_path / "cuda.yaml")):
+        # a dry run plans with the profile's resources without submitting (no cluster needed)
+        done = subprocess.run(
+            snakemake_cmd("-n", "--profile", str(profile), "--configfile", str(config)),
+            cwd=ROOT if name == "cuda" else tmp_path / "cpu", env=job_env(), capture_output=True, text=True,
+            timeout=300,
+        )  # fmt: skip
+        assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+        runs[name] = done.stdout + done.stderr
+    for rule in ("reference", "continuations"):
+        cpu_asks, cuda_asks = _requests(runs["cpu"], rule), _requests(runs["cuda"], rule)
+        assert "gpu=0" in cpu_asks and "gpu_model" not in cpu_asks and "cpus_per_task=2" in cpu_asks, cpu_asks
+        assert "slurm_partition=CHANGE_ME_cpu" in cpu_asks and "mem_mb=8000" in cpu_asks
+        assert "gpu=1" in cuda_asks and "gpu_model=h100" in cuda_asks and "slurm_partition=gpu" in cuda_asks
+        assert "cpus_per_task=8" in cuda_asks and "mem_mb=64000" in cuda_asks
+    assert "runtime=30" in _requests(runs["cuda"], "reference")
+    assert "runtime=360" in _requests(runs["cuda"], "continuations")
+    assert "gpu=" not in _requests(runs["cpu"], "records")
+
+
+def _continuations_job(args) -> str:
+    """One continuations job of the cell, as the rule's script runs it (first writer wins)."""
+    from cotdyn.generation.run import run_continuations
+
+    problems, chains, cache, out, start = args
+    while time.time() < start:  # both jobs of the race start together
+        time.sleep(0.001)
+    import contextlib
+    import io
+
+    said = io.StringIO()
+    with contextlib.redirect_stdout(said):
+        run_continuations(
+            problems, chains, {"backend": "simulated"}, _protocol(), "sim-gsm8k", "gsm8k", cache,
+            out / "samples.parquet", out / "generation.json", first_writer_wins=True,
+        )  # fmt: skip
+    return said.getvalue()
+
+
+def _protocol() -> dict:
+    from cotdyn.plan.load import effective_protocol, load_plan
+
+    return effective_protocol(load_plan(ROOT / "preregistration" / "plan.yaml"))
+
+
+def test_a_second_job_of_a_cell_overwrites_nothing_the_first_wrote(tmp_path):
+    from cotdyn.dataset.benchmarks import load_benchmark, problems_table
+    from cotdyn.generation.run import run_reference
+
+    problems = tmp_path / "problems.parquet"
+    table = problems_table(load_benchmark({"kind": "gsm8k", "path": str(DATA / "gsm8k_test.jsonl"), "limit": 6}))
+    table.to_parquet(problems, index=False)
+    chains, cache = tmp_path / "chains.parquet", tmp_path / "cache"
+    run_reference(
+        problems, {"backend": "simulated"}, _protocol(), "sim-gsm8k", "gsm8k", cache, chains, tmp_path / "r.json"
+    )
+    out = tmp_path / "cell"
+    files = [out / "samples.parquet", out / "generation.json"]
+    pool = multiprocessing.get_context("spawn").Pool(2)
+    try:
+        # two jobs of one cell at once: both finish, and one wrote each file
+        said = pool.map(_continuations_job, [(problems, chains, cache, out, time.time() + 3)] * 2)
+        first = {f: (f.stat().st_ino, f.stat().st_mtime_ns, f.read_bytes()) for f in files}
+        # each file has one writer, and the other job said it left that file as it was
+        assert [sum(str(f) in s for s in said) for f in files] == [1, 1], said
+        assert sorted(p.name for p in out.iterdir()) == ["generation.json", "samples.parquet"]  # no temporaries
+        # a job that comes after the first completed: it generates, and leaves both files untouched
+        (later,) = pool.map(_continuations_job, [(problems, chains, cache, out, 0)])
+    finally:
+        pool.close()
+        pool.join()
+    assert f"left as they are: {files[0]}, {files[1]}" in later
+    assert {f: (f.stat().st_ino, f.stat().st_mtime_ns, f.read_bytes()) for f in files} == first
+    shutil.rmtree(out)
