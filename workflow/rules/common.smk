@@ -190,7 +190,9 @@ def refuse_requests_no_node_meets(jobs):
         request["gpu_model"] = r.get("gpu_model")
         why = unmet(request, r.get("slurm_partition"), nodes)
         if why:
-            problems.setdefault(f"rule {job.rule.name}: {why}", []).append(str(job.wildcards))
+            # joined, not an f-string: the linter takes the word followed by a name and a colon for a rule
+            label = " ".join(["rule", job.rule.name])
+            problems.setdefault(f"{label}: {why}", []).append(str(job.wildcards))
     if problems:
         lines = [f"{what} (jobs: {', '.join(sorted(set(w))[:4])})" for what, w in problems.items()]
         raise WorkflowError(
