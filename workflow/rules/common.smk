@@ -178,7 +178,11 @@ def refuse_requests_no_node_meets(jobs):
 
     from cotdyn.plan.cluster import SINFO_FORMAT, parse_sinfo, unmet
 
-    sinfo = subprocess.run(["sinfo", "-h", "-N", "-o", SINFO_FORMAT], capture_output=True, text=True)
+    try:
+        sinfo = subprocess.run(["sinfo", "-h", "-N", "-o", SINFO_FORMAT], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        print(f"cannot check the jobs' requests against the nodes: {e}")
+        return
     nodes = parse_sinfo(sinfo.stdout)
     if sinfo.returncode != 0 or not nodes:
         print(f"cannot check the jobs' requests against the nodes: sinfo said {sinfo.stderr.strip()!r}")
