@@ -78,7 +78,7 @@ def snakemake_cmd(*args: str) -> list[str]:
     ]
 
 
-def slurm_profile(root: Path, cluster) -> Path:
+def slurm_profile(root: Path, cluster, grouped: bool = True) -> Path:
     """profiles/slurm as shipped, its two CHANGE_ME values set to this cluster's account and
     partition; and, for speed on 2 cores, the rules after generation grouped into one job, whose
     memory (Snakemake sums its members') is held to the node's."""
@@ -87,8 +87,9 @@ def slurm_profile(root: Path, cluster) -> Path:
     text = (ROOT / "profiles" / "slurm" / "config.yaml").read_text()
     assert "CHANGE_ME_account" in text and "CHANGE_ME_cpu" in text
     profile = yaml.safe_load(text.replace("CHANGE_ME_account", cluster.account).replace("CHANGE_ME_cpu", "cpu"))
-    profile["groups"] = [f"{rule}=analysis" for rule in ANALYSIS_GROUP]
-    profile["resources"] = [*profile["resources"], f"mem_mb={NODE_MEMORY_MB}"]
+    if grouped:  # (a global mem_mb also caps every job's request at it, so not for the refusal test)
+        profile["groups"] = [f"{rule}=analysis" for rule in ANALYSIS_GROUP]
+        profile["resources"] = [*profile["resources"], f"mem_mb={NODE_MEMORY_MB}"]
     folder = root / "profile"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "config.yaml").write_text(yaml.safe_dump(profile))
@@ -278,7 +279,7 @@ def test_a_request_no_node_meets_is_refused_before_submission(cluster, tmp_path)
     config = write_study(tmp_path, resources={"mem_mb": 64000})
     before = {j["id"] for j in cluster.jobs()}
     done = subprocess.run(
-        snakemake_cmd("--profile", str(slurm_profile(tmp_path, cluster)), "--configfile", str(config), *FAST),
+        snakemake_cmd("--profile", str(slurm_profile(tmp_path, cluster, grouped=False)), "--configfile", str(config)),
         cwd=tmp_path, env=job_env(cluster.env), capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     output = done.stdout + done.stderr
