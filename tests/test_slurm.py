@@ -115,6 +115,11 @@ def finish(proc: subprocess.Popen, root: Path, timeout: float = 900) -> str:
 
 
 # -- the outputs -------------------------------------------------------------------------------
+# What a phase's log says about how this run got its samples, not what they are: time, and how
+# many came from the cache (a resubmitted job finds its orphan's shards there).
+RUN_HISTORY = {"seconds", "cached_requests", "calls", "generated_tokens"}
+
+
 def _timeless(data: bytes, rel: str, hashes: dict[str, str]) -> bytes:
     """A file's bytes less what wall-clock time decides: every ``seconds`` field of a JSON file,
     and the hashes (``hashes``: ours -> theirs) of files that differ only in those."""
@@ -128,7 +133,7 @@ def _timeless(data: bytes, rel: str, hashes: dict[str, str]) -> bytes:
 
     def drop(value):
         if isinstance(value, dict):
-            return {k: drop(v) for k, v in value.items() if k != "seconds"}
+            return {k: drop(v) for k, v in value.items() if k not in RUN_HISTORY}
         return [drop(v) for v in value] if isinstance(value, list) else value
 
     return json.dumps(drop(json.loads(text)), sort_keys=True).encode()
