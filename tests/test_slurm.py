@@ -15,7 +15,6 @@ import json
 import multiprocessing
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -177,7 +176,6 @@ def assert_audit_passes(root: Path) -> None:
     assert audited.returncode == 0, audited.stdout[-3000:] + audited.stderr[-3000:]
 
 
-# -- fixtures ----------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     from slurm_cluster import SlurmCluster, install
@@ -223,7 +221,6 @@ def running(rule: str):
     return lambda job: job["state"] == "RUNNING" and job["comment"].startswith(rule)
 
 
-# -- on the cluster ----------------------------------------------------------------------------
 @pytest.mark.slow
 def test_a_study_survives_a_cancel_a_preemption_and_a_failed_job(cluster, local_study, tmp_path):
     """The plan check job killed (it fails, and is retried), scancel of the running reference job
@@ -400,4 +397,3 @@ def test_a_second_job_of_a_cell_overwrites_nothing_the_first_wrote(tmp_path):
         pool.join()
     assert f"left as they are: {files[0]}, {files[1]}" in later
     assert {f: (f.stat().st_ino, f.stat().st_mtime_ns, f.read_bytes()) for f in files} == first
-    shutil.rmtree(out)
