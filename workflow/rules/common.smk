@@ -102,9 +102,11 @@ def secondary_item(folder, name, kind, subcategory):
 
 
 def model_for(cell):
-    """The cell's model entry, pointing at the converted weights when it ships as GGUF."""
+    """The cell's model entry, pointing at the converted weights when it ships as GGUF (its cluster
+    ``resources`` left out: they are the scheduler's, not the backend's)."""
     spec = CELL_SPECS[cell]
-    model = dict(spec.model, dtype=PROTOCOLS[VARIANTS[0]]["dtype"])
+    model = {k: v for k, v in spec.model.items() if k != "resources"}
+    model["dtype"] = PROTOCOLS[VARIANTS[0]]["dtype"]
     if "gguf" in model:
         model["id"] = f"results/models/{spec.model_key}"
     return model
@@ -177,6 +179,87 @@ def is_gpu(cell):
     return CELL_SPECS[cell].model.get("device", "cpu").startswith("cuda")
 
 
+# What a generation job asks a cluster for (docs/cluster.md): the model entry's `resources`, else
+# these defaults, by where the model runs; runtime in minutes, per phase. A GPU (and the entry's
+# gpu_model) only for a model on CUDA: the rules decide, the SLURM profile does not override them.
+# threads stay 2 (the intra-op threads the samples were produced with); cpus is the allocation.
+GENERATION_REQUESTS = {
+    "cpu": {"cpus": 2, "mem_mb": 8000, "runtime": {"reference": 240, "continuations": 240}},
+    "cuda": {"cpus": 8, "mem_mb": 64000, "runtime": {"reference": 120, "continuations": 360}},
+}
+
+
+def generation_request(cell, phase):
+    """The cell's generation request in ``phase``: cpus, mem_mb, runtime, gpu, gpu_model, partition."""
+    asked = CELL_SPECS[cell].model.get("resources", {})
+    cuda = is_gpu(cell)
+    defaults = GENERATION_REQUESTS["cuda" if cuda else "cpu"]
+    runtime = asked.get("runtime", {})
+    if isinstance(runtime, dict):
+        runtime = runtime.get(phase, defaults["runtime"][phase])
+    return {
+        "cpus": asked.get("cpus", defaults["cpus"]),
+        "mem_mb": asked.get("mem_mb", defaults["mem_mb"]),
+        "runtime": runtime,
+        "gpu": 1 if cuda else 0,
+        "gpu_model": asked.get("gpu_model") if cuda else None,
+        "partition": asked.get("partition"),
+    }
+
+
+def generation_resources(phase):
+    """The ``resources`` of a generation rule. A request left unset (None) is dropped by Snakemake;
+    slurm_partition is a resource only when some model names a partition, so that otherwise the
+    profile's default partition applies."""
+    resources = {
+        "gpu": lambda w: generation_request(w.cell, phase)["gpu"],
+        "gpu_model": lambda w: generation_request(w.cell, phase)["gpu_model"],
+        "cpus_per_task": lambda w: generation_request(w.cell, phase)["cpus"],
+        "mem_mb": lambda w: generation_request(w.cell, phase)["mem_mb"],
+        "runtime": lambda w: generation_request(w.cell, phase)["runtime"],
+    }
+    if any("partition" in m.get("resources", {}) for m in config["models"].values()):
+        resources["slurm_partition"] = lambda w: generation_request(w.cell, phase)["partition"]
+    return resources
+
+
+def refuse_requests_no_node_meets(jobs):
+    """On a SLURM run, stop before the first submission when a job asks for more than any node of its
+    partition has (SLURM would leave it pending for ever, Reason=PartitionConfig)."""
+    plugin = workflow.executor_plugin
+    if plugin is None or plugin.name != "slurm":
+        return
+    import subprocess
+
+    from cotdyn.plan.cluster import SINFO_FORMAT, parse_sinfo, unmet
+
+    try:
+        sinfo = subprocess.run(["sinfo", "-h", "-N", "-o", SINFO_FORMAT], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        print(f"cannot check the jobs' requests against the nodes: {e}")
+        return
+    nodes = parse_sinfo(sinfo.stdout)
+    if sinfo.returncode != 0 or not nodes:
+        print(f"cannot check the jobs' requests against the nodes: sinfo said {sinfo.stderr.strip()!r}")
+        return
+    problems = {}
+    for job in jobs:
+        r = job.resources
+        request = {"cpus": r.get("cpus_per_task") or job.threads, "mem_mb": r.get("mem_mb"), "gpu": r.get("gpu")}
+        request["gpu_model"] = r.get("gpu_model")
+        why = unmet(request, r.get("slurm_partition"), nodes)
+        if why:
+            # joined, not an f-string: the linter takes the word followed by a name and a colon for a rule
+            label = " ".join(["rule", job.rule.name])
+            problems.setdefault(f"{label}: {why}", []).append(str(job.wildcards))
+    if problems:
+        lines = [f"{what} (jobs: {', '.join(sorted(set(w))[:4])})" for what, w in problems.items()]
+        raise WorkflowError(
+            "requests no node can meet (they would pend for ever); lower them in the model entry's "
+            "`resources` or the profile (docs/cluster.md):\n  " + "\n  ".join(lines)
+        )
+
+
 def torch_env(device):
     """The environment of a job that runs torch on ``device``: the CUDA build on a GPU."""
     return "../../envs/generate-cuda.yaml" if str(device).startswith("cuda") else "../../envs/generate-cpu.yaml"
@@ -236,6 +319,7 @@ onstart:
     from cotdyn.generation.announce import registered_sizes, run_summary
 
     print("\n".join(["cotdyn: the paths of this run, resolved:", *given_paths()]))
+    refuse_requests_no_node_meets([job for job in workflow.dag.needrun_jobs() if job.rule.name != "all"])
 
     # the generation jobs this run will execute, with the threads Snakemake gives each (OMP_NUM_THREADS)
     generation_jobs = [

@@ -31,7 +31,7 @@ rule reference:
         benchmark_entry=lambda w: CELL_SPECS[w.cell].benchmark,
         cache=CACHE_DIR,
     resources:
-        gpu=lambda w: 1 if is_gpu(w.cell) else 0,
+        **generation_resources("reference"),
     threads: 2
     conda:
         generation_env
@@ -58,7 +58,7 @@ rule continuations:
         benchmark_entry=lambda w: CELL_SPECS[w.cell].benchmark,
         cache=CACHE_DIR,
     resources:
-        gpu=lambda w: 1 if is_gpu(w.cell) else 0,
+        **generation_resources("continuations"),
     threads: 2
     conda:
         generation_env
