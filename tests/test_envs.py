@@ -29,20 +29,27 @@ RULES = ROOT / "workflow" / "rules"
 ENVS = ROOT / "envs"
 LOCK = ROOT / "requirements.lock"
 
+_BACKENDS = "rules in analysis.yaml re-derive from stored generations; only reference and continuations make a backend"
+_SEAL = "the generation rules' seals read only file_sha256 of cotdyn.provenance.manifests; its config validation runs in the manifest rules"
 _HUB = "cotdyn.dataset.benchmarks.read_hub runs only in rule problems (analysis.yaml)"
 # env file -> {module, or "module:distribution" for one lazy import of a module: why it never runs there}
 NEVER_RUN = {
-    # the analysis rules' closures no longer reach a backend (cotdyn.records does not import generation)
-    "analysis.yaml": {},
+    "analysis.yaml": {
+        "cotdyn.generation.backends.transformers": _BACKENDS,
+        "cotdyn.generation.backends.vllm": _BACKENDS,
+    },
     "generate-cpu.yaml": {
+        "cotdyn.provenance.manifests:snakemake": _SEAL,
         "cotdyn.generation.backends.vllm": "generation_env picks generate-vllm.yaml for a vllm model",
         "cotdyn.dataset.benchmarks:datasets": _HUB,
     },
     "generate-cuda.yaml": {
+        "cotdyn.provenance.manifests:snakemake": _SEAL,
         "cotdyn.generation.backends.vllm": "generation_env picks generate-vllm.yaml for a vllm model",
         "cotdyn.dataset.benchmarks:datasets": _HUB,
     },
     "generate-vllm.yaml": {
+        "cotdyn.provenance.manifests:snakemake": _SEAL,
         "cotdyn.dataset.benchmarks:datasets": _HUB,
         "cotdyn.files.writers:matplotlib": "generation rules write parquet and JSON, no figures",
     },
