@@ -63,21 +63,22 @@ sys.path.insert(0, str(ROOT / "src"))  # this checkout's cotdyn, installed or no
 import pandas as pd
 import yaml
 
-from cotdyn.audit.check import audit, derive_analysis, write_plan_check
+from cotdyn.audit.check import audit, derive_analysis, derive_dynamics, write_plan_check
 from cotdyn.dataset.benchmarks import load_benchmark, problems_table
 from cotdyn.files import layout as L
 from cotdyn.files.writers import write_csv, write_json, write_parquet
 from cotdyn.generation import requests as P
 from cotdyn.generation.backends import make_backend
 from cotdyn.generation.run import run_continuations, run_reference
+from cotdyn.generation.sealing import seal_chains, seal_samples
 from cotdyn.generation.timings import TimingObserver
 from cotdyn.methods.math_shepherd import math_shepherd_from_samples
 from cotdyn.plan.config import Cell, protocol_for, reference_id, resolve_cells, split_cell
 from cotdyn.plan.load import load_plan
 from cotdyn.provenance.manifests import write_cell_manifest, write_study_manifest
+from cotdyn.provenance.seal import unsealed_path
 from cotdyn.records import table as R
 from cotdyn.records.derive import derive_records
-from cotdyn.report.dynamics_plots import write_dynamics
 from cotdyn.report.exploratory_tables import sweep_frame, tables_html, write_exploratory
 from cotdyn.report.header import write_header
 from cotdyn.report.secondary_tables import derive_generations, derive_secondary, has_secondary
@@ -230,6 +231,7 @@ def run_study(config: dict, study: Path, backend) -> dict:
     write_parquet(problems_table(load_benchmark(spec.benchmark)), problems)
     write_plan_check(plan_path, config, check)
     observer = TimingObserver()
+    # written under another name, then sealed into place, as workflow/scripts/ does
     run_reference(
         problems,
         model,
@@ -237,11 +239,12 @@ def run_study(config: dict, study: Path, backend) -> dict:
         cell,
         kind,
         config["cache"],
-        chains,
+        unsealed_path(chains),
         logs[f"reference/{ref}"],
         backend=backend,
         observer=observer,
     )
+    seal_chains(chains, logs[f"reference/{ref}"], protocol, cell, unsealed_path(chains))
     run_continuations(
         problems,
         chains,
@@ -250,14 +253,15 @@ def run_study(config: dict, study: Path, backend) -> dict:
         cell,
         kind,
         config["cache"],
-        samples,
+        unsealed_path(samples),
         logs[VARIANT],
         backend=backend,
         observer=observer,
     )
+    seal_samples(samples, chains, logs[VARIANT], protocol, cell, unsealed_path(samples))
     derive_records(chains, samples, protocol, plan["exclusion"], kind, cell, records, summary)
     derive_analysis([records], plan_path, check, at(L.analysis_file(VARIANT, "")))
-    write_cell_analyses(study, cell, kind, protocol, plan, chains, samples, records, summary)
+    write_cell_analyses(study, spec, protocol, plan, chains, samples, records, summary)
     write_cell_manifest(
         spec,
         {VARIANT: protocol},
@@ -289,8 +293,7 @@ def run_study(config: dict, study: Path, backend) -> dict:
 
 def write_cell_analyses(
     study: Path,
-    cell: str,
-    kind: str,
+    spec: Cell,
     protocol: dict,
     plan: dict,
     chains: Path,
@@ -300,11 +303,14 @@ def write_cell_analyses(
 ) -> None:
     """The rules dynamics, exploratory, report_header, math_shepherd, sweeps, secondary and
     generations, for one cell."""
+    cell, kind = spec.name, spec.answer_rule
     out = lambda name: study / L.analysis_file(VARIANT, name)  # noqa: E731
     sample_rows, record_rows = pd.read_parquet(samples), pd.read_parquet(records)
-    write_dynamics(
-        R.variant_samples(sample_rows, pd.read_parquet(chains), protocol).assign(cell=cell),
-        record_rows,
+    derive_dynamics(
+        [R.variant_samples(sample_rows, pd.read_parquet(chains), protocol).assign(cell=cell)],
+        [records],
+        {cell: spec},
+        protocol,
         out("dynamics"),
     )
     bootstrap = plan["analysis"]["bootstrap"]

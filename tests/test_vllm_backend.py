@@ -278,11 +278,6 @@ def test_the_fields_of_a_struct_or_of_a_plain_constructor():
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    reason="scripts/gpu_check_vllm.py re-runs the rules in-process and writes chains and samples without "
-    "the seals issue 28 added, so its own audit reports them as mismatches; the script must seal them",
-    strict=True,
-)
 def test_the_gpu_check_dry_run_takes_a_cell_through_every_rule_and_reports(tmp_path):
     """scripts/gpu_check_vllm.py --dry-run: the GPU check's own path, on CPU, with a 0.26.0-like stand-in."""
     import subprocess
