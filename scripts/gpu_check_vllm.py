@@ -231,7 +231,7 @@ def run_study(config: dict, study: Path, backend) -> dict:
     write_parquet(problems_table(load_benchmark(spec.benchmark)), problems)
     write_plan_check(plan_path, config, check)
     observer = TimingObserver()
-    # written under another name, then sealed into place, as workflow/scripts/ does
+    # written under other names, then placed with the seal, as workflow/scripts/ does
     run_reference(
         problems,
         model,
@@ -240,11 +240,11 @@ def run_study(config: dict, study: Path, backend) -> dict:
         kind,
         config["cache"],
         unsealed_path(chains),
-        logs[f"reference/{ref}"],
+        unsealed_path(logs[f"reference/{ref}"]),
         backend=backend,
         observer=observer,
     )
-    seal_chains(chains, logs[f"reference/{ref}"], protocol, cell, unsealed_path(chains))
+    seal_chains(chains, logs[f"reference/{ref}"], protocol, cell, staged=True)
     run_continuations(
         problems,
         chains,
@@ -254,11 +254,11 @@ def run_study(config: dict, study: Path, backend) -> dict:
         kind,
         config["cache"],
         unsealed_path(samples),
-        logs[VARIANT],
+        unsealed_path(logs[VARIANT]),
         backend=backend,
         observer=observer,
     )
-    seal_samples(samples, chains, logs[VARIANT], protocol, cell, unsealed_path(samples))
+    seal_samples(samples, chains, logs[VARIANT], protocol, cell, staged=True)
     derive_records(chains, samples, protocol, plan["exclusion"], kind, cell, records, summary)
     derive_analysis([records], plan_path, check, at(L.analysis_file(VARIANT, "")))
     write_cell_analyses(study, spec, protocol, plan, chains, samples, records, summary)

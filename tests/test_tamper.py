@@ -333,6 +333,56 @@ def test_a_raw_file_is_moved_into_place_only_once_sealed(tmp_path):
     check_sealed(raw)
 
 
+def _stage_a_generation(folder: Path, text: str) -> tuple[Path, dict]:
+    """A job's unsealed chains and generation.json, as a generation rule leaves them before sealing."""
+    from cotdyn.provenance.seal import unsealed_path
+
+    raw, log = folder / "chains.parquet", folder / "generation.json"
+    pd.DataFrame({"text": [text]}).to_parquet(unsealed_path(raw))
+    unsealed_path(log).write_text(json.dumps({"job": text}))
+    return raw, {log: unsealed_path(log)}
+
+
+def test_the_first_writer_of_a_raw_file_wins_and_the_second_discards_its_own(tmp_path):
+    from cotdyn.provenance.seal import unsealed_path
+
+    raw, first_log = _stage_a_generation(tmp_path, "the first job's chain")
+    first = write_seal(raw, "rev", [("a" * 64, 1)], unsealed_path(raw), first_log)
+    placed = raw.read_bytes()
+    raw, second_log = _stage_a_generation(tmp_path, "a duplicate job's chain")
+    assert write_seal(raw, "rev", [("b" * 64, 1)], unsealed_path(raw), second_log) is None
+    assert raw.read_bytes() == placed and json.loads(seal_path(raw).read_text()) == first
+    assert json.loads((tmp_path / "generation.json").read_text()) == {"job": "the first job's chain"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["chains.parquet", "generation.json", "seal.json"]
+    check_sealed(raw)
+
+
+def _race(folder: str, job: int, start) -> bool:
+    from cotdyn.provenance.seal import unsealed_path
+
+    written = Path(folder) / f"job{job}" / "chains.parquet"  # each job's own unsealed file
+    written.parent.mkdir()
+    pd.DataFrame({"text": [f"job {job}"]}).to_parquet(written)
+    start.wait()
+    return write_seal(Path(folder) / "chains.parquet", "rev", [(f"{job:064d}", 1)], written) is not None
+
+
+def test_of_jobs_racing_to_place_one_raw_file_exactly_one_wins_and_its_seal_matches(tmp_path):
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    with context.Manager() as manager, context.Pool(4) as pool:
+        start = manager.Barrier(4)
+        won = pool.starmap(_race, [(str(tmp_path), job, start) for job in range(4)])
+    assert sum(won) == 1
+    raw = tmp_path / "chains.parquet"
+    check_sealed(raw)
+    winner = won.index(True)
+    assert pd.read_parquet(raw)["text"].tolist() == [f"job {winner}"]
+    assert json.loads(seal_path(raw).read_text())["requests"] == [[f"{winner:064d}", 1]]
+    assert not list(tmp_path.glob("job*/chains.parquet")) and not list(tmp_path.glob(".seal.json.*"))
+
+
 def test_a_yaml_error_in_registered_names_the_file(tmp_path):
     from cotdyn.plan.registration import PreregistrationError, read_registered
 

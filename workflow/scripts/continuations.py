@@ -6,8 +6,7 @@ from cotdyn.provenance.seal import check_sealed, unsealed_path
 
 tee_to(snakemake.log[0])
 check_sealed(snakemake.input.chains)
-# written under another name, sealed, then moved into place (cotdyn.provenance.seal.write_seal)
-written = unsealed_path(snakemake.output.samples)
+# written under other names, then placed with the seal, first writer wins (cotdyn.provenance.seal.write_seal)
 run_continuations(
     snakemake.input.problems,
     snakemake.input.chains,
@@ -16,8 +15,8 @@ run_continuations(
     snakemake.wildcards.cell,
     snakemake.params.benchmark,
     snakemake.params.cache,
-    written,
-    snakemake.output.generation,
+    unsealed_path(snakemake.output.samples),
+    unsealed_path(snakemake.output.generation),
     observer=TimingObserver(benchmark_entry=snakemake.params.benchmark_entry),
 )
 seal_samples(
@@ -26,5 +25,5 @@ seal_samples(
     snakemake.output.generation,
     snakemake.params.protocol,
     snakemake.wildcards.cell,
-    written,
+    staged=True,
 )

@@ -5,8 +5,7 @@ from cotdyn.generation.timings import TimingObserver
 from cotdyn.provenance.seal import unsealed_path
 
 tee_to(snakemake.log[0])
-# written under another name, sealed, then moved into place (cotdyn.provenance.seal.write_seal)
-written = unsealed_path(snakemake.output.chains)
+# written under other names, then placed with the seal, first writer wins (cotdyn.provenance.seal.write_seal)
 run_reference(
     snakemake.input.problems,
     snakemake.params.model,
@@ -14,8 +13,8 @@ run_reference(
     snakemake.wildcards.cell,
     snakemake.params.benchmark,
     snakemake.params.cache,
-    written,
-    snakemake.output.generation,
+    unsealed_path(snakemake.output.chains),
+    unsealed_path(snakemake.output.generation),
     observer=TimingObserver(benchmark_entry=snakemake.params.benchmark_entry),
 )
 seal_chains(
@@ -23,5 +22,5 @@ seal_chains(
     snakemake.output.generation,
     snakemake.params.protocol,
     snakemake.wildcards.cell,
-    written,
+    staged=True,
 )

@@ -32,9 +32,13 @@ def write_text(text: str, path: str | Path) -> Path:
     return write_bytes(text.encode("utf-8"), path)
 
 
-def write_json(data, path: str | Path) -> Path:
+def json_bytes(data) -> bytes:
     """Indented JSON with sorted keys; values JSON has no type for are written as their string."""
-    return write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n", path)
+    return (json.dumps(data, indent=2, sort_keys=True, default=str) + "\n").encode("utf-8")
+
+
+def write_json(data, path: str | Path) -> Path:
+    return write_bytes(json_bytes(data), path)
 
 
 def write_parquet(table: pd.DataFrame, path: str | Path) -> Path:

@@ -76,19 +76,28 @@ def model_revision(generation_log) -> str:
     return json.loads(Path(generation_log).read_text())["backend"]["revision"]
 
 
-def seal_chains(chains_path, generation_log, protocol: dict, cell: str, written=None) -> dict:
-    """Seal a chains file ``run_reference`` just wrote (to ``written``, then moved into place)."""
-    revision = model_revision(generation_log)
+def seal_chains(chains_path, generation_log, protocol: dict, cell: str, staged: bool = False) -> dict | None:
+    """Seal a chains file ``run_reference`` wrote. ``staged``: it wrote the file and its log under
+    their ``unsealed_path`` names, placed now with the seal, first writer wins (``write_seal``)."""
+    written, log = _staged(chains_path, generation_log, staged)
+    revision = model_revision(log)
     requests = chains_requests(pd.read_parquet(written or chains_path), protocol, cell)
-    return S.write_seal(chains_path, revision, sealed_requests(requests, revision), written)
+    return S.write_seal(chains_path, revision, sealed_requests(requests, revision), written, {generation_log: log})
 
 
-def seal_samples(samples_path, chains_path, generation_log, protocol: dict, cell: str, written=None) -> dict:
-    """Seal a samples file ``run_continuations`` just wrote (to ``written``, then moved into place)."""
-    revision = model_revision(generation_log)
+def seal_samples(samples_path, chains_path, generation_log, protocol: dict, cell: str, staged: bool = False):
+    """Seal a samples file ``run_continuations`` wrote; ``staged`` as in ``seal_chains``."""
+    written, log = _staged(samples_path, generation_log, staged)
+    revision = model_revision(log)
     samples, chains = pd.read_parquet(written or samples_path), pd.read_parquet(chains_path)
     requests = samples_requests(samples, chains, protocol, cell)
-    return S.write_seal(samples_path, revision, sealed_requests(requests, revision), written)
+    return S.write_seal(samples_path, revision, sealed_requests(requests, revision), written, {generation_log: log})
+
+
+def _staged(raw_path, generation_log, staged: bool) -> tuple:
+    if not staged:
+        return None, generation_log
+    return S.unsealed_path(raw_path), S.unsealed_path(generation_log)
 
 
 def cache_differences(table: pd.DataFrame, sealed: list[list], cache: GenerationCache, limit: int = 3) -> list[str]:

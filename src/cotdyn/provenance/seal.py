@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import uuid
 from pathlib import Path
 
 from cotdyn.provenance.manifests import file_sha256
@@ -62,19 +64,39 @@ def make_seal(
 
 
 def write_seal(
-    raw_path: str | Path, model_revision: str, requests: list[tuple[str, int]], written: str | Path | None = None
-) -> dict:
-    """Write the seal of ``raw_path``; with ``written`` (its ``unsealed_path``), then move the file
-    into place, so the raw file is never in place without its seal (a kill between the two leaves
-    the file missing, and the rerun regenerates it)."""
-    import os
+    raw_path: str | Path,
+    model_revision: str,
+    requests: list[tuple[str, int]],
+    written: str | Path | None = None,
+    companions: dict | None = None,
+) -> dict | None:
+    """Write the seal of ``raw_path``. With ``written`` (its ``unsealed_path``) the file is then
+    placed together with its seal and ``companions`` ({final path: written path}: the phase's
+    generation.json), and the first writer wins: of two jobs writing one output (a duplicate that a
+    lost controller left running), the first to link its file into place keeps it; the other
+    discards its own file, seal and companions and returns None. The link is the one atomic step;
+    the seal follows it at once, so a kill between the two leaves at worst a file whose seal does
+    not match it, which every reader refuses with the restore hint."""
+    from cotdyn.files.writers import json_bytes, write_json
 
-    from cotdyn.files.writers import write_json
-
+    raw_path = Path(raw_path)
     seal = make_seal(raw_path, model_revision, requests, written)
-    write_json(seal, seal_path(raw_path))
-    if written is not None and Path(written) != Path(raw_path):
-        os.replace(written, raw_path)
+    if written is None or Path(written) == raw_path:
+        write_json(seal, seal_path(raw_path))
+        return seal
+    staged = seal_path(raw_path).with_name(f".{SEAL}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    staged.write_bytes(json_bytes(seal))
+    try:
+        os.link(written, raw_path)
+    except FileExistsError:
+        for path in (written, staged, *(companions or {}).values()):
+            Path(path).unlink(missing_ok=True)
+        print(f"{raw_path}: another job placed it first; it is kept and this job's copy discarded (first writer wins)")
+        return None
+    os.replace(staged, seal_path(raw_path))
+    Path(written).unlink()
+    for final, path in (companions or {}).items():
+        os.replace(path, final)
     return seal
 
 
