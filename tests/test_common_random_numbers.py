@@ -62,7 +62,7 @@ def test_exploratory_gaps_are_paired_with_the_registered_h1(tables, result):
     assert [last["ci_lo"], last["ci_hi"]] == h1["ci"]
 
 
-def test_h5_resamples_the_test_problems_of_the_cell_matrix(records, result, plan, boot):
+def test_h5_resamples_the_test_split_as_it_was_drawn(records, result, plan, boot):
     rows = records[~records["excluded"]].reset_index(drop=True)
     h5_plan = plan["analysis"]["h5"]
     x = rows[h5_plan["features"]].to_numpy(float)
@@ -74,9 +74,13 @@ def test_h5_resamples_the_test_problems_of_the_cell_matrix(records, result, plan
     p = LogisticRegression(max_iter=1000).fit(x_tr, y_tr).predict_proba(x_te)[:, 1]
     prob = dict(zip(test_rows, p))
     idx = stats.cell_resamples(boot["seed"], CELL, len(rows), boot["resamples"])
+    member = np.isin(np.arange(len(rows)), test_rows)
+    split = stats.stratified_split_resamples(idx, member, y, stats.derive_seed(boot["seed"], CELL, "H5 test split"))
     diffs = []
-    for row in idx:
-        drawn = [i for i in row if i in prob]  # the test problems this row of the cell matrix drew
+    for row, drawn in zip(idx, split):
+        # the cell matrix's row sets the resample's correct share; each class is drawn from its test problems
+        assert len(drawn) == len(test_rows) and set(drawn) <= set(test_rows)
+        assert y[drawn].sum() == round(y[row].mean() * len(test_rows))
         flagged = [i for i in drawn if mono[i]]
         if not flagged:
             diffs.append(np.nan)

@@ -161,3 +161,33 @@ def test_exact_coverage_rows_match_a_loop_and_the_draw_average():
     _, exact = stats.exact_coverage_rows(tiers, flag, correct, stats.full_sample(40))
     draws = stats.accuracy_at_k_draws(tiers, correct, int(flag.sum()), draws=2000, seed=1)
     assert draws == pytest.approx(exact[0], abs=0.01)
+
+
+def test_stratified_split_resamples_draw_each_class_within_the_split_at_the_rows_share():
+    rng = np.random.default_rng(5)
+    n = 400
+    stratum, member = rng.random(n) < 0.7, rng.random(n) < 0.4
+    idx = stats.resample_indices(n, 3000, seed=9)
+    split = stats.stratified_split_resamples(idx, member, stratum, seed=4)
+    size = int(member.sum())
+    assert split.shape == (3000, size) and member[split].all()
+    # each row's stratum count is the cell row's stratum share at the split's size
+    np.testing.assert_array_equal(stratum[split].sum(axis=1), np.rint(stratum[idx].mean(axis=1) * size))
+    # so the share varies as the cell's does (sd sqrt(p(1-p)/n)), not as a sample of the split's size would
+    share = stratum[split].mean(axis=1)
+    p = stratum.mean()
+    assert share.std() == pytest.approx(np.sqrt(p * (1 - p) / n), rel=0.1)
+    assert share.std() < 0.8 * np.sqrt(p * (1 - p) / size)
+    # within a class every member is drawn uniformly (chi-square against equal counts)
+    for part in (member & stratum, member & ~stratum):
+        counts = np.bincount(split.ravel(), minlength=n)[part]
+        assert sps.chisquare(counts).pvalue > 0.001
+    np.testing.assert_array_equal(split, stats.stratified_split_resamples(idx, member, stratum, seed=4))
+
+
+def test_stratified_split_resamples_with_one_class_absent_from_the_split_draw_the_other():
+    stratum = np.array([True, True, False, False, True, False])
+    member = np.array([True, True, False, False, True, False])  # no member outside the stratum
+    idx = stats.resample_indices(6, 50, seed=1)
+    split = stats.stratified_split_resamples(idx, member, stratum, seed=2)
+    assert split.shape == (50, 3) and member[split].all()

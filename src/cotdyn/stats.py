@@ -61,6 +61,33 @@ def cell_resamples(seed: int, cell: str, n: int, resamples: int) -> np.ndarray:
     return resample_indices(n, resamples, derive_seed(seed, cell))
 
 
+def stratified_split_resamples(idx: np.ndarray, member: np.ndarray, stratum: np.ndarray, seed: int) -> np.ndarray:
+    """Resamples of a split that was drawn from a cell stratified on ``stratum``, one per row of the
+    cell's matrix ``idx``, each of the split's size.
+
+    A resample is drawn as the split was: row r's own stratum share fixes how many of the split's
+    problems come from the stratum (the cell is itself a sample, so its share varies), and each
+    part is drawn with replacement from the split's problems of that stratum (the split holds the
+    cell's share fixed). Resampling the split unstratified instead varies the share as a sample of
+    the split's size would, which is wider than the stratified split varies (docs/design.md section 5,
+    H5). Entries are cell indices of members; ``seed`` seeds the draws within each part.
+    """
+    member, stratum = np.asarray(member, dtype=bool), np.asarray(stratum, dtype=bool)
+    inside, outside = np.flatnonzero(member & stratum), np.flatnonzero(member & ~stratum)
+    size = inside.size + outside.size
+    n_inside = np.rint(stratum[idx].mean(axis=1) * size).astype(np.int64)
+    n_inside = np.where(outside.size == 0, size, np.where(inside.size == 0, 0, n_inside))
+    rng = np.random.default_rng(seed)
+
+    def draws(part: np.ndarray) -> np.ndarray:
+        if part.size == 0:  # never chosen: n_inside keeps every draw in the other part
+            return np.zeros((idx.shape[0], size), dtype=np.int64)
+        return part[rng.integers(0, part.size, size=(idx.shape[0], size))]
+
+    from_inside, from_outside = draws(inside), draws(outside)
+    return np.where(np.arange(size)[None, :] < n_inside[:, None], from_inside, from_outside)
+
+
 def percentile_interval(values: np.ndarray, level: float) -> Interval:
     """Percentile interval of the defined (finite) resample values; NaNs are dropped and counted."""
     values = np.asarray(values, dtype=float)

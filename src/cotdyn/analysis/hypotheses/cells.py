@@ -242,9 +242,10 @@ def h5_triage_filter(d: CellData, s: Settings, idx: np.ndarray | None = None) ->
     is broken uniformly at random: under the plan's tie_rule ``expected`` (plan version 2) its exact
     expectation scores the point estimate and every bootstrap resample alike; under ``draws``
     (version 1) the point estimate averages seeded draws. The CI resamples the test split with the
-    model held fixed, through the cell's own resample matrix ``idx`` (``stats.cell_resamples``): each
-    row holds the test problems that row drew, so H5 is paired with H1-H3. A test split or monotone group below the plan's min_group_size gives no
-    estimate. The as-run quantile threshold is reported beside it with its coverage overshoot.
+    model held fixed, as the split was drawn (``stats.stratified_split_resamples``): row r of the
+    cell's own resample matrix ``idx`` (``stats.cell_resamples``) sets that resample's share of
+    correct problems, and each class is resampled among the test problems of that class. A test split
+    or monotone group below the plan's min_group_size gives no estimate. The as-run quantile threshold is reported beside it with its coverage overshoot.
     """
     n_correct = int(d.correct.sum())
     n_wrong = d.n - n_correct
@@ -294,7 +295,8 @@ def h5_triage_filter(d: CellData, s: Settings, idx: np.ndarray | None = None) ->
         idx = stats.cell_resamples(s.seed, d.cell, d.n, s.resamples)
     member, tier_all = np.zeros(d.n, dtype=bool), np.zeros(d.n, dtype=np.int64)
     member[test_rows], tier_all[test_rows] = True, tiers
-    acc_baseline_rows, acc_filter_rows = stats.exact_coverage_rows(tier_all, d.monotone, d.correct, idx, member)
+    split = stats.stratified_split_resamples(idx, member, d.correct, stats.derive_seed(s.seed, d.cell, "H5 test split"))
+    acc_baseline_rows, acc_filter_rows = stats.exact_coverage_rows(tier_all, d.monotone, d.correct, split, member)
     interval = stats.percentile_interval(100 * (acc_filter_rows - acc_baseline_rows), s.level)
     flags += kept_flags(interval, s)
 
