@@ -7,6 +7,9 @@ as a function of how many problems of each category (flag x label, rank tier x l
 Point estimates are the same functions applied to the one-row matrix ``full_sample(n)``.
 A resample in which a statistic is undefined (an empty group, a constant vector) yields NaN; NaNs
 are dropped before the percentiles are taken and the number kept is reported with the interval.
+
+scipy and statsmodels are imported inside the tests that call them: they take seconds to load,
+and most rules' jobs import this module without running a test (docs/developer-notes.md).
 """
 
 from __future__ import annotations
@@ -15,8 +18,6 @@ import hashlib
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as sps
-from statsmodels.stats.multitest import multipletests
 
 
 @dataclass(frozen=True)
@@ -226,6 +227,8 @@ def spearman_p(x: np.ndarray, y: np.ndarray, alternative: str) -> float:
     y = np.asarray(y, dtype=float)
     if x.size < 3 or x.min() == x.max() or y.min() == y.max():
         return float("nan")
+    from scipy import stats as sps
+
     return float(sps.spearmanr(x, y, alternative=alternative).pvalue)
 
 
@@ -243,6 +246,8 @@ def contingency_2x2(flag: np.ndarray, correct: np.ndarray) -> np.ndarray:
 
 def fisher_test(flag: np.ndarray, correct: np.ndarray, alternative: str) -> tuple[float, float]:
     """Sample odds ratio and Fisher exact p; ``greater``: flagged problems are more often correct."""
+    from scipy import stats as sps
+
     result = sps.fisher_exact(contingency_2x2(flag, correct), alternative=alternative)
     return float(result.statistic), float(result.pvalue)
 
@@ -257,6 +262,8 @@ def holm(pvalues: list[float], alpha: float) -> tuple[np.ndarray, np.ndarray]:
     p = np.asarray(pvalues, dtype=float)
     if not np.all(np.isfinite(p)):
         raise ValueError(f"Holm needs finite p-values, got {p.tolist()}")
+    from statsmodels.stats.multitest import multipletests
+
     reject, p_adjusted, _, _ = multipletests(p, alpha=alpha, method="holm")
     return reject, p_adjusted
 

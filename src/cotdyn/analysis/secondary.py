@@ -14,7 +14,6 @@ from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
-from scipy import stats as sps
 
 from cotdyn import stats
 from cotdyn.analysis.exploratory import SIGNALS, analyzed, shape_at
@@ -228,6 +227,8 @@ LENGTH_MEASURES = ("reference_tokens", "raw_units")
 def length_confound(records: pd.DataFrame, idx: np.ndarray | None, level: float, groups=None) -> list[dict]:
     """Spearman rho of each chain-length measure (tokens, raw segmentation units) with the monotone
     flag, with its CI and scipy's two-sided p, over the analyzed chains."""
+    from scipy import stats as sps
+
     require_columns(records, LENGTH_MEASURES, "records")
     rows = analyzed(records)
     flag = rows["monotone"].to_numpy(dtype=bool)

@@ -51,6 +51,14 @@ def write_csv(frame: pd.DataFrame, path: str | Path, float_format: str = FLOAT_F
     return write_text(frame.to_csv(index=False, float_format=float_format, lineterminator="\n"), path)
 
 
+def new_figure(**kwargs):
+    """A matplotlib Figure (Agg canvas, no pyplot state). matplotlib is imported here, when a figure
+    is drawn, not by every module that can draw one: it takes a second to load."""
+    from matplotlib.figure import Figure
+
+    return Figure(**kwargs)
+
+
 def png_bytes(fig, dpi: int = DPI) -> bytes:
     """A matplotlib Figure as PNG bytes: fixed dpi, no Software/date metadata."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg

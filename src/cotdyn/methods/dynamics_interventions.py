@@ -32,7 +32,6 @@ from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
-import scipy.stats
 
 from cotdyn.files.columns import require_columns
 from cotdyn.methods.dynamics import PROFILE_METRICS, condition_means
@@ -143,6 +142,8 @@ def standardized_changes(
 
 def mean_effects(changes: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
     """Per (family, metric): n comparisons, mean standardised change and its t-based CI."""
+    import scipy.stats
+
     require_columns(changes, ("family", "metric", "change"), "changes")
     rows = []
     groups: dict[tuple[str, str], list[float]] = {}

@@ -7,16 +7,18 @@ fixed dpi and no Software metadata, so the same data give the same PNG bytes.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 import pandas as pd
-from matplotlib.figure import Figure
 
 from cotdyn.files.columns import require_columns
-from cotdyn.files.writers import write_csv, write_png
+from cotdyn.files.writers import new_figure, write_csv, write_png
 from cotdyn.methods import dynamics as dyn
 from cotdyn.report.figures import nothing_to_draw
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 MECHANISM_COLORS = {
     "stable_success": "#1b7837",
@@ -60,7 +62,7 @@ def trajectory_figure(trace_list: Sequence[dyn.Trace], max_answers: int = 6, nco
     ncols = min(ncols, n)
     nrows = -(-n // ncols)
     width, height = 6.5 * ncols, 3.0 * nrows
-    fig = Figure(figsize=(width, height))
+    fig = new_figure(figsize=(width, height))
     # fixed margins in inches (constrained layout costs seconds per figure): room for the legends
     fig.subplots_adjust(
         left=0.7 / width,
@@ -123,7 +125,7 @@ def mechanism_figure(shares: pd.DataFrame) -> Figure:
     models = list(dict.fromkeys(shares["model"]))  # already ordered by accuracy
     bars_in = 0.4 * max(len(models), 1)  # axes height in inches
     height = bars_in + 1.5
-    fig = Figure(figsize=(12, height))
+    fig = new_figure(figsize=(12, height))
     # fixed margins in inches; each panel has its own tick labels (accuracy left, failure rate right)
     fig.subplots_adjust(left=0.16, right=0.98, bottom=1.1 / height, top=1 - 0.4 / height, wspace=0.45)
     axes = fig.subplots(1, 2)
@@ -169,7 +171,7 @@ DISAGREEMENTS = (
 def disagreement_figure(curve: pd.DataFrame) -> Figure:
     """Mean disagreement (%) per RMSE bin, exact matches as open squares at 0 (seed 002 Fig. 3)."""
     require_columns(curve, ("rmse_mid", *(c for c, _ in DISAGREEMENTS)), "curve")
-    fig = Figure(figsize=(6, 3.5))
+    fig = new_figure(figsize=(6, 3.5))
     fig.subplots_adjust(left=0.12, right=0.97, bottom=0.15, top=0.9)
     ax = fig.subplots()
     exact = curve["rmse_hi"] <= 0  # exact matches are reported apart from the binned curve

@@ -6,14 +6,17 @@ Built on ``matplotlib.figure.Figure`` (Agg canvas, no pyplot state); ``cotdyn.fi
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 import numpy as np
 import pandas as pd
-from matplotlib.figure import Figure
 
 from cotdyn.analysis import exploratory as ex
 from cotdyn.analysis.hypotheses import H3_BUCKETS, violation_buckets
+from cotdyn.files.writers import new_figure
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 SIGNAL_COLORS = {"monotone": "#4477aa", "violations": "#228833", "final_entropy": "#ee6677", "coherence": "#aa3377"}
 # distinct dashes as well as colours: curves that coincide (a small cell) stay distinguishable
@@ -34,7 +37,7 @@ SIGNAL_LABELS = {
 def _grid(n: int, ncols: int, width: float, height: float) -> tuple[Figure, np.ndarray]:
     ncols = max(1, min(ncols, n))
     nrows = -(-n // ncols)
-    fig = Figure(figsize=(width * ncols, height * nrows))
+    fig = new_figure(figsize=(width * ncols, height * nrows))
     axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
     for ax in axes[n:]:
         ax.set_axis_off()
@@ -43,7 +46,7 @@ def _grid(n: int, ncols: int, width: float, height: float) -> tuple[Figure, np.n
 
 def nothing_to_draw(title: str, reason: str, figsize: tuple[float, float] = (6.0, 2.4)) -> Figure:
     """The figure of a degenerate study: the figure's title and, in place of a plot, why it is empty."""
-    fig = Figure(figsize=figsize)
+    fig = new_figure(figsize=figsize)
     ax = fig.add_subplot()
     ax.set_axis_off()
     ax.set_title(f"{title}: nothing to draw", fontsize=10)
@@ -106,7 +109,7 @@ def coverage_figure(curves: Mapping[str, ex.CoverageCurve]) -> Figure:
     """
     if not curves:
         return nothing_to_draw("Reference-chain completion within the budget", "no records")
-    fig = Figure(figsize=(7.0, 4.2))
+    fig = new_figure(figsize=(7.0, 4.2))
     ax = fig.add_subplot()
     caps = set()
     for i, (cell, c) in enumerate(sorted(curves.items())):
@@ -194,7 +197,7 @@ def violation_bucket_figure(records: pd.DataFrame) -> Figure:
     cells = _by_cell(records)
     if not cells:
         return nothing_to_draw("Accuracy by violation count", "no records")
-    fig = Figure(figsize=(7.0, 3.8))
+    fig = new_figure(figsize=(7.0, 3.8))
     ax = fig.add_subplot()
     width = 0.8 / len(cells)
     for i, (cell, rows) in enumerate(cells):

@@ -8,8 +8,6 @@ from typing import Sequence
 
 import numpy as np
 import pandas as pd
-import statsmodels.api as sm
-from scipy import stats as sps
 
 from cotdyn.analysis.exploratory.inputs import SIGNALS, _labels, analyzed, check_records
 from cotdyn.analysis.exploratory.ranking import roc_area
@@ -34,6 +32,8 @@ def standardized_logit(records: pd.DataFrame, terms: Sequence[str] = LOGIT_TERMS
 
     A constant term or perfect separation leaves the fit undefined; the reason is returned.
     """
+    import statsmodels.api as sm
+
     rows = analyzed(records)
     y = _labels(rows[label]).astype(float)
     x = rows[list(terms)].to_numpy(dtype=float)
@@ -70,6 +70,8 @@ def partial_correlation(x: np.ndarray, y: np.ndarray, covariate: np.ndarray) -> 
     p-value is the t test with n - 3 degrees of freedom (one covariate spent), which equals the
     OLS t test of x's coefficient in y ~ 1 + x + covariate. (None, None) when undefined.
     """
+    from scipy import stats as sps
+
     x, y, c = (np.asarray(v, dtype=float) for v in (x, y, covariate))
     n = x.size
     if n < 4:
@@ -99,6 +101,8 @@ def max_rise(trajectory: Sequence[float]) -> float:
 def violation_magnitude(records: pd.DataFrame, label: str = "correct") -> dict:
     """Among non-monotone chains, Spearman rho of the largest entropy rise with correctness
     (seed 003 section 6.1, Zhao's multi-violation check)."""
+    from scipy import stats as sps
+
     rows = analyzed(records)
     non = rows.loc[~rows["monotone"].astype(bool)]
     rise = np.array([max_rise(t) for t in non["trajectory"]], dtype=float)
@@ -122,6 +126,8 @@ def violation_magnitude(records: pd.DataFrame, label: str = "correct") -> dict:
 def label_coupling(records: pd.DataFrame) -> dict:
     """Agreement of the majority label with the chain's own answer, and each signal's ROC area and
     coherence rho under both labels (``correct`` = majority of the last prefix, ``chain_correct``)."""
+    from scipy import stats as sps
+
     check_records(records, ("pred", "chain_answer", "chain_correct"))
     rows = analyzed(records)
     maj, own = _labels(rows["correct"]), _labels(rows["chain_correct"])

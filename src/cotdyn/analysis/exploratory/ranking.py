@@ -6,7 +6,6 @@ import math
 
 import numpy as np
 import pandas as pd
-from scipy import stats as sps
 
 from cotdyn.analysis.exploratory.inputs import SIGNALS, _labels, analyzed
 
@@ -24,6 +23,8 @@ def roc_area(score: np.ndarray, correct: np.ndarray) -> float | None:
     Computed as the Mann-Whitney U of the average ranks: the probability that a random correct
     chain outscores a random incorrect one. None when either class is empty.
     """
+    from scipy import stats as sps
+
     score = np.asarray(score, dtype=float)
     y = np.asarray(correct, dtype=bool)
     n_pos, n_neg = int(y.sum()), int((~y).sum())

@@ -10,10 +10,6 @@ import math
 from typing import Any
 
 import numpy as np
-from sklearn.linear_model import LogisticRegression
-from sklearn.model_selection import train_test_split
-from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import StandardScaler
 
 from cotdyn import stats
 from cotdyn.analysis.hypotheses.descriptive import h2_against_shape
@@ -204,7 +200,7 @@ def _h5_undefined(reason: str, **known: Any) -> dict:
     return block
 
 
-def _probability_by_feature_row(model: LogisticRegression, features: np.ndarray) -> np.ndarray:
+def _probability_by_feature_row(model, features: np.ndarray) -> np.ndarray:
     # Scoring each distinct feature row once makes identical rows bit-identical ties, whatever
     # path the linear algebra takes for each row.
     unique, inverse = np.unique(features, axis=0, return_inverse=True)
@@ -224,13 +220,17 @@ def h5_model(spec: dict):
         raise ValueError(f"analysis.h5.model.scaling: unknown scaling {scaling!r} (known: {H5_SCALINGS})")
     if spec.get("penalty", "l2") != "l2":
         raise ValueError(f"analysis.h5.model.penalty: only l2 is supported, got {spec.get('penalty')!r}")
+    from sklearn.linear_model import LogisticRegression  # scikit-learn loads in seconds: only H5's fit pays
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
     # l2 is LogisticRegression's default penalty; naming it is deprecated from scikit-learn 1.8 on.
     params = {k: v for k, v in spec.items() if k not in ("kind", "scaling", "penalty")}
     model = LogisticRegression(**params)
     return make_pipeline(StandardScaler(), model) if scaling == "standard" else model
 
 
-def _logistic(model) -> LogisticRegression:
+def _logistic(model):
     return model.steps[-1][1] if hasattr(model, "steps") else model
 
 
@@ -253,6 +253,8 @@ def h5_triage_filter(d: CellData, s: Settings, idx: np.ndarray | None = None) ->
         return _h5_undefined(
             f"a stratified split needs >= 2 correct and >= 2 incorrect problems; have {n_correct} and {n_wrong}"
         )
+    from sklearn.model_selection import train_test_split
+
     try:
         x_train, x_test, y_train, y_test, _, mono_test, _, test_rows = train_test_split(
             d.features, d.correct, d.monotone, np.arange(d.n),
