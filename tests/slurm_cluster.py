@@ -92,7 +92,9 @@ class SlurmCluster:
         ctld, slurmd, dbd, db = free_ports(4)
         self.ctld_port = ctld
         self.db_port = db
-        auth = f"AuthInfo=socket={self.munge_socket}"
+        # cred_expire (default 120 s) is also how long a requeued job waits before it may start
+        # again; 10 s keeps the preemption test at seconds, not minutes (docs/cluster.md).
+        auth = f"AuthInfo=socket={self.munge_socket},cred_expire=10"
         partitions = "\n".join(
             f"PartitionName={name} Nodes={self.host} MaxTime=INFINITE State=UP {extra}"
             for name, extra in self.partitions.items()
