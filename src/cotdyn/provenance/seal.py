@@ -7,6 +7,9 @@ row order. Every rule that reads chains or samples checks the seal first (``chec
 a rerun never derives from a file that generation did not write; the audit goes further and
 compares the rows with the generation cache under those keys (``cotdyn.audit.raw``).
 
+The file is placed with its seal by the first job to finish (``write_seal``): a duplicate job of
+the same output (an orphan of a lost controller and its resubmission) never replaces it.
+
 A file without a seal, or one whose bytes differ from its seal, is refused with a message naming
 it and saying how to restore it: remove it, and the rerun regenerates it from the cache, where
 every request it holds is kept (byte-identical; no sampling runs again).
@@ -40,7 +43,8 @@ def requests_sha256(requests: list[list]) -> str:
 
 
 def unsealed_path(raw_path: str | Path) -> Path:
-    """Where a generation rule has its raw file written before sealing it (``sealed_write``)."""
+    """Where a generation rule has its raw file (and its generation.json) written before
+    ``write_seal`` places them."""
     raw_path = Path(raw_path)
     return raw_path.with_name(f"{raw_path.stem}.unsealed{raw_path.suffix}")
 

@@ -245,7 +245,8 @@ def h5_triage_filter(d: CellData, s: Settings, idx: np.ndarray | None = None) ->
     model held fixed, as the split was drawn (``stats.stratified_split_resamples``): row r of the
     cell's own resample matrix ``idx`` (``stats.cell_resamples``) sets that resample's share of
     correct problems, and each class is resampled among the test problems of that class. A test split
-    or monotone group below the plan's min_group_size gives no estimate. The as-run quantile threshold is reported beside it with its coverage overshoot.
+    or monotone group below the plan's min_group_size gives no estimate. The as-run quantile
+    threshold is reported beside it with its coverage overshoot.
     """
     n_correct = int(d.correct.sum())
     n_wrong = d.n - n_correct
