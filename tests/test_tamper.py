@@ -358,7 +358,6 @@ def test_the_first_writer_of_a_raw_file_wins_and_the_second_discards_its_own(tmp
 
 
 def _race(folder: str, job: int, start) -> bool:
-    from cotdyn.provenance.seal import unsealed_path
 
     written = Path(folder) / f"job{job}" / "chains.parquet"  # each job's own unsealed file
     written.parent.mkdir()
