@@ -4,8 +4,9 @@ only where that is impossible) runs a tiny simulated study through profiles/slur
 output equals a local ``--cores 2`` run of the same config (timing fields aside), with the audit
 passing, through a job failing, a job cancelled, a job preempted (requeued) and the controller
 killed mid-run, all in one run. Also: a request no node can meet is refused before anything
-is submitted, a GPU is asked for only where the model runs on CUDA, and a generation job whose
-outputs another job of the cell already wrote leaves them as they are.
+is submitted, and a GPU is asked for only where the model runs on CUDA. (First writer wins, the
+rule that keeps an orphan and its resubmission from replacing each other's outputs, is tested with
+racing processes in tests/test_tamper.py.)
 """
 
 from __future__ import annotations
@@ -340,9 +341,3 @@ def test_a_gpu_is_asked_for_only_where_the_model_runs_on_cuda(tmp_path):
     assert "runtime=30" in _requests(runs["cuda"], "reference")
     assert "runtime=360" in _requests(runs["cuda"], "continuations")
     assert "gpu=" not in _requests(runs["cpu"], "records")
-
-
-def _protocol() -> dict:
-    from cotdyn.plan.load import effective_protocol, load_plan
-
-    return effective_protocol(load_plan(ROOT / "preregistration" / "plan.yaml"))
