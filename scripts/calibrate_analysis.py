@@ -41,7 +41,8 @@ import numpy as np  # noqa: E402
 from cotdyn import stats
 from cotdyn.analysis.calibration import PlantedCell, feature_population, h5_planted_reduction_pp, simulate_labels
 from cotdyn.analysis.hypotheses import Settings
-from cotdyn.analysis.hypotheses.cells import h1_shape_contrast, h3_graded_signal, h5_triage_filter
+from cotdyn.analysis.hypotheses.cells import h1_shape_contrast, h3_graded_signal
+from cotdyn.analysis.hypotheses.h5 import h5_triage_filter
 from cotdyn.analysis.hypotheses.inputs import CellData
 from cotdyn.analysis.hypotheses.verdicts import holm_family, hypothesis_verdict
 from cotdyn.plan.load import load_plan

@@ -89,6 +89,16 @@ def stratified_split_resamples(idx: np.ndarray, member: np.ndarray, stratum: np.
     return np.where(np.arange(size)[None, :] < n_inside[:, None], from_inside, from_outside)
 
 
+def accepted_share(tiers: np.ndarray, k: int) -> np.ndarray:
+    """Each item's chance of being among the k accepted by tier under uniform random tie-breaking:
+    1 above the cut tier, the tier's accepted share in it, 0 below (seed 003 section 4.5)."""
+    tiers = np.asarray(tiers, dtype=np.int64)
+    per_tier = np.bincount(tiers)
+    before = np.cumsum(per_tier) - per_tier
+    accepted = np.clip(k - before, 0, per_tier)
+    return (accepted / np.maximum(per_tier, 1))[tiers]
+
+
 def percentile_interval(values: np.ndarray, level: float) -> Interval:
     """Percentile interval of the defined (finite) resample values; NaNs are dropped and counted."""
     values = np.asarray(values, dtype=float)

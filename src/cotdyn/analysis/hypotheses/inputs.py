@@ -21,9 +21,16 @@ RECORD_COLUMNS = (
 ANALYSIS_COLUMNS = ("cell", "problem_id", "n_points", "monotone", "violations", "coherence", "correct", "excluded")
 
 
-# What the code of plan version 1 decided without the plan registering it. Plan version 2 registers
-# each of these (preregistration/plan.md, "Deviations from the previous plan version"); they are read
-# only for a plan that predates them, so that version 1 stays runnable as it ran.
+# What each plan version's code decided without the plan naming it, read only for a plan of that
+# version (one that predates the key), so that every version computes what it registered. A plan of
+# a later version must name each key. Version 2 registers each of version 1's first seven (plan v2's
+# "Deviations from the previous plan version"); version 3 registers the last three.
+PLAN_V2_UNREGISTERED = {
+    # H5's CI: each row of the cell's one resample matrix keeps the test problems it drew (v2, 87f7308)
+    "ci_resampling": "cell_matrix",
+    "min_discordant_minority": None,  # no discordant-problem rule for H5's interval
+    "degenerate": "reported",  # a zero-width interval, or H5 without a baseline false positive, is reported
+}
 PLAN_V1_UNREGISTERED = {
     "p_values": {"fisher": "greater", "H2": "two-sided", "H3": "less"},
     "undefined_p": 1.0,
@@ -33,7 +40,12 @@ PLAN_V1_UNREGISTERED = {
         "scaling": "none", "solver": "lbfgs", "max_iter": 1000,
     },
     "tie_rule": "draws",
+    # H5's CI: the test split resampled from its own stream (seed, cell, "H5"), as at registration
+    **PLAN_V2_UNREGISTERED, "ci_resampling": "test_split_stream",
 }  # fmt: skip
+UNREGISTERED = {1: PLAN_V1_UNREGISTERED, 2: PLAN_V2_UNREGISTERED}
+CI_RESAMPLINGS = ("test_split_stream", "cell_matrix", "stratified_split")
+DEGENERATE_RULES = ("reported", "not_estimable")
 TIE_RULES = ("expected", "draws")
 VERDICT_PARTS = ("ci_criterion", "holm_reject")
 
@@ -60,14 +72,19 @@ class Settings:
     supported_requires: tuple[str, ...] = ("ci_criterion",)
     estimation_verdicts: bool = False
     undefined_p: float = 1.0
+    ci_resampling: str = "stratified_split"
+    # below it, H5's interval is flagged imprecise and decides nothing (plan version 3)
+    min_discordant_minority: int | None = None
+    degenerate: str = "not_estimable"
 
     @classmethod
     def from_plan(cls, plan: dict) -> "Settings":
         boot = plan_key(plan, "analysis", "bootstrap")
         h5 = plan_key(plan, "analysis", "h5")
         analysis = plan["analysis"]
-        version1 = int(plan.get("plan_version", 1)) < 2
-        fallback = PLAN_V1_UNREGISTERED if version1 else {}
+        version = int(plan.get("plan_version", 1))
+        version1 = version < 2
+        fallback = UNREGISTERED.get(version, {})
 
         def registered(mapping: dict, key: str, where: str):
             if key in mapping:
@@ -85,6 +102,13 @@ class Settings:
             raise KeyError("analysis: missing key 'groups'")
         rule = plan.get("verdict_rule", {}) if not version1 else {}
         requires = tuple(registered(rule, "supported_requires", "verdict_rule"))
+        ci_resampling = registered(h5, "ci_resampling", "analysis.h5")
+        if ci_resampling not in CI_RESAMPLINGS:
+            raise ValueError(f"analysis.h5.ci_resampling: unknown rule {ci_resampling!r} (known: {CI_RESAMPLINGS})")
+        degenerate = registered(analysis, "degenerate", "analysis")
+        if degenerate not in DEGENERATE_RULES:
+            raise ValueError(f"analysis.degenerate: unknown rule {degenerate!r} (known: {DEGENERATE_RULES})")
+        discordant = registered(h5, "min_discordant_minority", "analysis.h5")
         unknown = sorted(set(requires) - set(VERDICT_PARTS))
         if unknown:
             raise ValueError(f"verdict_rule.supported_requires: unknown part(s) {unknown} (known: {VERDICT_PARTS})")
@@ -108,6 +132,9 @@ class Settings:
             supported_requires=requires,
             estimation_verdicts=not version1 and bool(plan_key(rule, "estimation_verdicts", where="verdict_rule")),
             undefined_p=float(registered(plan_key(plan, "holm"), "undefined_p", "holm")),
+            ci_resampling=ci_resampling,
+            min_discordant_minority=None if discordant is None else int(discordant),
+            degenerate=degenerate,
         )
 
 

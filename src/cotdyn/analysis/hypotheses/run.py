@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
-from cotdyn.analysis.hypotheses.cells import analyze_cell, missing_cell
+from cotdyn import stats
+from cotdyn.analysis.hypotheses.cells import (
+    H3_BUCKETS,
+    MISSING_CELL,
+    _num,
+    h1_shape_contrast,
+    h2_magnitude_null,
+    h3_graded_signal,
+)
+from cotdyn.analysis.hypotheses.descriptive import h2_against_shape
+from cotdyn.analysis.hypotheses.h5 import _h5_undefined, h5_triage_filter
 from cotdyn.analysis.hypotheses.inputs import (
     ANALYSIS_COLUMNS,
+    CellData,
     Settings,
     cell_data,
     ordered_cells,
@@ -74,3 +86,46 @@ def analyze(records: pd.DataFrame, plan: dict, plan_sha256: str) -> dict:
         "holm": holm,
         "verdicts": {h["id"]: hypothesis_verdict(h, cells, h4, holm, settings) for h in hypotheses},
     }
+
+
+def cell_counts(d: CellData) -> dict:
+    return {
+        "status": "ok",
+        "n_records": d.n_records,
+        "n": d.n,
+        "n_excluded": d.n_excluded,
+        "excluded_share": _num(d.n_excluded / d.n_records) if d.n_records else None,
+        "median_points": _num(np.median(d.n_points)) if d.n else None,
+        "truncation_rate": d.truncation_rate,
+        "cap_hit_rate": d.cap_hit_rate,
+    }
+
+
+def analyze_cell(d: CellData, s: Settings) -> tuple[dict, np.ndarray | None]:
+    """H1, H2, H3 and H5 of one cell; one resample matrix (seeded per cell) serves them all."""
+    idx = stats.cell_resamples(s.seed, d.cell, d.n, s.resamples) if d.n else None
+    h1, gap_resamples = h1_shape_contrast(d, idx, s)
+    result = {
+        "summary": cell_counts(d),
+        "H1": h1,
+        "H2": h2_magnitude_null(d, idx, s),
+        "H3": h3_graded_signal(d, idx, s),
+        "H5": h5_triage_filter(d, s, idx),
+    }
+    result["H2"]["against_shape"] = h2_against_shape(d, idx, s, result["H2"])  # descriptive, decides nothing
+    return result, gap_resamples
+
+
+def missing_cell(cell: str, s: Settings) -> dict:
+    """The labelled placeholder of a cell the plan names but the records lack: every count and
+    statistic null, every reason saying why."""
+    empty = np.zeros(0)
+    result, _ = analyze_cell(CellData(cell, 0, 0, *(empty,) * 4, np.zeros((0, len(s.features))), empty, None, None), s)
+    result["summary"] = {key: None for key in result["summary"]} | {"status": "missing"}
+    result["H1"].update(n=None, n_excluded=None, n_monotone=None, n_non_monotone=None)
+    for key in ("H1", "H2", "H3"):
+        result[key]["reason"] = MISSING_CELL
+    result["H2"]["n"] = result["H3"]["n"] = None
+    result["H3"]["buckets"] = [{"bucket": b, "n": None, "accuracy": None} for b in H3_BUCKETS]
+    result["H5"] = _h5_undefined(MISSING_CELL)
+    return result
