@@ -39,7 +39,16 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import numpy as np  # noqa: E402
 
 from cotdyn import stats
-from cotdyn.analysis.calibration import PlantedCell, feature_population, h5_planted_reduction_pp, simulate_labels
+from cotdyn.analysis.calibration import (
+    PlantedCell,
+    correlated_population,
+    feature_population,
+    h5_planted_reduction_pp,
+    heavy_ties_population,
+    population_baseline,
+    sample_population,
+    simulate_labels,
+)
 from cotdyn.analysis.hypotheses import Settings
 from cotdyn.analysis.hypotheses.cells import h1_shape_contrast, h3_graded_signal
 from cotdyn.analysis.hypotheses.h5 import h5_triage_filter
@@ -164,7 +173,11 @@ def main() -> None:
     parser.add_argument("--panels", type=int, default=1000)
     parser.add_argument("--h5-cells", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=20260829)
-    parser.add_argument("--only", default="gap,holm,verdict,h5", help="comma-separated parts to run")
+    parser.add_argument("--grid-cells", type=int, default=300, help="H5 grid: cells per setting")
+    parser.add_argument("--grid-acceptance-cells", type=int, default=2000,
+                        help="H5 grid: cells at pi=0.9, n=150 and pi=0.5, n=1319")  # fmt: skip
+    parser.add_argument("--grid-out", type=Path, help="H5 grid: write every cell's outcome here (CSV)")
+    parser.add_argument("--only", default="gap,holm,verdict,h5,h5grid", help="comma-separated parts to run")
     args = parser.parse_args()
     parts = set(args.only.split(","))
     # statsmodels' Holm calls gc.collect() on every call; freezing the (large, import-time) heap
@@ -187,6 +200,8 @@ def main() -> None:
         verdict_section(null_cells, args, plan, boot)
     if "h5" in parts:
         h5_section(args, plan, boot)
+    if "h5grid" in parts:
+        h5_grid_section(args, plan)
 
 
 def gap_section(settings, args, boot) -> None:
@@ -266,6 +281,111 @@ def h5_section(args, plan, boot) -> None:
             f"{out['defined']} cells with an estimate, mean planted reduction {out['mean_truth_pp']:+.2f} pp, "
             f"mean CI width {out['mean_width_pp']:.2f} pp, {time.perf_counter() - start:.1f} s"
         )
+
+
+# --- H5 over a grid (issue 33): lopsided and small cells, heavy ties, a process not the simulator's ---
+
+GRID_PI = (0.1, 0.5, 0.9)
+GRID_N = (60, 150, 500, 1319)
+THRESHOLDS = (0, 3, 5, 8)
+
+
+def grid_processes(pi: float) -> dict:
+    """The grid's feature laws at P(correct) = pi: the simulator under a null and a strong signal,
+    heavy ties, and correlated features (cotdyn.analysis.calibration)."""
+    return {
+        "simulator null": feature_population(PlantedCell.null(100, 0.5, pi)),
+        "simulator strong": feature_population(
+            PlantedCell.from_summary(100, 0.5, pi, 15.0, confidence_correct=0.9, confidence_incorrect=0.4)
+        ),
+        "heavy ties": heavy_ties_population(pi),
+        "correlated": correlated_population(pi),
+    }
+
+
+def h5_grid_cell(population, n: int, s: Settings, seed: int, coverage: float, acc_monotone: float) -> dict:
+    """One simulated cell of the grid through h5_triage_filter: its interval, the truth of its fitted
+    filter on the exact law, and the count its interval rule reads."""
+    frame = sample_population(population, n, np.random.default_rng(seed))
+    violations = frame["violations"].to_numpy(dtype=float)
+    d = CellData(
+        "grid", n, 0, frame["monotone"].to_numpy(), frame["correct"].to_numpy(dtype=bool), violations, violations,
+        np.column_stack([violations, frame["final_confidence"].to_numpy(dtype=float)]), np.full(n, 5.0), None, None,
+    )  # fmt: skip
+    block = h5_triage_filter(d, replace(s, seed=seed))
+    if block["ci"][0] is None:
+        return {"estimable": False, "reason": block["reason"]}
+    m = block["model"]
+    truth = h5_planted_reduction_pp(population, m["coefficients"], m["intercept"], coverage, acc_monotone)
+    lo, hi = block["ci"]
+    return {
+        "estimable": True,
+        "covered": bool(lo - 1e-9 <= truth <= hi + 1e-9),
+        "above": bool(truth > hi + 1e-9),
+        "exact": any(f.startswith("exact") for f in block["flags"]),
+        "discordant": block["discordant_minority"],
+        "width": hi - lo,
+    }
+
+
+def h5_grid(cells: int, acceptance_cells: int, s: Settings, seed: int) -> list[dict]:
+    rows = []
+    for pi in GRID_PI:
+        for name, population in grid_processes(pi).items():
+            coverage, acc_monotone = population_baseline(population)
+            for n in GRID_N:
+                many = (pi, n) in ((0.9, 150), (0.5, 1319))
+                for i in range(acceptance_cells if many else cells):
+                    cell_seed = stats.derive_seed(seed, "grid", name, str(pi), str(n), str(i))
+                    rows.append({"process": name, "pi": pi, "n": n,
+                                 **h5_grid_cell(population, n, s, cell_seed, coverage, acc_monotone)})  # fmt: skip
+    return rows
+
+
+def _rate(hits: int, total: int) -> str:
+    if not total:
+        return "-"
+    rate = hits / total
+    return f"{100 * rate:.1f} ({100 * np.sqrt(rate * (1 - rate) / total):.1f})"
+
+
+def grid_table(rows: list[dict], threshold: int) -> list[str]:
+    """One line per setting: cells, share not estimable, share flagged (discordant minority-label
+    problems below ``threshold``), coverage of the unflagged intervals with its MC se."""
+    import pandas as pd
+
+    frame = pd.DataFrame(rows)
+    lines = []
+    for (process, pi, n), group in frame.groupby(["process", "pi", "n"], sort=False):
+        est = group[group["estimable"]]
+        trusted = est[(est["discordant"] >= threshold) | est["exact"]]
+        lines.append(
+            f"  {process:17s} pi={pi:<4} n={n:<5} cells {len(group):5d}  not estimable {_rate(len(group) - len(est), len(group)):>10s}"
+            f"  flagged {_rate(len(est) - len(trusted), len(group)):>10s}  unflagged coverage {_rate(int(trusted['covered'].sum()), len(trusted)):>10s}"
+            f"  (all estimable {_rate(int(est['covered'].sum()), len(est))})"
+        )
+    return lines
+
+
+def h5_grid_section(args, plan) -> None:
+    s = Settings.from_plan(plan)
+    print(
+        f"H5 over the grid: pi {GRID_PI} x n {GRID_N} x 4 processes, {args.grid_cells} cells per setting "
+        f"({args.grid_acceptance_cells} at pi=0.9, n=150 and pi=0.5, n=1319), {s.resamples} resamples, test split "
+        f"resampled by {s.ci_resampling}; truth = the fitted filter on the exact law; shares in % (MC se)"
+    )
+    start = time.perf_counter()
+    rows = h5_grid(args.grid_cells, args.grid_acceptance_cells, replace(s, min_discordant_minority=0), args.seed + 4)
+    if args.grid_out:
+        import pandas as pd
+
+        pd.DataFrame(rows).to_csv(args.grid_out, index=False)
+    registered = s.min_discordant_minority
+    for threshold in sorted({*THRESHOLDS, registered or 0}):
+        label = " (registered)" if threshold == registered else ""
+        print(f" flagged below {threshold} discordant minority-label test problems{label}:")
+        print("\n".join(grid_table(rows, threshold)))
+    print(f"  {time.perf_counter() - start:.1f} s")
 
 
 if __name__ == "__main__":

@@ -37,16 +37,24 @@ def prereg(tmp_path) -> Path:
     return d
 
 
-V1 = PREREG / "v1"
-# The first registration's hash, frozen: plan version 1 is kept byte for byte beside version 2.
+V1, V2 = PREREG / "v1", PREREG / "v2"
+# The earlier registrations' hashes, frozen: each version is kept byte for byte in its own folder.
 V1_SHA256 = "9d84e020dacb8503b0ab9b0d94848f7aba57b1d2ccca2b86097f343930d097dd"
+V2_SHA256 = "babb73081c7d12ce4275636269cd95df18b94c2cb2e4cfe168e5c49d68942f85"
 
 
 def test_committed_registration_matches_the_plan():
     assert check_registered(PREREG / "plan.yaml", PREREG / "REGISTERED") == plan_sha256(PREREG / "plan.yaml")
-    assert read_registered(PREREG / "REGISTERED")["date"] == "2026-12-01"
-    assert load_plan(PREREG / "plan.yaml")["plan_version"] == 2
+    assert read_registered(PREREG / "REGISTERED")["date"] == "2026-12-02"
+    assert load_plan(PREREG / "plan.yaml")["plan_version"] == 3
     assert load_deviations(PREREG / "deviations.yaml") == []
+
+
+def test_plan_version_2_is_kept_registered_and_unchanged():
+    assert check_registered(V2 / "plan.yaml", V2 / "REGISTERED") == V2_SHA256
+    assert read_registered(V2 / "REGISTERED")["date"] == "2026-12-01"
+    assert load_plan(V2 / "plan.yaml")["plan_version"] == 2
+    assert load_deviations(V2 / "deviations.yaml") == []
 
 
 def test_plan_version_1_is_kept_registered_and_unchanged():
@@ -56,13 +64,16 @@ def test_plan_version_1_is_kept_registered_and_unchanged():
     assert load_deviations(V1 / "deviations.yaml") == []
 
 
-@pytest.mark.parametrize("directory", [PREREG, V1, PREREG / "examples" / "default"])
+@pytest.mark.parametrize("directory", [PREREG, V1, V2, PREREG / "examples" / "default"])
 def test_committed_plan_md_is_the_rendering_of_plan_yaml(directory):
     assert (directory / "plan.md").read_text() == render_plan_md(load_plan(directory / "plan.yaml"))
 
 
-def test_plan_md_lists_every_deviation_from_version_1():
-    v1, v2 = load_plan(V1 / "plan.yaml"), load_plan(PREREG / "plan.yaml")
+@pytest.mark.parametrize(
+    "previous, this, blocks", [(V1, V2, ("holm", "analysis", "hypotheses")), (V2, PREREG, ("analysis", "verdict_rule"))]
+)
+def test_plan_md_lists_every_deviation_from_the_previous_version(previous, this, blocks):
+    v1, v2 = load_plan(previous / "plan.yaml"), load_plan(this / "plan.yaml")
     text = render_plan_md(v2)
     changes = v2["changes_from_previous_version"]
     for change in changes:
@@ -71,9 +82,9 @@ def test_plan_md_lists_every_deviation_from_version_1():
     # every top-level block whose registered values differ is named by at least one change
     differing = {k for k in set(v1) | set(v2) if v1.get(k) != v2.get(k)} - {"changes_from_previous_version"}
     assert differing <= listed | {"verdict_rule"}, differing - listed
-    for block in ("holm", "analysis", "hypotheses"):
+    for block in blocks:
         assert block in listed
-    assert "## Deviations from the previous plan version" not in render_plan_md(v1)
+    assert "## Deviations from the previous plan version" not in render_plan_md(load_plan(V1 / "plan.yaml"))
 
 
 def test_plan_md_carries_every_registered_value(plan):

@@ -239,3 +239,60 @@ def paper_panel(scale: float = 1.0) -> dict[str, PlantedCell]:
         cell: PlantedCell.from_summary(max(3, round(n * scale)), cov, acc, gap, exclusion_rate=excl)
         for cell, (n, excl, cov, acc, gap) in table.items()
     }
+
+
+def heavy_ties_population(pi: float) -> pd.DataFrame:
+    """A feature law with heavy ties, not the simulator's: 2 violation levels (0, 1) and 3
+    confidence levels (0.2, 0.6, 1), independent given correctness (P(correct) = ``pi``); 6 feature
+    rows in all, so most test problems tie at H5's cut."""
+    rows = []
+    for correct, weight in ((True, pi), (False, 1 - pi)):
+        zero = 0.6 if correct else 0.35
+        confidence = (0.2, 0.3, 0.5) if correct else (0.45, 0.35, 0.2)
+        for v, pv in ((0, zero), (1, 1 - zero)):
+            for c, pc in zip((0.2, 0.6, 1.0), confidence):
+                rows.append({"violations": v, "final_confidence": c, "correct": correct, "mass": weight * pv * pc})
+    return pd.DataFrame(rows)
+
+
+def correlated_population(pi: float, shift: float = 0.6, rho: float = -0.5) -> pd.DataFrame:
+    """A feature law with correlated features, not the simulator's: a latent bivariate normal with
+    correlation ``rho`` whose mean moves by ``shift`` with correctness (fewer violations, more
+    confidence when correct; ``shift`` 0 is a null), cut into 5 violation counts (0 for the lowest
+    40% of the latent, so about 40% monotone) and 5 confidence levels (1/5 .. 5/5)."""
+    from scipy.stats import multivariate_normal, norm
+
+    v_cuts = np.concatenate([[-np.inf], norm.ppf([0.4, 0.6, 0.75, 0.9]), [np.inf]])
+    c_cuts = np.concatenate([[-np.inf], norm.ppf([0.2, 0.4, 0.6, 0.8]), [np.inf]])
+    rows = []
+    for correct, weight in ((True, pi), (False, 1 - pi)):
+        sign = -1.0 if correct else 1.0
+        law = multivariate_normal(mean=[sign * shift / 2, -sign * shift / 2], cov=[[1.0, rho], [rho, 1.0]])
+
+        def cdf(a: float, b: float) -> float:
+            a, b = np.clip(a, -12, 12), np.clip(b, -12, 12)
+            return float(law.cdf([a, b]))
+
+        for v in range(5):
+            for j in range(5):
+                lo1, hi1, lo2, hi2 = v_cuts[v], v_cuts[v + 1], c_cuts[j], c_cuts[j + 1]
+                mass = cdf(hi1, hi2) - cdf(lo1, hi2) - cdf(hi1, lo2) + cdf(lo1, lo2)
+                rows.append({"violations": v, "final_confidence": (j + 1) / 5, "correct": correct,
+                             "mass": weight * max(mass, 0.0)})  # fmt: skip
+    frame = pd.DataFrame(rows)
+    frame["mass"] /= frame["mass"].sum()
+    return frame
+
+
+def population_baseline(population: pd.DataFrame) -> tuple[float, float]:
+    """(coverage, accuracy) of the monotone problems (0 violations) under a feature law."""
+    monotone = population[population["violations"] == 0]
+    coverage = float(monotone["mass"].sum())
+    return coverage, float((monotone["mass"] * monotone["correct"]).sum() / coverage)
+
+
+def sample_population(population: pd.DataFrame, n: int, rng: np.random.Generator) -> pd.DataFrame:
+    """n problems drawn from a feature law (rows of ``population`` by their mass); monotone = 0 violations."""
+    mass = population["mass"].to_numpy(dtype=float)
+    rows = population.iloc[rng.choice(len(population), size=n, p=mass / mass.sum())]
+    return rows.assign(monotone=rows["violations"].to_numpy() == 0).reset_index(drop=True)

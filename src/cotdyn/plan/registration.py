@@ -304,6 +304,9 @@ def render_plan_md(plan: dict) -> str:
         lines += ["## Deviations from the previous plan version", ""]
         lines += _table(
             ["key", "previous version", "this version", "why"],
-            [[c["key"], c["v1"], c["v2"], c["why"]] for c in plan["changes_from_previous_version"]],
+            [
+                [c["key"], c.get("previous", c.get("v1")), c.get("this", c.get("v2")), c["why"]]
+                for c in plan["changes_from_previous_version"]
+            ],  # fmt: skip
         )
     return "\n".join(lines).rstrip("\n") + "\n"

@@ -49,6 +49,17 @@ def kept_flags(interval: Interval, s: Settings) -> list[str]:
     return []
 
 
+def zero_width_rule(interval: Interval, s: Settings) -> dict:
+    """Under plan version 3 (analysis.degenerate: not_estimable) an interval [x, x] is a value fixed
+    by construction, not a precise estimate: it is flagged and decides no verdict (``ci_trusted``)."""
+    if s.degenerate != "not_estimable":
+        return {}
+    if interval.lo is not None and interval.lo == interval.hi:
+        flag = f"not estimable: zero-width interval [{interval.lo:g}, {interval.hi:g}], a value fixed by construction"
+        return {"ci_trusted": False, "flags": [flag]}
+    return {"ci_trusted": True, "flags": []}
+
+
 def group_rule(sizes: dict[str, int], s: Settings) -> tuple[str | None, list[str]]:
     """The plan's small-group rule for one statistic (analysis.groups): a reason when a group it rests
     on is below min_group_size (the estimate is null), and an ``imprecise`` flag when one is below
@@ -88,6 +99,7 @@ def h1_shape_contrast(d: CellData, idx: np.ndarray | None, s: Settings) -> tuple
         flags += kept_flags(interval, s)
     elif idx is not None:
         interval = Interval(None, None, 0, idx.shape[0])
+    zero_width = zero_width_rule(interval, s)
     if defined:
         odds_ratio, p_fisher = stats.fisher_test(d.monotone, d.correct, s.alternatives["fisher"])
         if not math.isfinite(odds_ratio):
@@ -105,8 +117,9 @@ def h1_shape_contrast(d: CellData, idx: np.ndarray | None, s: Settings) -> tuple
         **_ci_fields(interval),
         "odds_ratio": _num(odds_ratio),
         "p_fisher": _num(p_fisher),
-        "flags": flags,
+        "flags": flags + zero_width.pop("flags", []),
         "reason": _reason(notes),
+        **zero_width,
     }, resamples
 
 
@@ -135,10 +148,12 @@ def _spearman_block(
     if small:
         return block | {"reason": small}
     interval = stats.percentile_interval(stats.spearman_binary_rows(x, correct, idx), s.level)
+    zero_width = zero_width_rule(interval, s)
     return block | {
         "rho": _num(stats.spearman_binary(x, correct)),
         **_ci_fields(interval),
-        "flags": flags + kept_flags(interval, s),
+        "flags": flags + kept_flags(interval, s) + zero_width.pop("flags", []),
+        **zero_width,
     }
 
 

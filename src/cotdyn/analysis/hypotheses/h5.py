@@ -10,7 +10,6 @@ import numpy as np
 from cotdyn import stats
 from cotdyn.analysis.hypotheses.cells import _ci_fields, _num, group_rule, kept_flags
 from cotdyn.analysis.hypotheses.inputs import CellData, Settings
-from cotdyn.stats import Interval
 
 H5_KEYS = (
     "baseline_coverage",
@@ -143,7 +142,7 @@ def h5_triage_filter(d: CellData, s: Settings, idx: np.ndarray | None = None) ->
     interval = stats.percentile_interval(100 * (acc_filter_rows - acc_baseline_rows), s.level)
     flags += kept_flags(interval, s)
     discordant = discordant_minority(tiers, k, mono_test, y_test)
-    trusted, more = h5_interval_rule(discordant, interval, s)
+    trusted, more = h5_interval_rule(discordant, ranks_monotone_first(model, d), s)
     flags += more
 
     threshold = float(np.quantile(probability, 1 - k / n_test))
@@ -209,14 +208,24 @@ def discordant_minority(tiers: np.ndarray, k: int, monotone: np.ndarray, correct
     return int((disagree & (correct == minority)).sum())
 
 
-def h5_interval_rule(discordant: int, interval: Interval, s: Settings) -> tuple[bool, list[str]]:
+def ranks_monotone_first(model, d: CellData) -> bool:
+    """Whether the fitted filter ranks every monotone problem of the cell above every other one: it is
+    then the baseline, and the reduction is 0 exactly (not an estimate with sampling error)."""
+    if d.monotone.all() or not d.monotone.any():
+        return False
+    probability = _probability_by_feature_row(model, d.features)
+    return bool(probability[d.monotone].min() > probability[~d.monotone].max())
+
+
+def h5_interval_rule(discordant: int, exact: bool, s: Settings) -> tuple[bool, list[str]]:
     """Whether H5's interval may decide (plan analysis.h5.min_discordant_minority, version 3), with its
-    flag: the filter keeping exactly the baseline's problems gives the exact 0, not an estimate with
-    sampling error; too few discordant minority-label problems leave an interval that under-covers."""
+    flag: a filter that ranks every monotone problem first is the baseline, its reduction 0 exactly;
+    otherwise too few discordant minority-label test problems leave an interval that under-covers (a
+    test split on which the two agree gives [0, 0] while the filter differs from the baseline)."""
     if s.min_discordant_minority is None:
         return True, []
-    if discordant == 0 and interval.lo == interval.hi == 0:
-        return True, ["exact: the filter keeps the baseline's problems, the reduction is 0 by construction"]
+    if exact:
+        return True, ["exact: the filter ranks every monotone problem first, the reduction is 0 by construction"]
     if discordant < s.min_discordant_minority:
         return False, [
             f"imprecise: {discordant} discordant minority-label test problems (< min_discordant_minority "

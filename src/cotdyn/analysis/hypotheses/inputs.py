@@ -105,9 +105,9 @@ class Settings:
         ci_resampling = registered(h5, "ci_resampling", "analysis.h5")
         if ci_resampling not in CI_RESAMPLINGS:
             raise ValueError(f"analysis.h5.ci_resampling: unknown rule {ci_resampling!r} (known: {CI_RESAMPLINGS})")
-        degenerate = registered(analysis, "degenerate", "analysis")
+        degenerate = registered(rule, "degenerate", "verdict_rule")
         if degenerate not in DEGENERATE_RULES:
-            raise ValueError(f"analysis.degenerate: unknown rule {degenerate!r} (known: {DEGENERATE_RULES})")
+            raise ValueError(f"verdict_rule.degenerate: unknown rule {degenerate!r} (known: {DEGENERATE_RULES})")
         discordant = registered(h5, "min_discordant_minority", "analysis.h5")
         unknown = sorted(set(requires) - set(VERDICT_PARTS))
         if unknown:

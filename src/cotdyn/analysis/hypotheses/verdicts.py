@@ -73,8 +73,11 @@ def h4_distilled_contrast(
         difference = gap - standard_mean
         rows = gap_resamples[distilled] - np.mean([gap_resamples[c] for c in standard], axis=0)
         interval = stats.percentile_interval(rows, s.level)
+        if s.degenerate == "not_estimable" and interval.lo is not None and interval.lo == interval.hi:
+            notes.append(f"zero-width difference interval [{interval.lo:g}, {interval.hi:g}]: fixed by construction")
     elif not notes:
-        notes.append("a gap is undefined in one of the cells")
+        undefined = [c for c in [distilled, *standard] if cells[c]["H1"]["gap_pp"] is None]
+        notes += [f"H1's gap is undefined in {c}: {cells[c]['H1']['reason']}" for c in undefined]
     sizes = [size for g in groups.values() for size in g.values()]
     smallest = min(sizes) if sizes else None
     flags = []
@@ -251,7 +254,9 @@ def hypothesis_verdict(hypothesis: dict, cells: dict, h4: dict, holm: list[dict]
     for cell in hypothesis.get("cells", []):
         block = cells.get(cell, {}).get(block_id, {})
         ci = block.get(ci_key)
-        ci_criterion = cell_verdict(criterion, ci)
+        # an interval the plan does not trust (plan version 3: zero width, or H5's few discordant
+        # problems) decides nothing
+        ci_criterion = cell_verdict(criterion, ci) if block.get("ci_trusted", True) else "not_estimable"
         holm_reject = holm_decision(hid, cell, holm)
         per[cell] = {
             "verdict": _with_holm(ci_criterion, holm_reject, s),
