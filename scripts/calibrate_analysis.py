@@ -322,7 +322,7 @@ def h5_grid_cell(population, n: int, s: Settings, seed: int, coverage: float, ac
         "estimable": True,
         "covered": bool(lo - 1e-9 <= truth <= hi + 1e-9),
         "above": bool(truth > hi + 1e-9),
-        "exact": any(f.startswith("exact") for f in block["flags"]),
+        "agree": block["discordant_minority"] == 0 and lo == hi == 0,
         "discordant": block["discordant_minority"],
         "width": hi - lo,
     }
@@ -358,7 +358,7 @@ def grid_table(rows: list[dict], threshold: int) -> list[str]:
     lines = []
     for (process, pi, n), group in frame.groupby(["process", "pi", "n"], sort=False):
         est = group[group["estimable"]]
-        trusted = est[(est["discordant"] >= threshold) | est["exact"]]
+        trusted = est[est["discordant"] >= threshold]
         lines.append(
             f"  {process:17s} pi={pi:<4} n={n:<5} cells {len(group):5d}  not estimable {_rate(len(group) - len(est), len(group)):>10s}"
             f"  flagged {_rate(len(est) - len(trusted), len(group)):>10s}  unflagged coverage {_rate(int(trusted['covered'].sum()), len(trusted)):>10s}"
