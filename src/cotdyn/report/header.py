@@ -61,7 +61,7 @@ def report_header(
         title,
         "=" * len(title),
         "",
-        f"Plan SHA-256: ``{plan_hash}``",
+        f"Plan SHA-256: ``{plan_hash}``, plan version {hypotheses.get('plan_version', '1 or 2 (not recorded)')}",
         "",
         f"Plan check SHA-256: ``{plan_check.get('plan_sha256')}`` "
         f"(registered {plan_check.get('registered', {}).get('date')})",

@@ -258,7 +258,7 @@ def registered_results_html(variant: str, result: dict, audit: dict | None, stor
 <html lang="en"><head><meta charset="utf-8"><title>Registered results: {html.escape(variant)}</title>
 <style>{STYLE}</style></head><body>
 <h1>Registered results, variant <code>{html.escape(variant)}</code></h1>
-<p>Plan SHA-256 <code>{html.escape(str(result.get("plan_sha256")))}</code>. Cells run: {html.escape(", ".join(run) or "none")}.
+<p>Plan SHA-256 <code>{html.escape(str(result.get("plan_sha256")))}</code>, plan version {html.escape(str(result.get("plan_version", "1 or 2 (not recorded)")))}. Cells run: {html.escape(", ".join(run) or "none")}.
 Registered cells not run: {html.escape(", ".join(absent) or "none")} (shown as "{NOT_RUN}", left out of the figures).</p>
 {integrity_html(audit, stored)}
 <h2>Verdicts (H1-H5)</h2>

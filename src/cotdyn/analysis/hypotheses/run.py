@@ -64,8 +64,11 @@ def analyze(records: pd.DataFrame, plan: dict, plan_sha256: str) -> dict:
         for b in (plan_key(panel, "benchmarks", where="panel") if "distilled" in panel else [])
     }
     holm = holm_family(plan, cells, settings.undefined_p)
+    # from plan v3 on the analysis names its plan version (the report prints it); v1 and v2 keep their bytes
+    version = {"plan_version": int(plan["plan_version"])} if int(plan.get("plan_version", 1)) >= 3 else {}
     return {
         "plan_sha256": plan_sha256,
+        **version,
         "settings": {
             "bootstrap": {"resamples": settings.resamples, "level": settings.level, "seed": settings.seed},
             "h5": {

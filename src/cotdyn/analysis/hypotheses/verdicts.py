@@ -77,7 +77,10 @@ def h4_distilled_contrast(
             notes.append(f"zero-width difference interval [{interval.lo:g}, {interval.hi:g}]: fixed by construction")
     elif not notes:
         undefined = [c for c in [distilled, *standard] if cells[c]["H1"]["gap_pp"] is None]
-        notes += [f"H1's gap is undefined in {c}: {cells[c]['H1']['reason']}" for c in undefined]
+        if s.degenerate == "not_estimable":  # v3 names the cell; v1 and v2 keep the bytes they wrote
+            notes += [f"H1's gap is undefined in {c}: {cells[c]['H1']['reason']}" for c in undefined]
+        else:
+            notes.append("a gap is undefined in one of the cells")
     sizes = [size for g in groups.values() for size in g.values()]
     smallest = min(sizes) if sizes else None
     flags = []
