@@ -129,7 +129,7 @@ def test_tie_averaged_curve_converges_on_exact_expectation():
     r = planted_records(200, 3)
     y = r["correct"].to_numpy(dtype=bool)
     for name in ("monotone", "violations"):
-        score = ex.SIGNALS[name](r)
+        score = ex.SIGNALS[name].score(r)
         curve = ex.selective_risk_curve(score, y, draws=4000, seed=11)
         np.testing.assert_allclose(curve, _expected_risk_curve(score, y), atol=0.02)
 

@@ -11,29 +11,7 @@ from cotdyn.generation.backends.simulated import Planted, SimulatedBackend
 from cotdyn.generation.cache import generate
 from cotdyn.plan.load import effective_protocol
 from cotdyn.records import table as R
-
-RECORD_COLUMNS = [
-    "cell",
-    "problem_id",
-    "trajectory",
-    "n_points",
-    "monotone",
-    "violations",
-    "coherence",
-    "final_entropy",
-    "final_confidence",
-    "pred",
-    "gold",
-    "correct",
-    "chain_answer",
-    "chain_correct",
-    "excluded",
-    "exclusion_reason",
-    "reference_tokens",
-    "reference_truncated",
-    "raw_units",
-    "cap_hit",
-]
+from cotdyn.records.contract import RECORD_COLUMNS
 
 
 def run_cell(problems, protocol, plan, benchmark, planted=None):

@@ -18,6 +18,7 @@ from cotdyn.plan.config import (
 )
 from cotdyn.files.layout import ANALYSIS_FILES, PLAN_CHECK, STUDY_MANIFEST
 from cotdyn.plan.registration import sibling_paths
+from cotdyn.protocol.signals import caption_list, registered_signals
 from cotdyn.plan.load import load_plan, plan_sha256
 from cotdyn.provenance.seal import SealError, check_sealed, seal_path, unreadable_tables
 from cotdyn.report.secondary_tables import has_secondary

@@ -18,6 +18,7 @@ rule exploratory:
         resamples=PLAN["analysis"]["bootstrap"]["resamples"],
         level=PLAN["analysis"]["bootstrap"]["level"],
         plan_sha256=PLAN_SHA256,
+        signals=caption_list(),  # read by the captions
     conda:
         "../../envs/analysis.yaml"
     log:

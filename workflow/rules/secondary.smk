@@ -16,6 +16,7 @@ rule secondary:
     params:
         epsilon=lambda w: PROTOCOLS[w.variant]["epsilon"],
         plan_sha256=PLAN_SHA256,
+        signals=caption_list(registered_signals()),  # read by the captions
     conda:
         "../../envs/analysis.yaml"
     log:

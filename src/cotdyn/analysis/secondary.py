@@ -16,9 +16,10 @@ import numpy as np
 import pandas as pd
 
 from cotdyn import stats
-from cotdyn.analysis.exploratory import SIGNALS, analyzed, shape_at
+from cotdyn.analysis.exploratory import analyzed, shape_at
 from cotdyn.analysis.hypotheses.cells import group_rule, kept_flags
 from cotdyn.files.columns import require_columns
+from cotdyn.protocol.signals import registered_signals
 
 
 def _num(x) -> float | None:
@@ -115,14 +116,15 @@ def selective_accuracy(
     n = len(rows)
     k = coverage_k(coverage, n)
     out = []
-    for name, read in SIGNALS.items():
+    for signal in registered_signals():  # plan-fixed: a newly declared signal adds no row
+        name = signal.name
         row = {"signal": name, "n": n, "coverage": float(coverage), "k": k, "accuracy": _num(y.mean()) if n else None}
         if k < 1:
             out.append(row | {"selective_accuracy": None, "ci_lo": None, "ci_hi": None, "ci_n_kept": 0,
                               "top_tier_coverage": None, "filler_share": None,
                               "reason": f"coverage {coverage} of {n} analyzed chains accepts none"})  # fmt: skip
             continue
-        score = read(rows)
+        score = signal.score(rows)
         point = top_k_accuracy_rows(score, y, stats.full_sample(n), k)[0]
         boot = top_k_accuracy_rows(score, y, _rows(idx, n), k)
         filler = top_k_filler(score, k)

@@ -14,6 +14,7 @@ import pandas as pd
 
 from cotdyn import stats
 from cotdyn.grading import answers
+from cotdyn.protocol.signals import derived_columns
 from cotdyn.protocol.trajectory import agreement, answer_classes, summarize
 
 
@@ -189,6 +190,7 @@ def records_table(
                 # the share of the problem's answers that came from continuations cut by their budget
                 "cut_answer_share": n_cut / n_answered if n_answered else float("nan"),
                 "endpoint_answered": bool(prefix_answers and any(a is not None for a in prefix_answers[-1])),
+                **derived_columns(t, prefix_answers),
             }
         )
     records = pd.DataFrame(rows)

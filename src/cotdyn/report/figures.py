@@ -18,21 +18,6 @@ from cotdyn.files.writers import new_figure
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-SIGNAL_COLORS = {"monotone": "#4477aa", "violations": "#228833", "final_entropy": "#ee6677", "coherence": "#aa3377"}
-# distinct dashes as well as colours: curves that coincide (a small cell) stay distinguishable
-SIGNAL_STYLES = {
-    "monotone": "-",
-    "violations": (0, (6, 3)),
-    "final_entropy": (0, (1, 2)),
-    "coherence": (0, (6, 2, 1, 2)),
-}
-SIGNAL_LABELS = {
-    "monotone": "monotone flag",
-    "violations": "-violations",
-    "final_entropy": "-final entropy",
-    "coherence": "coherence C",
-}
-
 
 def _grid(n: int, ncols: int, width: float, height: float) -> tuple[Figure, np.ndarray]:
     ncols = max(1, min(ncols, n))
@@ -74,15 +59,15 @@ def risk_coverage_figure(records: pd.DataFrame, draws: int, seed: int) -> Figure
         rows = ex.analyzed(rows)
         y = rows["correct"].to_numpy(dtype=bool)
         coverage = np.arange(1, len(rows) + 1) / max(len(rows), 1)
-        for name, read in ex.SIGNALS.items():
+        for signal in ex.SIGNALS.values():
             if len(rows):
                 ax.plot(
                     coverage,
-                    ex.selective_risk_curve(read(rows), y, draws, seed),
-                    color=SIGNAL_COLORS[name],
-                    linestyle=SIGNAL_STYLES[name],
+                    ex.selective_risk_curve(signal.score(rows), y, draws, seed),
+                    color=signal.color,
+                    linestyle=signal.dash,
                     linewidth=1.4,
-                    label=SIGNAL_LABELS[name],
+                    label=signal.label,
                 )
         ax.axvline(ex.TRUNCATED_COVERAGE, color="0.5", linestyle="--", linewidth=0.8)
         ax.set_xlim(0, 1)

@@ -6,7 +6,7 @@ tables are assembled in ``cotdyn.report.exploratory_tables`` and written there. 
 score means "more likely correct": the monotone flag, the negated violation count, the negated final
 entropy, and coherence C = H_0 - H_N as it stands (seed 003 Appendix F.1).
 
-The package: ``inputs`` (the records contract, signals, exclusions), ``ranking`` (ROC and risk-coverage
+The package: ``inputs`` (the records contract, exclusions; the signals are declared in ``cotdyn.protocol.signals``), ``ranking`` (ROC and risk-coverage
 areas), ``confounders`` (confounder controls, label coupling), ``variants`` (early exit, the epsilon
 sweep), ``coverage`` (reference-budget coverage curves), ``sweeps`` (sensitivity sweeps). Every public
 name is importable from here.
@@ -22,10 +22,11 @@ from cotdyn.analysis.exploratory.confounders import (
     violation_magnitude,
 )
 from cotdyn.analysis.exploratory.coverage import CoverageCurve, coverage_curve, coverage_rows
-from cotdyn.analysis.exploratory.inputs import REQUIRED, SIGNALS, analyzed, check_records
+from cotdyn.analysis.exploratory.inputs import REQUIRED, analyzed, check_records
 from cotdyn.analysis.exploratory.ranking import TRUNCATED_COVERAGE, aurc, ranking_table, roc_area, selective_risk_curve
 from cotdyn.analysis.exploratory.sweeps import SWEEP_FIELDS, chain_length_stats, sweep_table
 from cotdyn.analysis.exploratory.variants import EPSILONS, early_exit, epsilon_sweep, min_grid_spacing, shape_at
+from cotdyn.protocol.signals import SIGNALS
 
 __all__ = [
     "CoverageCurve",

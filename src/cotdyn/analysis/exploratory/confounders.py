@@ -9,9 +9,10 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from cotdyn.analysis.exploratory.inputs import SIGNALS, _labels, analyzed, check_records
+from cotdyn.analysis.exploratory.inputs import _labels, analyzed, check_records
 from cotdyn.analysis.exploratory.ranking import roc_area
 from cotdyn.grading.answers import answers_or_none
+from cotdyn.protocol.signals import SIGNALS
 
 LOGIT_TERMS = ("monotone", "n_points", "final_entropy")
 
@@ -141,8 +142,8 @@ def label_coupling(records: pd.DataFrame) -> dict:
         "accuracy_majority": float(maj.mean()) if len(rows) else None,
         "accuracy_chain": float(own.mean()) if len(rows) else None,
     }
-    for name, read in SIGNALS.items():
-        score = read(rows)
+    for signal in SIGNALS.values():
+        name, score = signal.name, signal.score(rows)
         out[f"roc_{name}_majority"] = roc_area(score, maj) if len(rows) else None
         out[f"roc_{name}_chain"] = roc_area(score, own) if len(rows) else None
     for tag, y in (("majority", maj), ("chain", own)):

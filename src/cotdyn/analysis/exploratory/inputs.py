@@ -1,4 +1,4 @@
-"""The records contract of the exploratory analyses, the ranking signals and the analyzed rows."""
+"""The records contract of the exploratory analyses and the analyzed rows (the signals: ``cotdyn.protocol.signals``)."""
 
 from __future__ import annotations
 
@@ -9,15 +9,7 @@ import pandas as pd
 
 from cotdyn.files.columns import require_columns
 
-# The signal name and how its score is read from a records frame (higher = predicted correct).
-SIGNALS = {
-    "monotone": lambda r: r["monotone"].to_numpy(dtype=float),
-    "violations": lambda r: -r["violations"].to_numpy(dtype=float),
-    "final_entropy": lambda r: -r["final_entropy"].to_numpy(dtype=float),
-    "coherence": lambda r: r["coherence"].to_numpy(dtype=float),
-}
-
-
+# What the exploratory analyses read of the records contract (cotdyn.records.contract).
 REQUIRED = (
     "cell",
     "problem_id",

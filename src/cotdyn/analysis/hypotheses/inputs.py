@@ -10,13 +10,8 @@ import numpy as np
 import pandas as pd
 
 from cotdyn.files.columns import require_columns
+from cotdyn.records.contract import RECORD_COLUMNS  # read_records checks every file against it
 
-# The records contract (docs/design.md section 11); read_records checks every file against it.
-RECORD_COLUMNS = (
-    "cell", "problem_id", "trajectory", "n_points", "monotone", "violations", "coherence",
-    "final_entropy", "final_confidence", "pred", "gold", "correct", "chain_answer", "chain_correct",
-    "excluded", "exclusion_reason", "reference_tokens", "reference_truncated", "raw_units", "cap_hit",
-)  # fmt: skip
 # What analyze itself reads (plus the plan's H5 features).
 ANALYSIS_COLUMNS = ("cell", "problem_id", "n_points", "monotone", "violations", "coherence", "correct", "excluded")
 

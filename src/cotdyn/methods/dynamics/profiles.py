@@ -22,6 +22,7 @@ from cotdyn.methods.dynamics.states import (
 )
 from cotdyn.plan.config import split_cell
 
+# What the profiles read of the records contract (cotdyn.records.contract).
 RECORD_COLUMNS = ("cell", "problem_id", "gold", "reference_tokens")
 
 
