@@ -3,8 +3,6 @@ import os
 import sys
 from pathlib import Path
 
-from snakemake.utils import validate
-
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 from cotdyn.files import layout
 from cotdyn.plan.config import (
@@ -19,16 +17,18 @@ from cotdyn.plan.config import (
 from cotdyn.files.layout import ANALYSIS_FILES, PLAN_CHECK, STUDY_MANIFEST
 from cotdyn.plan.registration import sibling_paths
 from cotdyn.protocol.signals import caption_list, registered_signals
+from cotdyn.plan.schema import validate_config
 from cotdyn.plan.load import load_plan, plan_sha256
 from cotdyn.provenance.seal import SealError, check_sealed, seal_path, unreadable_tables
 from cotdyn.report.secondary_tables import has_secondary
 
 CONFIG_SOURCE = ", ".join(str(f) for f in getattr(workflow, "configfiles", [])) or "config"
 
+# the one validation of every config (cotdyn.plan.schema): the audit applies it to a manifest's config
 try:
-    validate(config, "../schemas/config.schema.yaml")
-except Exception as e:
-    raise WorkflowError(f"invalid config ({CONFIG_SOURCE}): {e}") from None
+    validate_config(config, f"invalid config ({CONFIG_SOURCE})", Path(workflow.basedir) / "workflow/schemas/config.schema.yaml")
+except ConfigError as e:
+    raise WorkflowError(str(e)) from None
 
 PLAN_PATH = config["plan"]
 try:

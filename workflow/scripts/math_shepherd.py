@@ -1,6 +1,7 @@
 import pandas as pd
 
 from cotdyn.files.logs import tee_to
+from cotdyn.files.writers import write_text
 from cotdyn.methods.math_shepherd import math_shepherd_from_samples
 from cotdyn.records.table import variant_samples
 
@@ -25,6 +26,5 @@ tables = [
     )
 ]
 table = pd.concat(tables, ignore_index=True)
-table[["cell"] + [c for c in table.columns if c != "cell"]].to_csv(
-    snakemake.output[0], index=False, float_format="%.10g"
-)
+csv = table[["cell"] + [c for c in table.columns if c != "cell"]].to_csv(index=False, float_format="%.10g")
+write_text(csv, snakemake.output[0])

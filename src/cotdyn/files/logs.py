@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -26,6 +27,8 @@ class _Tee:
 
 def tee_to(log_path: str | Path) -> None:
     Path(log_path).parent.mkdir(parents=True, exist_ok=True)
-    log = open(log_path, "w", buffering=1)
+    # O_NOFOLLOW: a link placed at the log's path is refused, never written through
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o666)
+    log = open(fd, "w", buffering=1)
     sys.stdout = _Tee(sys.__stdout__, log)
     sys.stderr = _Tee(sys.__stderr__, log)

@@ -1,6 +1,6 @@
 """Every output file a study writes goes through here: parquet, JSON, CSV, text and PNG.
 
-Each writer writes to a temporary name and renames it into place, so a killed job never leaves a
+Each writer writes to a fresh temporary file and renames it into place, so a killed job never leaves a
 torn file, and writes byte-stable content: sorted JSON keys, a fixed float format and ``\\n``
 line ends in CSV, PNGs at a fixed dpi without the Software stamp. Equal data give equal bytes.
 """
@@ -10,21 +10,32 @@ from __future__ import annotations
 import io
 import json
 import os
+import tempfile
 from pathlib import Path
 
 import pandas as pd
 
 FLOAT_FORMAT = "%.10g"
+UMASK = os.umask(0o022)
+os.umask(UMASK)  # read once (os.umask can only set it): the mode a plain write would give
 DPI = 100
 
 
 def write_bytes(data: bytes, path: str | Path) -> Path:
-    """Write ``data`` atomically (temporary name, then rename), creating the folder."""
+    """Write ``data`` atomically, creating the folder: into a temporary file that ``mkstemp``
+    creates anew in the target folder (O_CREAT | O_EXCL, a random name: a link placed beforehand is
+    never followed), then renamed over ``path`` (a rename replaces a link there, not its target)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, 0o666 & ~UMASK)  # mkstemp makes it 0600; a plain write would not
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
     return path
 
 

@@ -64,19 +64,26 @@ def stale_temporaries(directory: Path, now: float | None = None) -> list[Path]:
 
 
 class GenerationCache:
-    def __init__(self, directory: str | Path):
+    """``read_only``: the audit's view of a cache it was handed: nothing is created, cleaned up or
+    written (a stale temporary there is left alone; ``put`` refuses)."""
+
+    def __init__(self, directory: str | Path, read_only: bool = False):
         self.directory = Path(directory)
-        self.directory.mkdir(parents=True, exist_ok=True)
+        self.read_only = read_only
         self.entries: dict[str, list[Completion]] = {}
         self.rejected: list[str] = []
-        for tmp in stale_temporaries(self.directory):
-            print(f"generation cache: removing {tmp}, left by an interrupted write", file=sys.stderr)
-            tmp.unlink(missing_ok=True)
+        if not read_only:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            for tmp in stale_temporaries(self.directory):
+                print(f"generation cache: removing {tmp}, left by an interrupted write", file=sys.stderr)
+                tmp.unlink(missing_ok=True)
         for shard in sorted(self.directory.glob("*.json")):
             self._load(shard)
 
     def _load(self, shard: Path) -> None:
         try:
+            if shard.is_symlink():  # a shard is a file the cache wrote, never a link elsewhere
+                raise ValueError("a symlink, not a shard")
             payload = json.loads(shard.read_text())
             body = payload["body"]
             if hashlib.sha256(body.encode()).hexdigest() != payload["sha256"]:
@@ -95,6 +102,8 @@ class GenerationCache:
 
     def put(self, results: dict[str, list[Completion]]) -> str:
         """Write ``results`` as one shard; its file name."""
+        if self.read_only:
+            raise PermissionError(f"generation cache {self.directory} was opened read-only")
         body = json.dumps(
             {k: [[list(c.token_ids), c.text, c.finish_reason] for c in v] for k, v in sorted(results.items())},
             separators=(",", ":"),

@@ -143,11 +143,17 @@ def check_against_cache(
             len(recomputed) - len(seal["requests"])
         )
         problems.append(f"{differ} of its requests (prompt ids, seeds, prefixes) differ from those sealed")
-    folder = revision_folder(cache_dir, seal["model_revision"])
+    if cache_dir is None:
+        return problems, False
+    folder = revision_folder(cache_dir, str(seal.get("model_revision")))
+    if not folder.resolve().is_relative_to(Path(cache_dir).resolve()) or folder.resolve() == Path(cache_dir).resolve():
+        return problems + [
+            f"its seal's model_revision {seal.get('model_revision')!r} names no folder of the cache"
+        ], False
     if not folder.is_dir():
         return problems, False
     opened = {} if opened is None else opened
-    if folder not in opened:
-        opened[folder] = GenerationCache(folder)
+    if folder not in opened:  # read-only: the audit neither cleans up nor writes a cache it is handed
+        opened[folder] = GenerationCache(folder, read_only=True)
     problems += cache_differences(pd.read_parquet(raw_path), seal["requests"], opened[folder])
     return problems, True

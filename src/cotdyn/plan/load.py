@@ -22,6 +22,14 @@ def plan_sha256(path: str | Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
+def yaml_error(e: yaml.YAMLError) -> str:
+    """What a YAML error says, and where, without the lines of the file it quotes (a file named by a
+    study handed to a reviewer must not reach the terminal through an error message)."""
+    mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    return where + str(getattr(e, "problem", None) or getattr(e, "context", None) or type(e).__name__)
+
+
 def load_plan(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     try:
@@ -29,7 +37,7 @@ def load_plan(path: str | Path) -> dict[str, Any]:
     except FileNotFoundError:
         raise FileNotFoundError(f"plan file not found: {path}") from None
     except yaml.YAMLError as e:  # its own message says "<unicode string>": name the file
-        raise ValueError(f"{path}: not valid YAML: {e}") from None
+        raise ValueError(f"{path}: not valid YAML: {yaml_error(e)}") from None
     if not isinstance(plan, dict):
         raise ValueError(f"{path}: the plan must be a YAML mapping, got {type(plan).__name__}")
     for key in ("protocol", "exclusion", "hypotheses", "holm", "analysis"):

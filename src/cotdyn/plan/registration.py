@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from cotdyn.plan.load import plan_sha256, registered_protocol
+from cotdyn.plan.load import plan_sha256, registered_protocol, yaml_error
 
 # The variant whose protocol a confirmatory cell is held to; other variants are sensitivity
 # analyses reported against it (docs/design.md section 6), so their differences are not deviations.
@@ -76,7 +76,7 @@ def read_registered(registered_path: str | Path) -> dict:
     try:
         data = yaml.safe_load(path.read_text())
     except yaml.YAMLError as e:
-        raise PreregistrationError(f"{path}: not YAML ({e})") from None
+        raise PreregistrationError(f"{path}: not YAML ({yaml_error(e)})") from None
     for key in ("plan_sha256", "date"):
         if not isinstance(data, dict) or key not in data:
             raise PreregistrationError(f"{path}: missing field '{key}'")
@@ -131,7 +131,7 @@ def load_deviations(path: str | Path) -> list[Deviation]:
     try:
         entries = yaml.safe_load(path.read_text())
     except yaml.YAMLError as e:
-        raise PreregistrationError(f"{path}: not YAML ({e})") from None
+        raise PreregistrationError(f"{path}: not YAML ({yaml_error(e)})") from None
     return parse_deviations(entries, str(path))
 
 

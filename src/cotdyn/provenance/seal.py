@@ -89,7 +89,8 @@ def write_seal(
         write_json(seal, seal_path(raw_path))
         return seal
     staged = seal_path(raw_path).with_name(f".{SEAL}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-    staged.write_bytes(json_bytes(seal))
+    with open(staged, "xb") as f:  # created exclusively: a link placed there is never followed
+        f.write(json_bytes(seal))
     try:
         os.link(written, raw_path)
     except FileExistsError:

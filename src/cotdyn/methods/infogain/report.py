@@ -6,6 +6,7 @@ Wall times are not written here (they belong to the job's log).
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+
+from cotdyn.files.writers import write_bytes, write_text  # noqa: E402
 
 FLOAT_FORMAT = "%.6f"
 
@@ -32,8 +35,7 @@ TABLES = {
 
 
 def _csv(frame: pd.DataFrame, path: Path) -> Path:
-    frame.to_csv(path, index=False, float_format=FLOAT_FORMAT, na_rep="NA", lineterminator="\n")
-    return path
+    return write_text(frame.to_csv(index=False, float_format=FLOAT_FORMAT, na_rep="NA", lineterminator="\n"), path)
 
 
 def _json_default(value: Any):
@@ -104,9 +106,10 @@ def figure3(result: dict, path: Path) -> Path:
     )
     fig.suptitle("Toy experiment, chains with a wrong final answer (test split)", fontsize=11)
     fig.tight_layout()
-    fig.savefig(path, dpi=110, metadata={"Software": None})
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110, metadata={"Software": None})
     plt.close(fig)
-    return path
+    return write_bytes(buffer.getvalue(), path)
 
 
 def ig_subsets_figure(result: dict, path: Path) -> Path:
@@ -118,9 +121,10 @@ def ig_subsets_figure(result: dict, path: Path) -> Path:
     for ax, (subset, frame) in zip(axes, frames.items()):
         _heatmap(ax, frame, f"IG, {subset.replace('_', ' ')} chains", ".2f", "RdBu", -lim, lim)
     fig.tight_layout()
-    fig.savefig(path, dpi=110, metadata={"Software": None})
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110, metadata={"Software": None})
     plt.close(fig)
-    return path
+    return write_bytes(buffer.getvalue(), path)
 
 
 def write_infogain(result: dict, out_dir: str | Path) -> list[Path]:
@@ -136,7 +140,7 @@ def write_infogain(result: dict, out_dir: str | Path) -> list[Path]:
     summary = {key: result[key] for key in ("acceptance", "params", "seed", "models", "split_sizes")}
     summary["paper_table1"] = _paper_rows(result["table1"])
     path = out / "acceptance.json"
-    path.write_text(json.dumps(_round_floats(summary), sort_keys=True, indent=2, default=_json_default) + "\n")
+    write_text(json.dumps(_round_floats(summary), sort_keys=True, indent=2, default=_json_default) + "\n", path)
     paths.append(path)
     paths.append(figure3(result, out / "figure3_heatmaps.png"))
     paths.append(ig_subsets_figure(result, out / "ig_heatmaps.png"))

