@@ -183,13 +183,16 @@ def registered_study(tmp_path_factory, data_dir) -> Path:
 
 @pytest.fixture
 def study(registered_study, tmp_path) -> Path:
-    """A private copy of the registered study (with its preregistration/) to tamper with."""
+    """A private copy of the registered study (with its preregistration/ and its cache, beside its
+    results/ as a reviewer receives them: the audit opens only what lies there) to tamper with."""
     root = registered_study.parents[1]
     shutil.copytree(root / "preregistration", tmp_path / "preregistration")
+    shutil.copytree(root / "cache", tmp_path / "cache")
     copy = tmp_path / "results" / "t"
     shutil.copytree(registered_study, copy)
     manifest = json.loads((copy / STUDY_MANIFEST).read_text())
     manifest["config"]["plan"] = str(tmp_path / "preregistration" / "plan.yaml")
+    manifest["config"]["cache"] = str(tmp_path / "cache")
     manifest["config_sha256"] = config_sha256(manifest["config"])
     (copy / STUDY_MANIFEST).write_text(json.dumps(manifest))
     return copy

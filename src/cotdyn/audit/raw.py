@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from cotdyn.files.layout import reference_file, variant_file
+from cotdyn.files.terminal import printable
 from cotdyn.generation.sealing import chains_requests, check_against_cache, samples_requests
 from cotdyn.plan.config import reference_id, samples_variant
 from cotdyn.provenance.integrity import MATCH, MISMATCH, FileCheck
@@ -33,30 +34,44 @@ def raw_files(config: dict, protocols: dict[str, dict], cells) -> dict[str, tupl
     return raw
 
 
-def raw_checks(study_dir, config: dict, protocols: dict[str, dict], cells) -> dict[str, tuple[bool, str]]:
-    """Per raw file present: (whether it matches its seal and the cache, what was checked or found)."""
+def raw_check(study_dir: Path, path: str, cell: str, protocol: dict, chains: str | None, cache_dir, opened: dict):
+    """(whether one raw file matches its seal and the cache, what was checked or found); None when
+    the cache was not there to compare with and nothing failed."""
+    try:
+        table = pd.read_parquet(study_dir / path)
+        if chains is None:
+            requests = chains_requests(table, protocol, cell)
+        else:
+            requests = samples_requests(table, pd.read_parquet(study_dir / chains), protocol, cell)
+        problems, compared = check_against_cache(study_dir / path, requests, cache_dir, opened)
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        return False, f"unreadable as a raw table: {type(e).__name__}: {printable(str(e))[:300]}"
+    if problems:
+        return False, "; ".join(problems)
+    return (True, "sealed, and every row equal to the generation cache") if compared else None
+
+
+def raw_checks(study_dir, raw: dict, protocols: dict[str, dict], cache_dir, cache_note: str,
+               refused: dict[str, str], sealed: dict[str, str | None]) -> dict[str, tuple[bool, str]]:  # fmt: skip
+    """Per raw file present: (whether it matches its seal and the cache, what was checked or found).
+    ``refused``: the files the bounds kept from being parsed, and why (cotdyn.audit.bounds);
+    ``sealed``: each other file's seal problem, found before anything was parsed; ``cache_note``:
+    why the config's cache was not opened."""
     study_dir = Path(study_dir)
-    cache_dir = config.get("cache", "results/cache")
     checks, opened = {}, {}
-    for path, (cell, variant, chains) in sorted(raw_files(config, protocols, cells).items()):
+    for path, (cell, variant, chains) in sorted(raw.items()):
+        if path in refused or (chains in refused):
+            checks[path] = (False, f"not parsed: {refused.get(path) or chains + ' refused'}")
+            continue
         if not (study_dir / path).exists() or (chains and not (study_dir / chains).exists()):
             continue
-        try:
-            table = pd.read_parquet(study_dir / path)
-            if chains is None:
-                requests = chains_requests(table, protocols[variant], cell)
-            else:
-                requests = samples_requests(table, pd.read_parquet(study_dir / chains), protocols[variant], cell)
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            checks[path] = (False, f"unreadable as a raw table: {type(e).__name__}: {e}")
+        if sealed.get(path):
+            checks[path] = (False, sealed[path])
             continue
-        problems, compared = check_against_cache(study_dir / path, requests, cache_dir, opened)
-        if problems:
-            checks[path] = (False, "; ".join(problems))
-        elif compared:
-            checks[path] = (True, "sealed, and every row equal to the generation cache")
-        else:
-            checks[path] = (True, f"sealed; generation cache {cache_dir} absent, rows not compared with it")
+        checks[path] = raw_check(study_dir, path, cell, protocols[variant], chains, cache_dir, opened) or (
+            True,
+            f"sealed; {cache_note or f'generation cache {cache_dir} absent'}, rows not compared with it",
+        )
     return checks
 
 
@@ -68,5 +83,7 @@ def apply_raw_checks(files: list[FileCheck], checks: dict[str, tuple[bool, str]]
         ok, detail = checks.get(f.path, (True, ""))
         if f.status == MATCH and f.path in checks:
             f = FileCheck(f.path, MATCH if ok else MISMATCH, detail)
+        elif not ok:  # already failing its manifest hash: say what the raw check found too
+            f = FileCheck(f.path, f.status, f"{f.detail}; {detail}")
         out.append(f)
     return out

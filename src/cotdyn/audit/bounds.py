@@ -1,0 +1,92 @@
+"""Bounds on what one raw file of a study can make the audit do (docs/tamper-evidence.md, "Threat model").
+
+A raw file (chains.parquet, samples.parquet) is checked before it is parsed: a plain file (no
+link), its size, then its parquet footer alone (rows, the columns the audit reads, the size its
+columns take decompressed and how far they decompress), then its seal's hash. Only then are its
+rows read, and a text longer than any generation writes is refused. Each refusal names the file and
+the bound. A file whose hash differs from its seal but that keeps within the bounds is still read:
+the audit names the rows that changed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from cotdyn.provenance.seal import SealError, file_sha256, read_seal
+
+MAX_FILE_BYTES = 4 << 30  # a raw file on disk
+MAX_UNCOMPRESSED_BYTES = 8 << 30  # its columns decompressed, as its footer says
+MAX_RATIO = 100  # decompressed / compressed: pandas' snappy reaches about 20 on repetitive text
+MAX_ROWS = 50_000_000
+MAX_TEXT_CHARS = 200_000  # one chain or continuation: some 50,000 tokens, beyond every budget
+COLUMNS = ("text",)  # what every raw table holds and the audit reads
+
+
+def footer_problem(path: Path) -> str | None:
+    """What the parquet footer of ``path`` shows beyond the bounds, or None; reads no row."""
+    import pyarrow.parquet as pq
+
+    try:
+        meta = pq.ParquetFile(path).metadata
+    except (OSError, ValueError) as e:  # ArrowInvalid is a ValueError
+        return f"not a parquet file ({type(e).__name__})"
+    names = set(meta.schema.names)
+    missing = [c for c in COLUMNS if c not in names]
+    if missing:
+        return f"has no column {', '.join(missing)} (a raw table holds each row's text)"
+    if meta.num_rows > MAX_ROWS:
+        return f"{meta.num_rows} rows, more than the audit reads ({MAX_ROWS})"
+    chunks = [meta.row_group(g).column(c) for g in range(meta.num_row_groups) for c in range(meta.num_columns)]
+    plain = sum(c.total_uncompressed_size for c in chunks)
+    packed = max(1, sum(c.total_compressed_size for c in chunks))
+    if plain > MAX_UNCOMPRESSED_BYTES:
+        return f"decompresses to {plain} bytes, more than the audit reads ({MAX_UNCOMPRESSED_BYTES})"
+    if plain > MAX_RATIO * packed:
+        return f"decompresses {plain // packed}-fold ({packed} bytes to {plain}); generation output does not exceed {MAX_RATIO}"
+    return None
+
+
+def raw_file_problem(path: Path) -> str | None:
+    """Why the raw file at ``path`` is not parsed (see the module docstring), or None."""
+    if path.is_symlink() or not path.is_file():
+        return "not a plain file: a raw file is never read through a link"
+    size = path.stat().st_size
+    if size > MAX_FILE_BYTES:
+        return f"{size} bytes, more than the audit reads ({MAX_FILE_BYTES})"
+    return footer_problem(path)
+
+
+def seal_problem(path: Path) -> str | None:
+    """The seal check, made before the file is parsed: its seal readable and its hash equal."""
+    try:
+        seal = read_seal(path)
+    except SealError as e:
+        return str(e)
+    if file_sha256(path) != seal["sha256"]:
+        return f"sha256 differs from its seal {path.with_name('seal.json').name}"
+    return None
+
+
+def long_text(table: pd.DataFrame, path: str) -> str | None:
+    """A raw table holding a text longer than MAX_TEXT_CHARS, or a text that is not a string."""
+    texts = table["text"]
+    if not all(isinstance(t, str) for t in texts):
+        return f"{path}: column text holds a value that is not a string"
+    longest = int(texts.str.len().max()) if len(texts) else 0
+    if longest > MAX_TEXT_CHARS:
+        return f"{path}: a text of {longest} characters, more than any generation writes ({MAX_TEXT_CHARS}); not read further"
+    return None
+
+
+def admit_raw(study_dir: Path, paths: list[str]) -> dict[str, str]:
+    """Each raw file of ``paths`` the audit will not parse -> why; the rest may be read."""
+    refused = {}
+    for rel in paths:
+        path = study_dir / rel
+        if path.exists() or path.is_symlink():
+            problem = raw_file_problem(path)
+            if problem:
+                refused[rel] = problem
+    return refused

@@ -1,0 +1,257 @@
+"""The re-derivations of the audit (docs/design.md section 7), shared with the workflow's rules.
+
+From the stored generations alone (chains.parquet, samples.parquet) and the study manifest's
+config, ``rederive`` re-extracts every continuation's answer from its text and re-derives records,
+summaries, the plan check and the registered analysis in a scratch directory; the rules that write
+these files call the same functions. A raw file ``cotdyn.audit.bounds`` refused is not read.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from cotdyn.analysis.hypotheses import analyze, read_records, write_analysis
+from cotdyn.audit.bounds import long_text
+from cotdyn.audit.diff import changed_answers
+from cotdyn.dataset.benchmarks import content_sha256, problems_from_table
+from cotdyn.files.layout import (
+    GENERATIONS,
+    INTERVENTION_FILES,
+    PLAN_CHECK,
+    analysis_file,
+    reference_file,
+    variant_file,
+)
+from cotdyn.files.layout import problems as problems_file
+from cotdyn.files.writers import write_json, write_parquet
+from cotdyn.grading import answers
+from cotdyn.plan.config import cut_answers, protocol_for, reference_id, samples_variant
+from cotdyn.plan.load import load_plan, plan_sha256
+from cotdyn.plan.registration import (
+    PreregistrationError,
+    load_deviations,
+    plan_check,
+    sibling_paths,
+    undeclared_differences,
+    undeclared_message,
+)
+from cotdyn.records.derive import derive_records
+from cotdyn.records.table import variant_samples
+from cotdyn.report.secondary_tables import derive_generations, derive_secondary, has_secondary
+
+
+def study_protocols(config: dict, plan: dict) -> dict[str, dict]:
+    return {v: protocol_for(config, plan, v) for v in config.get("variants", {"registered": {}})}
+
+
+# --- derivations shared by the workflow's rules and the audit --------------------------------
+
+
+def write_plan_check(plan_path, config: dict, out) -> dict:
+    """checks/plan_check.json: the registered hash and every confirmatory cell's declared deviations;
+    raises on an edited plan or an undeclared deviation."""
+    plan = load_plan(plan_path)
+    check = plan_check(
+        plan_path, list(config["cells"]), list(config.get("confirmatory", [])), study_protocols(config, plan), plan
+    )
+    write_json(check, out)
+    return check
+
+
+def derive_analysis(records_paths: list, plan_path, plan_check_path, out_dir) -> list[Path]:
+    """analysis/<variant>/: the registered analysis over all cells' records, naming the plan's hash
+    and the preregistration status (declared deviations) of every analysed cell."""
+    records = read_records(records_paths)
+    check = json.loads(Path(plan_check_path).read_text())
+    result = analyze(records, load_plan(plan_path), plan_sha256(plan_path))
+    cells = sorted(records["cell"].astype(str).unique())
+    result["preregistration"] = {"registered": check["registered"], "cells": {c: check["cells"].get(c) for c in cells}}
+    return write_analysis(result, records, Path(out_dir))
+
+
+def derive_dynamics(samples: list[pd.DataFrame], records_paths: list, cells: dict, protocol: dict, out) -> None:
+    """analysis/<variant>/dynamics/ as rule dynamics writes it: the variant's samples (its m and
+    endpoint applied), its records, its null rule, equivalence and endpoint, each cell's answer rule."""
+    from cotdyn.report.dynamics_plots import write_dynamics
+
+    records = pd.concat([pd.read_parquet(p) for p in records_paths], ignore_index=True)
+    write_dynamics(
+        pd.concat(samples, ignore_index=True),
+        records,
+        Path(out),
+        null_class=protocol["null_answers"] == "class",
+        benchmarks={name: spec.answer_rule for name, spec in cells.items()},
+        equivalence=protocol["equivalence"],
+        endpoint=protocol["endpoint"],
+    )
+
+
+def derive_interventions(comparisons: dict, variants: list[str], scratch: Path) -> None:
+    """analysis/dynamics_interventions/ (seed 002 Figure 4) from the re-derived profiles, as rule
+    dynamics_interventions writes it."""
+    from cotdyn.methods.dynamics_interventions import comparison_variants, write_interventions
+
+    named = comparison_variants(comparisons, variants)
+    paths = {v: scratch / analysis_file(v, "dynamics/profiles.csv") for v in named}
+    if all(p.exists() for p in paths.values()):
+        profiles = {v: pd.read_csv(p) for v, p in paths.items()}
+        write_interventions(profiles, dict(comparisons), scratch / Path(INTERVENTION_FILES[0]).parent)
+
+
+def reextract_answers(
+    samples: pd.DataFrame, benchmark: str, options: dict[str, tuple[str, ...]] | None = None
+) -> tuple[pd.DataFrame, int]:
+    """Samples with answer and status re-extracted from each continuation's text, and the number
+    of rows whose stored answer or status differs from the re-extraction. ``options``: each
+    multiple-choice problem's option texts."""
+    options = options or {}
+    found = [answers.extract(t, benchmark, options.get(p)) for t, p in zip(samples["text"], samples["problem_id"])]
+    out = samples.copy()
+    out["answer"] = [f.answer for f in found]
+    out["status"] = [f.status for f in found]
+    stored = answers.answers_or_none(samples["answer"])
+    changed = sum(a != f.answer or s != f.status for a, s, f in zip(stored, samples["status"], found))
+    return out, int(changed)
+
+
+def _options(study_dir: Path, spec) -> dict[str, tuple[str, ...]]:
+    """Option texts of a cell's multiple-choice problems, from the study's stored problems table."""
+    path = study_dir / problems_file(spec.benchmark_key)
+    if not path.exists():
+        return {}
+    return {p.problem_id: p.options for p in problems_from_table(pd.read_parquet(path)) if p.options}
+
+
+def _problems_path(study_dir: Path, spec) -> Path | None:
+    """A cell's stored problems table (its golds as written, which math-verify reads), if stored."""
+    path = study_dir / problems_file(spec.benchmark_key)
+    return path if path.exists() else None
+
+
+def benchmark_hash_problems(study_dir: Path, config: dict, plan: dict) -> list[str]:
+    """The plan freezes each panel benchmark's content sha256; re-check it against the problems the
+    study stored (all of them: a cell that used a ``limit`` was checked in full when it loaded,
+    and its stored subset is checked against the manifest instead) and against the config."""
+    problems = []
+    panel = plan.get("panel", {}).get("benchmarks", {})
+    for key, entry in sorted(config["benchmarks"].items()):
+        pinned = (panel.get(key) or {}).get("content_sha256")
+        if pinned is None:
+            continue
+        if entry.get("content_sha256") not in (None, pinned):
+            problems.append(
+                f"benchmark {key}: the config pins content sha256 {entry['content_sha256']}, the plan {pinned}"
+            )
+        path = study_dir / problems_file(key)
+        if entry.get("limit") or not path.exists():
+            continue
+        found = content_sha256(problems_from_table(pd.read_parquet(path)))
+        if found != pinned:
+            problems.append(f"{problems_file(key)}: content sha256 {found} differs from the plan's {pinned}")
+    return problems
+
+
+def read_raw(study_dir: Path, path: str, refused: dict[str, str]) -> pd.DataFrame | None:
+    """A raw table the bounds admitted, or None (and the reason recorded in ``refused``)."""
+    if path in refused:
+        return None
+    table = pd.read_parquet(study_dir / path)
+    problem = long_text(table, path)
+    if problem:
+        refused[path] = problem
+        return None
+    return table
+
+
+def rederive_cell(study_dir: Path, scratch: Path, config: dict, plan: dict, spec, variant: str, protocol: dict,
+                  refused: dict[str, str], problems: list[str]) -> tuple[Path, pd.DataFrame] | None:  # fmt: skip
+    """One cell's re-extracted samples and records under one variant: (its records, the samples
+    its dynamics read), or None when a raw file is missing or refused."""
+    name = spec.name
+    chains_path = reference_file(name, reference_id(protocol), "chains.parquet")
+    samples_path = variant_file(name, samples_variant(config, variant), "samples.parquet")
+    if not (study_dir / chains_path).exists() or not (study_dir / samples_path).exists():
+        problems.append(f"cell {name}, variant {variant}: stored generations missing, nothing to re-derive")
+        return None
+    chains, stored = read_raw(study_dir, chains_path, refused), read_raw(study_dir, samples_path, refused)
+    if chains is None or stored is None:
+        problems.append(f"cell {name}, variant {variant}: a raw file was refused (see its line), nothing re-derived")
+        return None
+    samples, changed = reextract_answers(stored, spec.answer_rule, _options(study_dir, spec))
+    if changed:
+        rows = changed_answers(stored, samples)
+        problems.append(
+            f"{variant_file(name, variant, 'samples.parquet')}: {changed} stored answers "
+            "differ from the answers extracted from their text: "
+            + "; ".join(rows[:5])
+            + (f"; and {len(rows) - 5} more" if len(rows) > 5 else "")
+        )
+    scratch_samples = scratch / "generations" / variant_file(name, variant, "samples.parquet")
+    write_parquet(samples, scratch_samples)
+    records = scratch / variant_file(name, variant, "records.parquet")
+    derive_records(
+        study_dir / chains_path,
+        scratch_samples,
+        protocol,
+        plan["exclusion"],
+        spec.answer_rule,
+        name,
+        records,
+        scratch / variant_file(name, variant, "summary.json"),
+        groups=plan["analysis"].get("groups"),
+        cut_answers=cut_answers(config, variant),
+        problems_path=_problems_path(study_dir, spec),
+    )
+    return records, variant_samples(samples, chains, protocol).assign(cell=name)
+
+
+def preregistration_problems(study_dir: Path, scratch: Path, config: dict, plan: dict, plan_path: Path,
+                             protocols: dict[str, dict]) -> list[str]:  # fmt: skip
+    """The plan check (written to ``scratch``), the benchmarks' pinned hashes and every undeclared
+    deviation of a confirmatory cell."""
+    problems = []
+    try:
+        write_plan_check(plan_path, config, scratch / PLAN_CHECK)
+    except PreregistrationError as e:
+        problems.append(f"plan check: {e}")
+    problems += benchmark_hash_problems(study_dir, config, plan)
+    deviations = load_deviations(sibling_paths(plan_path)[1])
+    for cell in config.get("confirmatory", []):
+        if "registered" in protocols:
+            problems += [
+                f"undeclared deviation: {undeclared_message(cell, d)}"
+                for d in undeclared_differences(cell, protocols["registered"], plan, deviations)
+            ]
+    return problems
+
+
+def rederive(study_dir: Path, scratch: Path, config: dict, plan_path: Path, cells: dict, refused: dict[str, str],
+             problems: list[str]) -> None:  # fmt: skip
+    """Write into ``scratch`` every derived file: records, summaries, plan check, analyses."""
+    plan = load_plan(plan_path)
+    protocols = study_protocols(config, plan)
+    problems += preregistration_problems(study_dir, scratch, config, plan, plan_path, protocols)
+    all_records = []
+    for variant, protocol in protocols.items():
+        done = [rederive_cell(study_dir, scratch, config, plan, spec, variant, protocol, refused, problems)
+                for spec in cells.values()]  # fmt: skip
+        records_paths = [d[0] for d in done if d is not None]
+        if records_paths:
+            dynamics = [d[1] for d in done if d is not None]
+            derive_dynamics(dynamics, records_paths, cells, protocol, scratch / analysis_file(variant, "dynamics"))
+        if records_paths and (scratch / PLAN_CHECK).exists():
+            derive_analysis(records_paths, plan_path, scratch / PLAN_CHECK, scratch / analysis_file(variant, ""))
+            if has_secondary(plan):
+                hypotheses = scratch / analysis_file(variant, "hypotheses.json")
+                out = scratch / analysis_file(variant, "secondary")
+                derive_secondary(records_paths, hypotheses, plan, float(protocol["epsilon"]), out)
+                all_records += records_paths
+    if config.get("dynamics_comparisons"):
+        derive_interventions(config["dynamics_comparisons"], list(protocols), scratch)
+    analyses = [scratch / analysis_file(v, "hypotheses.json") for v in protocols]
+    if has_secondary(plan) and all(p.exists() for p in analyses):
+        benchmarks = {name: spec.answer_rule for name, spec in cells.items()}
+        derive_generations(all_records, analyses, protocols, plan, scratch / Path(GENERATIONS).parent, benchmarks)
