@@ -91,6 +91,7 @@ rule audit:
     params:
         study_dir=STUDY_DIR,
         plan=PLAN_PATH,
+        cache=CACHE_DIR,
         report=f"{STUDY_DIR}/logs/audit/audit.json",
     conda:
         "../../envs/analysis.yaml"

@@ -27,6 +27,7 @@ rule audit_result:
         f"{STUDY_DIR}/{layout.AUDIT_RESULT}",
     params:
         study_dir=lambda w, input: str(Path(input.manifest).parents[1]),
+        cache=CACHE_DIR,
     conda:
         "../../envs/analysis.yaml"
     log:

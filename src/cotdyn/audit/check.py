@@ -169,5 +169,7 @@ def unlisted_targets(config: dict, cells: dict, plan: dict, listed: dict[str, st
     return [f"study output {t} is not in the manifest" for t in missing]
 
 
-def write_report(report: AuditReport, path) -> None:
-    write_json(report.as_dict(), path)
+def write_report(report: AuditReport, path, within=None) -> None:
+    """The report as JSON at ``path``; ``within``: the study folder it lies in, never written
+    through a link there (cotdyn.files.writers.write_bytes)."""
+    write_json(report.as_dict(), path, within)

@@ -10,13 +10,16 @@ from cotdyn.files.writers import write_json
 from cotdyn.provenance.integrity import summary
 
 
-def audit_result(study_dir, plan_path=None) -> dict:
+def audit_result(study_dir, plan_path=None, cache=None) -> dict:
     """The full audit (re-derivation and hashes, cotdyn.audit.check.audit) as the report shows it."""
     study_dir = Path(study_dir)
-    return summary(study_dir, audit(study_dir, plan_path), "audit: re-derived from samples and chains, hashed")
+    return summary(
+        study_dir, audit(study_dir, plan_path, cache=cache), "audit: re-derived from samples and chains, hashed"
+    )
 
 
-def write_audit_result(study_dir, plan_path, out) -> dict:
-    result = audit_result(study_dir, plan_path)
-    write_json(result, out)
+def write_audit_result(study_dir, plan_path, out, cache=None) -> dict:
+    """The audit's result, written to ``out`` inside the study, never through a link in it."""
+    result = audit_result(study_dir, plan_path, cache)
+    write_json(result, out, within=study_dir)
     return result

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import yaml
 
+from cotdyn.files.terminal import printable
 from cotdyn.files.writers import write_text
 
 REGISTERED_PLAN = "preregistration/plan.yaml"
@@ -216,11 +217,11 @@ def cmd_init(args) -> int:
             min_group_size=args.min_group_size,
         )
     except InitError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {printable(str(e))}", file=sys.stderr)
         return 1
     folder = Path(args.folder)
     for path in written:
-        print(f"wrote {path}")
+        print(f"wrote {printable(str(path))}")
     print(
         "next: read and edit them, then\n"
         f"  cotdyn register --plan {folder / 'plan.yaml'} --registered {folder / 'REGISTERED'} --date YYYY-MM-DD\n"

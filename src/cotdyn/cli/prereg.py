@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from cotdyn.files.terminal import printable
+
 
 def cmd_register(args) -> int:
     from cotdyn.plan.registration import PreregistrationError, register
@@ -12,16 +14,16 @@ def cmd_register(args) -> int:
     try:
         sha = register(args.plan, args.registered, args.date)
     except PreregistrationError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {printable(str(e))}", file=sys.stderr)
         return 1
-    print(f"registered {args.plan}: sha256 {sha}, {args.date}")
+    print(printable(f"registered {args.plan}: sha256 {sha}, {args.date}"))
     return 0
 
 
 def cmd_audit(args) -> int:
     from cotdyn.audit.check import audit, write_report
 
-    report = audit(args.study_dir, args.plan, args.scratch)
+    report = audit(args.study_dir, args.plan, args.scratch, args.cache)
     print(report.text())
     if args.report:
         write_report(report, args.report)
@@ -40,4 +42,10 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     a.add_argument("--plan", default=None, help="the plan (default: the one the study's config names)")
     a.add_argument("--scratch", default=None, help="keep the re-derived files here (default: a temporary directory)")
     a.add_argument("--report", default=None, help="also write the report as JSON here")
+    a.add_argument(
+        "--cache",
+        default=None,
+        help="the generation cache to compare the raw files with, opened read-only (default: the study config's, "
+        "if it lies in the study, the folder its results/ lies in, or this checkout)",
+    )
     a.set_defaults(run=cmd_audit)

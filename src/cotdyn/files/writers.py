@@ -21,11 +21,25 @@ os.umask(UMASK)  # read once (os.umask can only set it): the mode a plain write 
 DPI = 100
 
 
-def write_bytes(data: bytes, path: str | Path) -> Path:
+def linked_folder(path: Path, within: Path) -> Path | None:
+    """The first folder between ``within`` and ``path`` that is a symlink, or None."""
+    rel = path.parent.relative_to(within)
+    for i in range(1, len(rel.parts) + 1):
+        folder = within.joinpath(*rel.parts[:i])
+        if folder.is_symlink():
+            return folder
+    return None
+
+
+def write_bytes(data: bytes, path: str | Path, within: str | Path | None = None) -> Path:
     """Write ``data`` atomically, creating the folder: into a temporary file that ``mkstemp``
     creates anew in the target folder (O_CREAT | O_EXCL, a random name: a link placed beforehand is
-    never followed), then renamed over ``path`` (a rename replaces a link there, not its target)."""
+    never followed), then renamed over ``path`` (a rename replaces a link there, not its target).
+    ``within``: a folder ``path`` lies in (a study handed to a reviewer) whose sub-folders on the way
+    to ``path`` must not be links, so nothing is written outside it through one."""
     path = Path(path)
+    if within is not None and linked_folder(path, Path(within)) is not None:
+        raise OSError(f"{linked_folder(path, Path(within))} is a symlink: nothing is written through it ({path})")
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -48,8 +62,8 @@ def json_bytes(data) -> bytes:
     return (json.dumps(data, indent=2, sort_keys=True, default=str) + "\n").encode("utf-8")
 
 
-def write_json(data, path: str | Path) -> Path:
-    return write_bytes(json_bytes(data), path)
+def write_json(data, path: str | Path, within: str | Path | None = None) -> Path:
+    return write_bytes(json_bytes(data), path, within)
 
 
 def write_parquet(table: pd.DataFrame, path: str | Path) -> Path:

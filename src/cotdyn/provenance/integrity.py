@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from cotdyn.files.layout import STUDY_MANIFEST
+from cotdyn.files.terminal import printable
 from cotdyn.provenance.manifests import ManifestError, file_sha256, output_hashes
 
 MATCH, MISMATCH, MISSING, UNLISTED = "match", "mismatch", "missing", "unlisted"
@@ -42,9 +43,14 @@ class AuditReport:
         return {"study": self.study, "ok": self.ok, "problems": self.problems, "files": [asdict(f) for f in self.files]}
 
     def text(self) -> str:
-        lines = [f"audit of {self.study}: {'PASS' if self.ok else 'FAIL'}"]
-        lines += [f"  problem: {p}" for p in self.problems]
-        lines += [f"  {f.status:9s} {f.path}" + (f"  ({f.detail})" if f.detail else "") for f in self.files]
+        """The report for a terminal: every name and text from the study with its control
+        characters escaped (cotdyn.files.terminal.printable)."""
+        lines = [f"audit of {printable(self.study)}: {'PASS' if self.ok else 'FAIL'}"]
+        lines += [f"  problem: {printable(p)}" for p in self.problems]
+        lines += [
+            f"  {f.status:9s} {printable(f.path)}" + (f"  ({printable(f.detail)})" if f.detail else "")
+            for f in self.files
+        ]
         return "\n".join(lines)
 
 

@@ -20,6 +20,16 @@ from cotdyn.report.figures import nothing_to_draw
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
+# An answer or id drawn in a figure is cut to this many characters, saying so: an answer is a few
+# characters, but a continuation's text is the model's (a 1 MB "answer" took a minute to lay out).
+LABEL_CHARS = 60
+
+
+def shortened(text) -> str:
+    text = str(text)
+    return text if len(text) <= LABEL_CHARS else f"{text[:LABEL_CHARS]}... ({len(text)} characters, cut)"
+
+
 MECHANISM_COLORS = {
     "stable_success": "#1b7837",
     "rescue": "#7fbf7b",
@@ -79,7 +89,7 @@ def trajectory_figure(trace_list: Sequence[dyn.Trace], max_answers: int = 6, nco
         layers, labels, colors = [], [], []
         for i, a in enumerate(answers):
             layers.append([s.get(a, 0.0) for s in trace.states])
-            labels.append(f"{a} (gold)" if a in trace.golds else a)
+            labels.append(f"{shortened(a)} (gold)" if a in trace.golds else shortened(a))
             colors.append(ANSWER_COLORS[i % len(ANSWER_COLORS)])
         other = [1.0 - sum(s.get(a, 0.0) for a in answers) - s.get(dyn.NULL, 0.0) for s in trace.states]
         if max(other) > 1e-12:
@@ -92,7 +102,8 @@ def trajectory_figure(trace_list: Sequence[dyn.Trace], max_answers: int = 6, nco
         ax.set_ylim(0, 1)
         ax.set_xlabel("CoT tokens (checkpoint)")
         ax.set_ylabel("probability")
-        ax.set_title(f"{trace.cell} / {trace.problem_id}: {dyn.trace_mechanism(trace) or 'unlabelled'}", fontsize=9)
+        mechanism = dyn.trace_mechanism(trace) or "unlabelled"
+        ax.set_title(f"{shortened(trace.cell)} / {shortened(trace.problem_id)}: {mechanism}", fontsize=9)
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     for ax in axes[n:]:
         ax.set_axis_off()
