@@ -43,6 +43,8 @@ def validate_config(config, source: str, schema: str | Path = SCHEMA) -> dict:
         error = e.__context__  # Snakemake raises its WorkflowError while handling jsonschema's error
         if not isinstance(error, jsonschema.ValidationError):
             raise ConfigError(f"{source}: {e}") from None
-        message = error.message if len(error.message) <= SHOWN else error.message[:SHOWN] + "..."
+        message = error.message
+        if len(message) > SHOWN:  # the value cut, what the schema expected kept
+            message = f"{message[:SHOWN]}... (expected {error.validator}: {error.validator_value!r})"
         raise ConfigError(f"{source}: field {field_name(error.absolute_path)}: {message}") from None
     return config
