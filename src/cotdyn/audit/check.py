@@ -18,6 +18,7 @@ import pandas as pd
 from cotdyn.analysis.hypotheses import analyze, read_records, write_analysis
 from cotdyn.audit.diff import changed_answers, changed_rows
 from cotdyn.audit.locate import locate_plan, not_found_message
+from cotdyn.audit.pages import check_pages
 from cotdyn.audit.raw import apply_raw_checks, raw_checks
 from cotdyn.dataset.benchmarks import content_sha256, problems_from_table
 from cotdyn.files.layout import (
@@ -343,6 +344,7 @@ def audit(study_dir, plan_path=None, scratch=None) -> AuditReport:
         report.files = [
             with_changed_rows(f, study_dir, derived_dir) for f in compare_files(manifest["files"], stored, derived)
         ]
+        report.files = check_pages(report.files, study_dir, derived_dir)  # the report pages, re-rendered
     try:
         cells = resolve_cells(config, load_plan(plan_path), "manifest config")
         report.files = apply_raw_checks(

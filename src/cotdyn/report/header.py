@@ -144,7 +144,7 @@ def header_html(text: str) -> bytes:
     links_as_text(doctree)
     return publish_from_doctree(
         doctree,
-        writer_name="html5",
+        writer="html5",
         settings_overrides={**SAFE_SETTINGS, "datestamp": False, "generator": False, "embed_stylesheet": True},
     )
 
