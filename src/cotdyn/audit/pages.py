@@ -62,18 +62,20 @@ def page_check(study_dir: Path, derived_dir: Path, path: str, stored: dict) -> F
     return FileCheck(path, MATCH, "re-rendered from the re-derived analysis")
 
 
+def report_files(study_dir: Path) -> list[str]:
+    """Every file under the study's report/ (which the manifest leaves out), by relative path."""
+    folder = study_dir / REPORT_DIR
+    found = sorted(folder.rglob("*")) if folder.is_dir() and not folder.is_symlink() else []
+    return [f.relative_to(study_dir).as_posix() for f in found if f.is_file() and not f.is_symlink()]
+
+
 def check_pages(files: list[FileCheck], study_dir, derived_dir) -> list[FileCheck]:
-    """The audit's file checks with the report pages re-rendered and compared, and the rest of
-    report/ named as not vouched for."""
+    """The audit's file checks, followed by the report pages re-rendered and compared and the rest
+    of report/ named as not vouched for."""
     study_dir, derived_dir = Path(study_dir), Path(derived_dir)
-    stored = None
-    out = []
-    for f in files:
-        if f.status == UNLISTED and page_variant(f.path):
-            stored = stored or stored_check(study_dir)
-            out.append(page_check(study_dir, derived_dir, f.path, stored))
-        elif f.status == UNLISTED and f.path.startswith(f"{REPORT_DIR}/"):
-            out.append(FileCheck(f.path, UNLISTED, NOT_VOUCHED))
-        else:
-            out.append(f)
-    return out
+    paths = [p for p in report_files(study_dir) if p not in {f.path for f in files}]
+    stored = stored_check(study_dir) if any(page_variant(p) for p in paths) else None
+    return files + [
+        page_check(study_dir, derived_dir, p, stored) if page_variant(p) else FileCheck(p, UNLISTED, NOT_VOUCHED)
+        for p in paths
+    ]
