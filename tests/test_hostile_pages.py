@@ -167,3 +167,39 @@ def test_a_verdict_flipped_on_a_page_fails_the_audit(small_simulated_study, tmp_
     assert not flipped.ok
     assert [f.status for f in flipped.files if f.path == "report/registered/registered_results.html"] == ["mismatch"]
     assert json.dumps(flipped.as_dict())  # the report serialises
+
+
+@pytest.mark.parametrize(
+    "folder,extra,message",
+    [
+        (
+            "s",
+            ["--protocol", 'm=!!python/object/apply:os.system ["true"]'],
+            "--protocol m: the value is not plain YAML",
+        ),
+        ("s", ["--protocol", "m=[1"], "--protocol m: the value is not plain YAML"),
+        ("s", ["--jsonl", "FOLDER"], "not a file"),
+        ("a" * 300, [], "has 300 characters; at most 100"),
+    ],
+)
+def test_cotdyn_init_names_malformed_input(tmp_path, capsys, folder, extra, message):
+    from cotdyn.cli.main import main
+
+    (tmp_path / "p.jsonl").write_text('{"question": "q", "gold": "1"}\n')
+    extra = [str(tmp_path) if a == "FOLDER" else a for a in extra]
+    args = ["init", str(tmp_path / folder), "--jsonl", str(tmp_path / "p.jsonl"), "--answer", "number"]
+    args += ["--backend", "simulated", "--registered-plan", str(ROOT / "preregistration/plan.yaml"), *extra]
+    assert main(args) == 1
+    assert message in capsys.readouterr().err
+    assert [p.name for p in tmp_path.iterdir()] == ["p.jsonl"]  # nothing written
+
+
+def test_cotdyn_register_names_a_bad_date_and_a_missing_plan(tmp_path, capsys):
+    from cotdyn.cli.main import main
+
+    assert main(["register", "--plan", str(tmp_path / "none.yaml"), "--registered", str(tmp_path / "R"),
+                 "--date", "2026-12-02"]) == 1  # fmt: skip
+    assert "none.yaml" in capsys.readouterr().err
+    assert main(["register", "--plan", str(ROOT / "preregistration/plan.yaml"), "--registered",
+                 str(tmp_path / "R"), "--date", "2026-12-02'\nextra: 1"]) == 1  # fmt: skip
+    assert "expected an ISO date" in capsys.readouterr().err and not (tmp_path / "R").exists()
