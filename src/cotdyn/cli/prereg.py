@@ -16,6 +16,9 @@ def cmd_register(args) -> int:
     except PreregistrationError as e:
         print(f"error: {printable(str(e))}", file=sys.stderr)
         return 1
+    except OSError as e:
+        print(printable(f"error: {e.filename or args.plan}: {e.strerror or e}"), file=sys.stderr)
+        return 1
     print(printable(f"registered {args.plan}: sha256 {sha}, {args.date}"))
     return 0
 

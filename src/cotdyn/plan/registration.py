@@ -49,11 +49,24 @@ def sibling_paths(plan_path: str | Path) -> tuple[Path, Path]:
 # --- REGISTERED ---------------------------------------------------------------------------
 
 
+def registration_date(date) -> str:
+    """An ISO date (YYYY-MM-DD), or a named error: the date is written into REGISTERED and shown on pages."""
+    import datetime
+
+    text = str(date)
+    try:
+        if len(text) == 10 and datetime.date.fromisoformat(text).isoformat() == text:
+            return text
+    except ValueError:
+        pass
+    raise PreregistrationError(f"--date {text!r}: expected an ISO date, YYYY-MM-DD")
+
+
 def registered_text(sha256: str, date: str) -> str:
-    return (
-        "# The registration of plan.yaml: its sha256 and date (cotdyn.plan.registration.register).\n"
-        f"plan_sha256: {sha256}\ndate: '{date}'\n"
-    )
+    """REGISTERED's text, written by the YAML dumper (a value cannot add keys); the date stays a
+    quoted string, as in the registered plans' files."""
+    body = yaml.safe_dump({"plan_sha256": sha256, "date": registration_date(date)}, sort_keys=False)
+    return "# The registration of plan.yaml: its sha256 and date (cotdyn.plan.registration.register).\n" + body
 
 
 def register(plan_path: str | Path, registered_path: str | Path, date: str) -> str:
@@ -62,10 +75,11 @@ def register(plan_path: str | Path, registered_path: str | Path, date: str) -> s
     Refuses to overwrite: a plan is registered once, and a new plan is a new registration.
     """
     registered_path = Path(registered_path)
+    date = registration_date(date)
     if registered_path.exists():
         raise PreregistrationError(f"{registered_path} exists: a registration is never overwritten")
     sha = plan_sha256(plan_path)
-    registered_path.write_text(registered_text(sha, str(date)))
+    registered_path.write_text(registered_text(sha, date))
     return sha
 
 

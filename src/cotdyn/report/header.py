@@ -3,17 +3,45 @@
 from __future__ import annotations
 
 import json
+import re
+import unicodedata
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from cotdyn.files.writers import write_bytes, write_text
 from cotdyn.provenance.integrity import audit_verdict, warning_text
 from cotdyn.report.scope import NOT_RUN, cells_absent, cells_run, scope_lines
 
+# --- values from data as rst: text, never markup ------------------------------------------------
+# Every value on the page comes from a study folder someone else may have written: it goes into the
+# rst as text (markup characters escaped, control characters and line breaks as spaces), docutils
+# renders with raw HTML and file insertion off, and a link other than relative or http(s) becomes text.
+
+SAFE_SETTINGS = {"raw_enabled": False, "file_insertion_enabled": False, "_disable_config": True}
+SAFE_SCHEMES = ("", "http", "https")
+# characters that open inline markup wherever they stand; "_" only where it can end a reference
+MARKUP = re.compile(r"([\\`*|]|(?<!\w)_|_(?!\w))")
+
+
+def _one_line(value) -> str:
+    return "".join(" " if unicodedata.category(c).startswith(("C", "Z")) else c for c in str(value)).strip()
+
+
+def rst_text(value) -> str:
+    """A value from data as rst that reads as the value itself."""
+    return MARKUP.sub(r"\\\1", _one_line(value))
+
+
+def rst_literal(value) -> str:
+    """A value from data in code font; one that could close the literal early goes as plain text."""
+    text = _one_line(value)
+    return f"``{text}``" if text and "`" not in text and not text.endswith("\\") else rst_text(text)
+
 
 def _deviation_text(item) -> str:
     if isinstance(item, dict) and "parameter" in item:
-        return f"{item['parameter']}: {item.get('registered')!r} -> {item.get('used')!r}"
-    return item if isinstance(item, str) else json.dumps(item, sort_keys=True)
+        return rst_text(f"{item['parameter']}: {item.get('registered')!r} -> {item.get('used')!r}")
+    return rst_text(item if isinstance(item, str) else json.dumps(item, sort_keys=True))
 
 
 def _indented(text: str, by: int) -> list[str]:
@@ -24,24 +52,24 @@ def scope_and_integrity(hypotheses: dict, audit: dict | None, stored: dict | Non
     """The study's scope (cells run, registered cells not run, what each verdict rests on) and its
     integrity (manifest sha256, audit verdict, a warning when outputs no longer match), as rst."""
     lines = ["Scope", "-----", ""]
-    lines += [f"Cells run: {', '.join(f'``{c}``' for c in cells_run(hypotheses)) or 'none'}.", ""]
+    lines += [f"Cells run: {', '.join(rst_literal(c) for c in cells_run(hypotheses)) or 'none'}.", ""]
     absent = cells_absent(hypotheses)
     lines += [
-        f"Registered cells not run: {', '.join(f'``{c}``' for c in absent) or 'none'}"
+        f"Registered cells not run: {', '.join(rst_literal(c) for c in absent) or 'none'}"
         + (f' (shown as "{NOT_RUN}" in the tables, left out of the figures).' if absent else "."),
         "",
     ]
-    lines += [f"- {line}" for line in scope_lines(hypotheses)] + ["", "Integrity", "---------", ""]
+    lines += [f"- {rst_text(line)}" for line in scope_lines(hypotheses)] + ["", "Integrity", "---------", ""]
     warning = warning_text(audit, stored)
     if warning:
         # a literal block: file names and details go through unread by rst
         lines += [".. warning::", "", "   ::", "", *_indented(warning, 6), ""]
     source = audit or stored or {}
-    lines += [f"Study manifest SHA-256: ``{source.get('manifest_sha256')}``", ""]
+    lines += [f"Study manifest SHA-256: {rst_literal(source.get('manifest_sha256'))}", ""]
     if audit is not None:
-        counts = ", ".join(f"{n} {s}" for s, n in audit["counts"].items())
+        counts = rst_text(", ".join(f"{n} {s}" for s, n in audit["counts"].items()))
         lines += [
-            f"Audit after the run: **{audit_verdict(audit, stored)}** ({counts} files; {audit['check']}).",
+            f"Audit after the run: **{audit_verdict(audit, stored)}** ({counts} files; {rst_text(audit['check'])}).",
             "",
         ]
     return lines
@@ -56,15 +84,17 @@ def report_header(
     plan_hash = hypotheses.get("plan_sha256")
     if plan_hash is None:
         raise KeyError("hypotheses.json: missing key 'plan_sha256'")
-    title = f"cotdyn study report: variant ``{variant}``"
+    registered = plan_check.get("registered", {})
+    title = f"cotdyn study report: variant {rst_literal(variant)}"
     lines = [
         title,
         "=" * len(title),
         "",
-        f"Plan SHA-256: ``{plan_hash}``, plan version {hypotheses.get('plan_version', '1 or 2 (not recorded)')}",
+        f"Plan SHA-256: {rst_literal(plan_hash)}, plan version "
+        + rst_text(hypotheses.get("plan_version", "1 or 2 (not recorded)")),
         "",
-        f"Plan check SHA-256: ``{plan_check.get('plan_sha256')}`` "
-        f"(registered {plan_check.get('registered', {}).get('date')})",
+        f"Plan check SHA-256: {rst_literal(plan_check.get('plan_sha256'))} "
+        f"(registered {rst_text(registered.get('date') if isinstance(registered, dict) else registered)})",
         "",
         "Differences from the registered protocol, by cell (for confirmatory cells, the declared deviations):",
         "",
@@ -73,6 +103,7 @@ def report_header(
     if not isinstance(cells, dict):
         raise KeyError("plan_check.json: missing key 'cells'")
     for cell, block in sorted(cells.items()):
+        block = block if isinstance(block, dict) else {}
         # confirmatory cells carry the declared deviations of the registered protocol; the others
         # list, per variant, every parameter that differs from the plan
         if block.get("confirmatory"):
@@ -80,7 +111,7 @@ def report_header(
         else:
             items, role = block.get("differences", {}).get(variant, []), "not confirmatory, differences from the plan"
         text = "; ".join(_deviation_text(d) for d in items) or "none"
-        lines.append(f"- ``{cell}`` ({role}): {text}")
+        lines.append(f"- {rst_literal(cell)} ({role}): {text}")
     lines += ["", *scope_and_integrity(hypotheses, audit, stored)]
     lines += [
         "Everything under *exploratory* and *sweeps* is outside the registration: no registered verdict rests on it.",
@@ -89,14 +120,32 @@ def report_header(
     return "\n".join(lines)
 
 
-def header_html(text: str) -> bytes:
-    """The header as a standalone HTML page (docutils), without date or generator stamps."""
-    from docutils.core import publish_string
+def safe_uri(uri: str) -> bool:
+    """A relative link or an http(s) one (browsers drop control characters and spaces in a scheme)."""
+    return urlsplit(re.sub(r"[\x00-\x20]", "", uri)).scheme.lower() in SAFE_SCHEMES
 
-    return publish_string(
-        text,
-        writer_name="html5",
-        settings_overrides={"datestamp": False, "generator": False, "embed_stylesheet": True, "_disable_config": True},
+
+def links_as_text(doctree) -> None:
+    """Every link or image whose target is not relative or http(s) becomes its text."""
+    from docutils import nodes
+
+    for node in list(doctree.findall(lambda n: isinstance(n, (nodes.reference, nodes.image)))):
+        uri = node.get("refuri") if isinstance(node, nodes.reference) else node.get("uri")
+        if uri is not None and not safe_uri(uri):
+            node.replace_self(nodes.Text(node.astext() or uri))
+
+
+def header_html(text: str) -> bytes:
+    """The header as a standalone HTML page (docutils, raw HTML and file insertion off, links only
+    relative or http(s)), without date or generator stamps."""
+    from docutils.core import publish_doctree, publish_from_doctree
+
+    doctree = publish_doctree(text, settings_overrides=SAFE_SETTINGS)
+    links_as_text(doctree)
+    return publish_from_doctree(
+        doctree,
+        writer="html5",
+        settings_overrides={**SAFE_SETTINGS, "datestamp": False, "generator": False, "embed_stylesheet": True},
     )
 
 

@@ -231,11 +231,12 @@ def integrity_html(audit: dict | None, stored: dict | None) -> str:
     if warning:
         parts.append(f'<div class="warning" id="integrity-warning">{html.escape(warning)}</div>')
     if audit is not None:
-        counts = ", ".join(f"{n} {s}" for s, n in audit["counts"].items())
+        counts = html.escape(", ".join(f"{n} {s}" for s, n in audit["counts"].items()))
         verdict = audit_verdict(audit, stored)
         css = "ok" if verdict == "PASS" else "warning"
         parts.append(
-            f'<p class="{css}" id="audit-status">Audit after the run: <strong>{verdict}</strong> ({counts} files).</p>'
+            f'<p class="{css}" id="audit-status">Audit after the run: <strong>{html.escape(verdict)}</strong> '
+            f"({counts} files).</p>"
         )
     if stored is not None and stored["ok"]:
         parts.append("<p>When this page was written every stored file matched the study manifest.</p>")

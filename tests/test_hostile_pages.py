@@ -1,0 +1,205 @@
+"""Pages never carry markup from data (issue 34): every payload a study folder can hold reaches the
+written HTML as text, never as live markup, and a verdict edited on a page fails the audit."""
+
+import html
+import json
+import re
+import shutil
+import subprocess
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from cotdyn.plan.registration import PreregistrationError, read_registered, register
+from cotdyn.report.header import header_html, report_header
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = "<script>document.title='pwned'</script>"
+IMG = "<img src=x onerror=\"document.body.setAttribute('data-pwned','1')\">"
+RST = ".. raw:: html\n\n   <iframe src='file:///etc/passwd'></iframe>\n\n.. include:: /etc/passwd"
+
+# (where the payload goes, the payload): each is placed in a plan check / hypotheses read by the header
+PAYLOADS = [
+    ("cell", SCRIPT),
+    ("cell", IMG + "``:raw:`x`"),
+    ("date", "2026-12-02' injected: <script>alert(1)</script>"),
+    ("used", "javascript:alert(document.domain)"),
+    ("used", "`click <javascript:alert(1)>`_ |sub| *x* [1]_"),
+    ("reason", RST),
+]
+
+
+class Live(HTMLParser):
+    """Tags, attributes and text of a page."""
+
+    def __init__(self):
+        super().__init__()
+        self.tags, self.attrs, self.text = [], [], []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        self.attrs += attrs
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+def live_markup(page: str) -> list[str]:
+    """What in a page could run or embed: script or iframe tags, event handlers, links or sources
+    other than relative or http(s), the text of an included local file."""
+    parsed = Live()
+    parsed.feed(page)
+    found = [t for t in parsed.tags if t in ("script", "iframe", "object", "embed", "img")]
+    found += [k for k, _ in parsed.attrs if k.startswith("on")]
+    found += [v for k, v in parsed.attrs if k in ("href", "src") and v and v.split(":")[0] not in ("http", "https")
+              and ":" in v.split("/")[0]]  # fmt: skip
+    return found + (["/etc/passwd content"] if "root:x:0:0" in page else [])
+
+
+def page_text(page: str) -> str:
+    parsed = Live()
+    parsed.feed(page)
+    return " ".join("".join(parsed.text).split())
+
+
+def hostile_header(where: str, payload: str) -> str:
+    cell = payload if where == "cell" else "c1"
+    deviation = {"cell": cell, "parameter": "m", "registered": 5, "used": payload if where == "used" else 10,
+                 "reason": payload if where == "reason" else "r"}  # fmt: skip
+    check = {
+        "plan_sha256": "abc",
+        "registered": {"date": payload if where == "date" else "2026-12-02"},
+        "cells": {cell: {"confirmatory": True, "deviations": [deviation, payload]}},
+    }
+    return report_header("registered", {"plan_sha256": "abc"}, check)
+
+
+@pytest.mark.parametrize("where,payload", PAYLOADS)
+def test_a_payload_reaches_the_header_page_as_text(where, payload):
+    page = header_html(hostile_header(where, payload)).decode()
+    assert live_markup(page) == []
+    assert 'href="javascript' not in page.lower() and "<script" not in page and "<iframe" not in page
+    # the payload is on the page as text (line breaks as spaces)
+    assert " ".join(payload.split()) in page_text(page)
+    assert 'class="system-message' not in page  # nothing in the data was read as a directive or a reference
+
+
+def test_the_registered_results_page_escapes_audit_values():
+    from cotdyn.report.pages import audit_files_html, integrity_html
+
+    audit = {"ok": True, "counts": {SCRIPT: 1}, "files": [{"path": IMG, "status": "match", "detail": SCRIPT}],
+             "problems": [], "manifest_sha256": SCRIPT, "check": "x"}  # fmt: skip
+    page = integrity_html(audit, None) + audit_files_html(audit)
+    assert live_markup(page) == [] and SCRIPT in page_text(page) and IMG in page_text(page)
+
+
+def test_register_takes_an_iso_date_only_and_dumps_yaml(tmp_path):
+    shutil.copy(ROOT / "preregistration/plan.yaml", tmp_path / "plan.yaml")
+    for date in ("2026-12-02' extra: 1", "2026-13-01", "tomorrow"):
+        with pytest.raises(PreregistrationError, match="expected an ISO date"):
+            register(tmp_path / "plan.yaml", tmp_path / "REGISTERED", date)
+    assert not (tmp_path / "REGISTERED").exists()
+    register(tmp_path / "plan.yaml", tmp_path / "REGISTERED", "2026-12-02")
+    # the same bytes as the registered plan's own file, which was written before the dumper
+    assert (tmp_path / "REGISTERED").read_bytes() == (ROOT / "preregistration/REGISTERED").read_bytes()
+    assert read_registered(tmp_path / "REGISTERED")["date"] == "2026-12-02"
+
+
+def snakemake_rst(path: Path, config: dict) -> str:
+    """A report caption or description rendered as snakemake --report does (jinja, then docutils
+    with its defaults, raw HTML on)."""
+    from docutils.core import publish_parts
+    from jinja2 import Environment
+
+    class Snakemake:  # a caption's params and wildcards undefined: its defaults apply
+        params = wildcards = type("Empty", (), {})
+
+    Snakemake.config = config
+    text = Environment().from_string(path.read_text()).render(snakemake=Snakemake)
+    return publish_parts(text, writer_name="html")["html_body"]
+
+
+def test_the_workflow_description_quotes_no_config_value():
+    hostile = {"study": SCRIPT, "plan": RST + "\n" + IMG, "variants": {SCRIPT: {}}}
+    page = snakemake_rst(ROOT / "workflow/report/workflow.rst", hostile)
+    assert live_markup(page) == [] and "pwned" not in page and "passwd" not in page
+
+
+def test_the_h2_caption_shows_its_absolute_values():
+    page = snakemake_rst(ROOT / "workflow/report/h2_table.rst", {})
+    assert "|rho_shape| - |rho_coherence|" in html.unescape(page_text(page)) and 'class="system-message' not in page
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="headless Chromium (Debian's chromium) not installed")
+def test_headless_chromium_shows_the_payloads_as_text_and_runs_none(tmp_path):
+    page = tmp_path / "header.html"
+    page.write_bytes(header_html(hostile_header("cell", SCRIPT + IMG)))
+    dom = subprocess.run(
+        ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", page.as_uri()],
+        capture_output=True, text=True, timeout=120,
+    ).stdout  # fmt: skip
+    assert "<body" in dom, "chromium wrote no DOM"
+    # no script ran: the title is docutils' own and the body gained no attribute
+    assert "<title>pwned</title>" not in dom and not re.search(r"<body[^>]*data-pwned", dom)
+    assert "<script" not in dom and "<img" not in dom
+    assert SCRIPT in html.unescape(page_text(dom))
+
+
+def test_a_verdict_flipped_on_a_page_fails_the_audit(small_simulated_study, tmp_path):
+    from cotdyn.audit.check import audit
+
+    assert small_simulated_study.run.returncode == 0, small_simulated_study.run.output[-3000:]
+    shutil.copytree(small_simulated_study.root / "results", tmp_path / "results", symlinks=True)
+    study = tmp_path / "results" / "t"
+    untouched = audit(study)
+    pages = {f.path: f for f in untouched.files if f.path.startswith("report/registered/")}
+    assert untouched.ok, untouched.text()
+    assert {p: f.status for p, f in pages.items() if p.endswith(".html")} == {
+        "report/registered/header.html": "match", "report/registered/registered_results.html": "match"}  # fmt: skip
+    page = study / "report/registered/registered_results.html"
+    text = page.read_text()
+    # the small study decides nothing (its verdicts are not_estimable): one is flipped to supported
+    flip = 'class="not_estimable">not_estimable<'
+    assert flip in text
+    page.write_text(text.replace(flip, 'class="supported">supported<', 1))
+    flipped = audit(study)
+    assert not flipped.ok
+    assert [f.status for f in flipped.files if f.path == "report/registered/registered_results.html"] == ["mismatch"]
+    assert json.dumps(flipped.as_dict())  # the report serialises
+
+
+@pytest.mark.parametrize(
+    "folder,extra,message",
+    [
+        (
+            "s",
+            ["--protocol", 'm=!!python/object/apply:os.system ["true"]'],
+            "--protocol m: the value is not plain YAML",
+        ),
+        ("s", ["--protocol", "m=[1"], "--protocol m: the value is not plain YAML"),
+        ("s", ["--jsonl", "FOLDER"], "not a file"),
+        ("a" * 300, [], "has 300 characters; at most 100"),
+    ],
+)
+def test_cotdyn_init_names_malformed_input(tmp_path, capsys, folder, extra, message):
+    from cotdyn.cli.main import main
+
+    (tmp_path / "p.jsonl").write_text('{"question": "q", "gold": "1"}\n')
+    extra = [str(tmp_path) if a == "FOLDER" else a for a in extra]
+    args = ["init", str(tmp_path / folder), "--jsonl", str(tmp_path / "p.jsonl"), "--answer", "number"]
+    args += ["--backend", "simulated", "--registered-plan", str(ROOT / "preregistration/plan.yaml"), *extra]
+    assert main(args) == 1
+    assert message in capsys.readouterr().err
+    assert [p.name for p in tmp_path.iterdir()] == ["p.jsonl"]  # nothing written
+
+
+def test_cotdyn_register_names_a_bad_date_and_a_missing_plan(tmp_path, capsys):
+    from cotdyn.cli.main import main
+
+    assert main(["register", "--plan", str(tmp_path / "none.yaml"), "--registered", str(tmp_path / "R"),
+                 "--date", "2026-12-02"]) == 1  # fmt: skip
+    assert "none.yaml" in capsys.readouterr().err
+    assert main(["register", "--plan", str(ROOT / "preregistration/plan.yaml"), "--registered",
+                 str(tmp_path / "R"), "--date", "2026-12-02'\nextra: 1"]) == 1  # fmt: skip
+    assert "expected an ISO date" in capsys.readouterr().err and not (tmp_path / "R").exists()
