@@ -4,22 +4,19 @@
    resamples, as registered) over many simulated cells with a planted gap.
 2. Family-wise error rate of Holm over the registered 4-member family (H1 Fisher and H3 Spearman
    on two anchor-sized cells) under a global null, beside the uncorrected rate.
-
 3. Error rate of the verdict rule as a whole (plan verdict_rule: CI criterion and Holm) over H1 and
    H3 on the two anchor cells, through cotdyn.analysis.hypotheses' own cell, Holm and verdict functions
-   with the registered bootstrap: the share of simulated panels in which a hypothesis that is false
-   is declared supported, under the global null and with H1 true on GSM8K only (its registered
-   claim is both datasets, so "supported" is then an error).
-
-4. Coverage of H5's 95% percentile CI (the false-positive reduction at matched coverage, the test
-   split resampled with the model held fixed, as registered) through cotdyn.analysis.hypotheses'
-   own h5_triage_filter, over simulated anchor-sized cells: the planted truth of each is the
-   reduction its fitted filter achieves on the exact population law of the features
-   (cotdyn.analysis.calibration.feature_population, h5_planted_reduction_pp).
+   with the registered bootstrap: the share of simulated panels in which a false hypothesis is declared
+   supported, under the global null and with H1 true on GSM8K only (its claim is both datasets).
+4. Coverage of H5's 95% percentile CI through h5_triage_filter over simulated anchor-sized cells: the
+   truth of each is the reduction its fitted filter achieves on the exact population law of the
+   features (cotdyn.analysis.calibration.feature_population, h5_planted_reduction_pp).
+5. H5 over a grid (pi x n x four feature laws; ``--grid-settings acceptance``: only issue 33's two
+   acceptance settings): coverage of unflagged intervals at each flagging threshold, with MC se.
 
 Uses the same functions as cotdyn.analysis.hypotheses. Seeded; prints its settings and figures.
     python scripts/calibrate_analysis.py [--cells 2000] [--families 10000] [--panels 1000] [--h5-cells 1000]
-        [--seed 20260829] [--only gap,holm,verdict,h5]
+        [--seed 20260829] [--only gap,holm,verdict,h5,h5grid] [--grid-settings all|acceptance]
 """
 
 from __future__ import annotations
@@ -174,8 +171,9 @@ def main() -> None:
     parser.add_argument("--h5-cells", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=20260829)
     parser.add_argument("--grid-cells", type=int, default=300, help="H5 grid: cells per setting")
-    parser.add_argument("--grid-acceptance-cells", type=int, default=2000,
-                        help="H5 grid: cells at pi=0.9, n=150 and pi=0.5, n=1319")  # fmt: skip
+    parser.add_argument("--grid-acceptance-cells", type=int, default=2000, help="H5 grid: cells at pi=0.5, n=1319")
+    parser.add_argument("--grid-lopsided-cells", type=int, help="H5 grid: at pi=0.9, n=150 (default: as above)")
+    parser.add_argument("--grid-settings", choices=("all", "acceptance"), default="all", help="H5 grid: settings")
     parser.add_argument("--grid-out", type=Path, help="H5 grid: write every cell's outcome here (CSV)")
     parser.add_argument("--only", default="gap,holm,verdict,h5,h5grid", help="comma-separated parts to run")
     args = parser.parse_args()
@@ -287,7 +285,7 @@ def h5_section(args, plan, boot) -> None:
 
 GRID_PI = (0.1, 0.5, 0.9)
 GRID_N = (60, 150, 500, 1319)
-THRESHOLDS = (0, 3, 5, 8)
+THRESHOLDS = (0, 3, 4, 5, 6, 8)
 
 
 def grid_processes(pi: float) -> dict:
@@ -303,16 +301,20 @@ def grid_processes(pi: float) -> dict:
     }
 
 
-def h5_grid_cell(population, n: int, s: Settings, seed: int, coverage: float, acc_monotone: float) -> dict:
-    """One simulated cell of the grid through h5_triage_filter: its interval, the truth of its fitted
-    filter on the exact law, and the count its interval rule reads."""
+def grid_cell_data(population, n: int, seed: int) -> CellData:
+    """One simulated cell of the grid: n problems drawn from the exact law."""
     frame = sample_population(population, n, np.random.default_rng(seed))
     violations = frame["violations"].to_numpy(dtype=float)
-    d = CellData(
+    return CellData(
         "grid", n, 0, frame["monotone"].to_numpy(), frame["correct"].to_numpy(dtype=bool), violations, violations,
         np.column_stack([violations, frame["final_confidence"].to_numpy(dtype=float)]), np.full(n, 5.0), None, None,
     )  # fmt: skip
-    block = h5_triage_filter(d, replace(s, seed=seed))
+
+
+def h5_grid_cell(population, n: int, s: Settings, seed: int, coverage: float, acc_monotone: float) -> dict:
+    """One simulated cell of the grid through h5_triage_filter: its interval, the truth of its fitted
+    filter on the exact law, and the count its interval rule reads."""
+    block = h5_triage_filter(grid_cell_data(population, n, seed), replace(s, seed=seed))
     if block["ci"][0] is None:
         return {"estimable": False, "reason": block["reason"]}
     m = block["model"]
@@ -328,14 +330,18 @@ def h5_grid_cell(population, n: int, s: Settings, seed: int, coverage: float, ac
     }
 
 
-def h5_grid(cells: int, acceptance_cells: int, s: Settings, seed: int) -> list[dict]:
+ACCEPTANCE = ((0.9, 150), (0.5, 1319))  # issue 33's acceptance settings
+
+
+def h5_grid(cells: dict, s: Settings, seed: int) -> list[dict]:
+    """Every grid cell's outcome; ``cells`` maps (pi, n) to its cell count (absent: not run). Cell i of a
+    setting has the same seed whatever the counts, so a longer run extends a shorter one."""
     rows = []
     for pi in GRID_PI:
         for name, population in grid_processes(pi).items():
             coverage, acc_monotone = population_baseline(population)
             for n in GRID_N:
-                many = (pi, n) in ((0.9, 150), (0.5, 1319))
-                for i in range(acceptance_cells if many else cells):
+                for i in range(cells.get((pi, n), 0)):
                     cell_seed = stats.derive_seed(seed, "grid", name, str(pi), str(n), str(i))
                     rows.append({"process": name, "pi": pi, "n": n,
                                  **h5_grid_cell(population, n, s, cell_seed, coverage, acc_monotone)})  # fmt: skip
@@ -343,10 +349,8 @@ def h5_grid(cells: int, acceptance_cells: int, s: Settings, seed: int) -> list[d
 
 
 def _rate(hits: int, total: int) -> str:
-    if not total:
-        return "-"
-    rate = hits / total
-    return f"{100 * rate:.1f} ({100 * np.sqrt(rate * (1 - rate) / total):.1f})"
+    rate = hits / max(total, 1)
+    return f"{100 * rate:.1f} ({100 * np.sqrt(rate * (1 - rate) / total):.1f})" if total else "-"
 
 
 def grid_table(rows: list[dict], threshold: int) -> list[str]:
@@ -369,13 +373,17 @@ def grid_table(rows: list[dict], threshold: int) -> list[str]:
 
 def h5_grid_section(args, plan) -> None:
     s = Settings.from_plan(plan)
+    lopsided = args.grid_acceptance_cells if args.grid_lopsided_cells is None else args.grid_lopsided_cells
+    cells = {} if args.grid_settings == "acceptance" else {(pi, n): args.grid_cells for pi in GRID_PI for n in GRID_N}
+    cells.update({(0.9, 150): lopsided, (0.5, 1319): args.grid_acceptance_cells})
     print(
-        f"H5 over the grid: pi {GRID_PI} x n {GRID_N} x 4 processes, {args.grid_cells} cells per setting "
-        f"({args.grid_acceptance_cells} at pi=0.9, n=150 and pi=0.5, n=1319), {s.resamples} resamples, test split "
-        f"resampled by {s.ci_resampling}; truth = the fitted filter on the exact law; shares in % (MC se)"
+        f"H5 over the grid: {args.grid_settings} settings of pi {GRID_PI} x n {GRID_N} x 4 processes, cells per "
+        f"setting {args.grid_cells} ({lopsided} at pi=0.9, n=150, {args.grid_acceptance_cells} at pi=0.5, n=1319), "
+        f"{s.resamples} resamples, test split resampled by {s.ci_resampling}, seed {args.seed + 4}; truth = the "
+        "fitted filter on the exact law; shares in % (MC se)"
     )
     start = time.perf_counter()
-    rows = h5_grid(args.grid_cells, args.grid_acceptance_cells, replace(s, min_discordant_minority=0), args.seed + 4)
+    rows = h5_grid(cells, replace(s, min_discordant_minority=0), args.seed + 4)
     if args.grid_out:
         import pandas as pd
 
