@@ -4,8 +4,9 @@ from snakemake.utils import min_version
 min_version("9.0")
 
 
-# The embedded default, unless a config was given (--configfile replaces it, never merges with it).
-if not config:
+# The embedded default, unless a --configfile was given (it replaces the default, never merges with
+# it); --config alone overrides keys of the default by Snakemake's own rules (it is applied last).
+if not workflow.overwrite_configfiles:
 
     configfile: "config/config.yaml"
 

@@ -24,6 +24,31 @@ from cotdyn.report.secondary_tables import has_secondary
 
 CONFIG_SOURCE = ", ".join(str(f) for f in getattr(workflow, "configfiles", [])) or "config"
 
+def typed_overrides(value, schema):
+    """``value`` with the strings the schema types as integer, number or boolean converted: Snakemake
+    parses a nested --config value (`infogain={size: full, seed: 0}`) into strings only."""
+    if isinstance(value, dict):
+        props = schema.get("properties", {})
+        return {k: typed_overrides(v, props.get(k, {})) for k, v in value.items()}
+    kinds = schema.get("type", [])
+    kinds = [kinds] if isinstance(kinds, str) else kinds
+    if isinstance(value, str):
+        if "boolean" in kinds and value.lower() in ("true", "false"):
+            return value.lower() == "true"
+        for kind, cast in (("integer", int), ("number", float)):
+            if kind in kinds:
+                try:
+                    return cast(value)
+                except ValueError:
+                    pass
+    return value
+
+
+import yaml
+
+with open(Path(workflow.basedir) / "workflow/schemas/config.schema.yaml") as _f:
+    config.update(typed_overrides(dict(config), yaml.safe_load(_f)))
+
 # the one validation of every config (cotdyn.plan.schema): the audit applies it to a manifest's config
 try:
     validate_config(config, f"invalid config ({CONFIG_SOURCE})", Path(workflow.basedir) / "workflow/schemas/config.schema.yaml")
