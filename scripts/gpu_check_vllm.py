@@ -63,7 +63,8 @@ sys.path.insert(0, str(ROOT / "src"))  # this checkout's cotdyn, installed or no
 import pandas as pd
 import yaml
 
-from cotdyn.audit.check import audit, derive_analysis, derive_dynamics, write_plan_check
+from cotdyn.audit.check import audit
+from cotdyn.audit.derive import derive_analysis, derive_dynamics, write_plan_check
 from cotdyn.dataset.benchmarks import load_benchmark, problems_table
 from cotdyn.files import layout as L
 from cotdyn.files.writers import write_csv, write_json, write_parquet
