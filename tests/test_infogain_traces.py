@@ -483,6 +483,8 @@ def test_information_gain_tables_are_study_targets_the_manifest_and_audit_expect
     """Without this the manifest would hash the tables only when their rule happened to run first."""
     from cotdyn.audit import check as audit
     from cotdyn.files import layout
+    from cotdyn.plan.config import resolve_cells
+    from cotdyn.plan.load import load_plan
 
     plain = layout.study_targets(["sim-gsm8k"], ["registered"])
     with_ig = layout.study_targets(["sim-gsm8k"], ["registered"], infogain_traces=True)
@@ -493,8 +495,9 @@ def test_information_gain_tables_are_study_targets_the_manifest_and_audit_expect
         "benchmarks": {"gsm8k": {"kind": "gsm8k", "path": str(DATA / "gsm8k_test.jsonl"), "limit": 4}},
         "infogain": _traces_entry(tiny_model_dir),
     }
-    plan_path = ROOT / "preregistration" / "plan.yaml"
+    plan = load_plan(ROOT / "preregistration" / "plan.yaml")
+    cells = resolve_cells(config, plan)
     without_ig = {k: v for k, v in config.items() if k != "infogain"}
-    every_other = [p.split(" ")[2] for p in audit.unlisted_targets(without_ig, plan_path, {})]
-    problems = audit.unlisted_targets(config, plan_path, dict.fromkeys(every_other, "x"))
+    every_other = [p.split(" ")[2] for p in audit.unlisted_targets(without_ig, cells, plan, {})]
+    problems = audit.unlisted_targets(config, cells, plan, dict.fromkeys(every_other, "x"))
     assert problems == [f"study output {t} is not in the manifest" for t in layout.INFOGAIN_TRACE_FILES]

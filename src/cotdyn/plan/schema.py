@@ -1,13 +1,14 @@
 """One validation of every config cotdyn reads: the workflow's config file and a study manifest's config.
 
-Both go through ``validate_config``: the run's schema (``workflow/schemas/config.schema.yaml``)
-by Snakemake's own validator, the one ``workflow/rules/common.smk`` uses, so the audit refuses a
-manifest's config exactly where a run would have refused it. An error names the source, the field
+Both go through ``validate_config``: the run's schema (``workflow/schemas/config.schema.yaml``),
+checked by jsonschema with its defaults filled in as Snakemake's validator fills them, so the audit
+refuses a manifest's config exactly where a run (``workflow/rules/common.smk``) would have. An error names the source, the field
 and what the schema expected.
 """
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 from cotdyn.plan.config import ConfigError
@@ -26,23 +27,38 @@ def field_name(path) -> str:
     return out or "(the config itself)"
 
 
+def _filling_validator(schema: dict):
+    """Draft 2020-12 with each object's schema defaults filled in, as Snakemake's ``validate`` does;
+    jsonschema directly, so a reviewer's core install (no snakemake) audits with the same rules."""
+    from jsonschema import Draft202012Validator, validators
+
+    check_properties = Draft202012Validator.VALIDATORS["properties"]
+
+    def properties(validator, props, instance, subschema):
+        if isinstance(instance, dict):
+            for key, sub in props.items():
+                if "default" in sub:
+                    instance.setdefault(key, copy.deepcopy(sub["default"]))
+        yield from check_properties(validator, props, instance, subschema)
+
+    return validators.extend(Draft202012Validator, {"properties": properties})(schema)
+
+
 def validate_config(config, source: str, schema: str | Path = SCHEMA) -> dict:
     """``config`` validated and its schema defaults filled in (in place, as Snakemake does); else
     ConfigError naming ``source``, the field and what was expected."""
     import jsonschema
-    from snakemake.exceptions import WorkflowError
-    from snakemake.utils import validate
+    import yaml
 
     if not isinstance(config, dict):
         raise ConfigError(f"{source}: the config must be a mapping, got {type(config).__name__}")
     if not Path(schema).is_file():
         raise ConfigError(f"{source}: the config schema {schema} is missing from this checkout")
+    rules = yaml.safe_load(Path(schema).read_text())
+    rules["$id"] = Path(schema).resolve().as_uri()
     try:
-        validate(config, str(schema))
-    except WorkflowError as e:
-        error = e.__context__  # Snakemake raises its WorkflowError while handling jsonschema's error
-        if not isinstance(error, jsonschema.ValidationError):
-            raise ConfigError(f"{source}: {e}") from None
+        _filling_validator(rules).validate(config)
+    except jsonschema.ValidationError as error:
         message = error.message
         if len(message) > SHOWN:  # the value cut, what the schema expected kept
             message = f"{message[:SHOWN]}... (expected {error.validator}: {error.validator_value!r})"
