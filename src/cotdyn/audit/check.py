@@ -108,7 +108,7 @@ def plan_problems(study: Admitted) -> list[str]:
     return problems
 
 
-def audit(study_dir, plan_path=None, scratch=None, cache=None) -> AuditReport:
+def audit(study_dir, plan_path=None, scratch=None, cache=None, pages: bool = True) -> AuditReport:
     """Audit a finished study directory against its manifest (see the module docstring). The
     folder is admitted first (cotdyn.audit.untrusted: links, manifest, config, plan, cache), each
     raw file bounded and its seal checked before it is parsed (cotdyn.audit.bounds); a refusal is
@@ -141,7 +141,8 @@ def audit(study_dir, plan_path=None, scratch=None, cache=None) -> AuditReport:
             return report
         listed = study.manifest["files"]
         report.files = [with_changed_rows(f, study_dir, derived_dir) for f in compare_files(listed, stored, derived)]
-        report.files = check_pages(report.files, study_dir, derived_dir)  # the report pages, re-rendered
+        if pages:  # the report pages, re-rendered (not by the run's own audit, whose result they show)
+            report.files = check_pages(report.files, study_dir, derived_dir)
     checks = raw_checks(study_dir, raw, protocols, study.cache_dir, study.cache_note, refused, sealed)
     report.files = apply_raw_checks(report.files, checks)
     report.problems += unlisted_targets(study.config, cells, study.plan, study.manifest["files"])

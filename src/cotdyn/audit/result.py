@@ -14,7 +14,11 @@ def audit_result(study_dir, plan_path=None, cache=None) -> dict:
     """The full audit (re-derivation and hashes, cotdyn.audit.check.audit) as the report shows it."""
     study_dir = Path(study_dir)
     return summary(
-        study_dir, audit(study_dir, plan_path, cache=cache), "audit: re-derived from samples and chains, hashed"
+        # the pages are rendered from this result, after it, so it cannot vouch for them; which of
+        # them exist while it runs depends on the order of jobs
+        study_dir,
+        audit(study_dir, plan_path, cache=cache, pages=False),
+        "audit: re-derived from samples and chains, hashed",
     )
 
 
