@@ -4,7 +4,8 @@ A declaration (``Benchmark``) is all there is to know of a benchmark that is not
 its name, where its rows come from (a hub dataset's repo, config and split; a local copy in the
 checkout, ``source``; or code, ``generated``), which row fields hold the question, the gold answer,
 the id and the options, its answer type (``number``, ``boxed``, ``choice``, ``string``:
-``cotdyn.grading.answers``) and how a row becomes a problem. ``register`` adds one; every list of
+``cotdyn.grading.answers``), the marker its gold follows where a solution holds it (``gold_after``)
+and how a row becomes a problem. ``register`` adds one; every list of
 benchmark names is read from ``REGISTRY`` (``kinds``): the config schema's ``kind`` enum
 (``cotdyn.plan.schema``), the plan check, ``cotdyn init --benchmark`` and the ``--benchmark``
 choices of ``cotdyn extract``/``equivalent``. docs/developer-notes.md, "Adding a benchmark".
@@ -38,6 +39,7 @@ class Benchmark:
     source: str | None = None  # a local copy of the rows, relative to the checkout (the offline path)
     where: Mapping[str, str] = field(default_factory=dict)  # keep rows whose field equals the value
     adapt: Callable[[dict], dict] | None = None  # a raw row in the form ``fields`` reads
+    gold_after: str | None = None  # the gold is the text after this marker (GSM8K's "... #### 18")
     generated: bool = False  # made by code (cotdyn.dataset.benchmarks.arithmetic), no rows
 
 
@@ -91,6 +93,7 @@ for _declared in (
         {"question": "question", "gold": "answer", "id": None},
         {"repo": "openai/gsm8k", "config": "main", "split": "test"},
         source="data/gsm8k_test.jsonl",
+        gold_after="####",
     ),
     Benchmark(
         "math500",
