@@ -12,6 +12,7 @@ from conftest import ROOT
 from test_workflow import snakemake
 
 from cotdyn.cli.init import InitError, write_skeleton
+from cotdyn.dataset.benchmarks import content_sha256, load_benchmark
 from cotdyn.plan.load import load_plan
 
 DOC = ROOT / "docs" / "your-study.md"
@@ -117,8 +118,10 @@ def test_init_copies_the_registered_protocol_and_analysis_and_names_the_cell(tmp
     assert all(h["cells"] == ["smollm2-p"] for h in plan["hypotheses"])
     assert {(m["id"], m["cell"]) for m in plan["holm"]["family"]} == {("H1", "smollm2-p"), ("H3", "smollm2-p")}
     assert config["cells"] == config["confirmatory"] == ["smollm2-p"]
-    pinned = config["benchmarks"]["p"]["content_sha256"]
+    # the content is pinned once, in the plan (issue 38); the config names the file
+    pinned = content_sha256(load_benchmark({**config["benchmarks"]["p"], "content_sha256": None}))
     assert plan["panel"]["benchmarks"]["p"] == {"kind": "jsonl", "n": 12, "content_sha256": pinned}
+    assert "content_sha256" not in config["benchmarks"]["p"]
 
 
 # How the embedded default's plan was written (docs/your-study.md, "The embedded default is such a study").

@@ -2,10 +2,13 @@
 
 It writes three files into DIR, refusing to overwrite any:
 
-- ``config.yaml``: the study (named after DIR), its one cell ``<model>-<benchmark>``, the model, your
-  JSONL with its content sha256 pinned, and the cell declared confirmatory;
+- ``config.yaml``: the study (named after DIR), its one cell ``<model>-<benchmark>``, the model, the
+  benchmark (your JSONL, ``--jsonl FILE --answer TYPE``, or a declared one, ``--benchmark NAME``,
+  from its local copy), and the cell declared confirmatory;
 - ``plan.yaml``: a plan of its own, the registered plan's protocol and analysis (so the registered
-  definitions apply unchanged) with hypotheses H1, H2, H3 and H5 and their Holm family naming your cell;
+  definitions apply unchanged) with hypotheses H1, H2, H3 and H5 and their Holm family naming your cell,
+  and the benchmark's content sha256 in its panel, the one place it is pinned (for a benchmark the
+  registered plan pins, its revision and hash, checked against the local copy);
 - ``deviations.yaml``: none declared.
 
 Read and edit them, then freeze the plan with ``cotdyn register`` before the first run. Paths in the
@@ -34,24 +37,66 @@ class InitError(ValueError):
     pass
 
 
-def benchmark_entry(jsonl: str, answer: str, fields: dict) -> tuple[dict, int]:
-    """The config's entry for a JSONL benchmark, its content sha256 computed from the file and pinned,
-    and its number of problems."""
+def _frozen(jsonl: str, declaration) -> dict:
+    """The plan's panel entry of a file's rows read as ``declaration`` reads them: their number and
+    content sha256."""
     from cotdyn.dataset.benchmarks import BenchmarkError, content_sha256, problems_from_rows, read_jsonl
-    from cotdyn.grading import registry
 
-    spec = {"kind": "jsonl", "path": jsonl, "fields": {k: v for k, v in fields.items() if v}, "answer": answer}
     if not Path(jsonl).is_file():
         raise InitError(f"--jsonl {jsonl}: not a file (expected a JSONL file, one JSON object a line)")
     try:
-        problems = problems_from_rows(read_jsonl(jsonl), registry.entry(spec), jsonl)
+        problems = problems_from_rows(read_jsonl(jsonl), declaration, jsonl)
     except OSError as e:
         raise InitError(f"{jsonl}: cannot be read ({e.strerror or e})") from None
     except (BenchmarkError, KeyError, UnicodeDecodeError) as e:
         raise InitError(f"{jsonl}: {e.args[0] if e.args else e}") from None
     if not problems:
         raise InitError(f"{jsonl}: no problems")
-    return {**spec, "content_sha256": content_sha256(problems)}, len(problems)
+    return {"n": len(problems), "content_sha256": content_sha256(problems)}
+
+
+def benchmark_entry(jsonl: str, answer: str, fields: dict) -> tuple[dict, dict]:
+    """(config entry, plan entry) of your own JSONL: the config names the file, its fields and answer
+    type; the plan pins its number of problems and content sha256."""
+    from cotdyn.grading import registry
+
+    spec = {"kind": "jsonl", "path": jsonl, "fields": {k: v for k, v in fields.items() if v}, "answer": answer}
+    try:
+        declaration = registry.entry(spec)
+    except KeyError as e:
+        raise InitError(f"{jsonl}: {e.args[0]}") from None
+    return spec, {"kind": "jsonl", **_frozen(jsonl, declaration)}
+
+
+def declared_entry(name: str, jsonl: str | None, registered: dict) -> tuple[dict, dict]:
+    """(config entry, plan entry) of a declared benchmark (``cotdyn.grading.registry``), read from
+    ``jsonl`` or the declaration's own local copy. Where the registered plan pins it, the plan entry
+    is the registered plan's (its revision and hash), and the local copy must be those rows."""
+    from cotdyn.dataset.benchmarks import arithmetic, content_sha256
+    from cotdyn.grading import registry
+
+    declaration = registry.REGISTRY[name]
+    pinned = ((registered.get("panel") or {}).get("benchmarks") or {}).get(name)
+    path = jsonl or declaration.source
+    if declaration.generated:
+        problems = arithmetic(20, 0)  # the loader's default count and seed
+        return {"kind": name}, {"kind": name, "n": len(problems), "content_sha256": content_sha256(problems)}
+    if path is None and pinned is None:
+        raise InitError(
+            f"benchmark {name}: no local copy is declared and the registered plan pins none of its rows; "
+            "give --jsonl FILE, a copy of its rows"
+        )
+    config = {"kind": name, **({"path": path} if path else {})}
+    if pinned is None:
+        return config, {"kind": name, **_frozen(path, declaration)}
+    if path is not None:
+        found = _frozen(path, declaration)["content_sha256"]
+        if found != pinned["content_sha256"]:
+            raise InitError(
+                f"{path}: content sha256 {found} differs from the registered plan's {pinned['content_sha256']} "
+                f"for {name} (not the rows it pins)"
+            )
+    return config, {"kind": name, **pinned}
 
 
 def model_entry(backend: str, model_id: str | None, revision: str | None, device: str) -> dict:
@@ -74,14 +119,14 @@ def study_plan(
     cell: str,
     model: str,
     benchmark: str,
-    n: int,
-    sha: str,
+    frozen: dict,
     protocol: dict,
     min_group_size: int | None = None,
 ) -> dict:
     """A plan for one cell: the registered plan's protocol (with ``protocol`` laid over it), exclusion,
     verdict rule and analysis (``min_group_size``, when given, in place of its small-group rule);
-    H1, H2, H3, H5 and the Holm family (H1 and H3) on ``cell``. No H4: it compares a distilled model
+    H1, H2, H3, H5 and the Holm family (H1 and H3) on ``cell``; ``frozen``, the benchmark's panel
+    entry (its content sha256 and number of problems). No H4: it compares a distilled model
     with standard ones, which a one-model study has not."""
     unknown = sorted(set(protocol) - set(registered["protocol"]))
     if unknown:
@@ -104,7 +149,7 @@ def study_plan(
             "anchor": model,
             "standard": [model],
             "models": {model: {}},
-            "benchmarks": {benchmark: {"kind": "jsonl", "n": n, "content_sha256": sha}},
+            "benchmarks": {benchmark: frozen},
         },
         "hypotheses": named,
         "verdict_rule": dict(registered["verdict_rule"]),
@@ -136,8 +181,8 @@ DEVIATIONS = """# Declared deviations of study '{study}' from its plan (cotdyn.p
 
 def write_skeleton(
     folder: Path,
-    jsonl: str,
-    answer: str,
+    jsonl: str | None,
+    answer: str | None,
     fields: dict,
     model: str | None = None,
     benchmark: str | None = None,
@@ -158,6 +203,13 @@ def write_skeleton(
     folder = Path(folder)
     study = folder.name
     model = model or ("sim" if backend == "simulated" else "smollm2")
+    if answer is None and benchmark not in _declared():
+        raise InitError(
+            "give your own file (--jsonl FILE --answer TYPE) or a declared benchmark "
+            f"(--benchmark one of {', '.join(_declared())})" + (f", not {benchmark}" if benchmark else "")
+        )
+    if answer is not None and not jsonl:
+        raise InitError("--answer TYPE reads your own file: give it as --jsonl FILE")
     benchmark = benchmark or re.sub(r"[^A-Za-z0-9_]", "_", Path(jsonl).stem)
     for what, key in (("study", study), ("model", model), ("benchmark", benchmark)):
         if len(key) > MAX_NAME:
@@ -170,20 +222,15 @@ def write_skeleton(
     existing = [str(p) for p in paths.values() if p.exists()]
     if existing:
         raise InitError(f"{', '.join(existing)} exist(s): cotdyn init never overwrites a study")
-    entry, n = benchmark_entry(jsonl, answer, fields)
+    registered = registered_plan_of(registered_plan)
+    if answer is not None:
+        entry, frozen = benchmark_entry(jsonl, answer, fields)
+    else:
+        entry, frozen = declared_entry(benchmark, jsonl, registered)
     cell = f"{model}-{benchmark}"
     dtype = dtype or ("float32" if backend == "transformers" and device == "cpu" else None)
     protocol = {**({"dtype": dtype} if dtype else {}), **(protocol or {})}
-    plan = study_plan(
-        registered_plan_of(registered_plan),
-        cell,
-        model,
-        benchmark,
-        n,
-        entry["content_sha256"],
-        protocol,
-        min_group_size,
-    )
+    plan = study_plan(registered, cell, model, benchmark, frozen, protocol, min_group_size)
     config = {
         "study": study,
         "plan": str(paths["plan.yaml"]),
@@ -209,6 +256,12 @@ def write_skeleton(
     except OSError as e:
         raise InitError(f"{e.filename or folder}: cannot be written ({e.strerror or e})") from None
     return list(paths.values())
+
+
+def _declared() -> list[str]:
+    from cotdyn.grading.registry import REGISTRY
+
+    return list(REGISTRY)
 
 
 def registered_plan_of(path: str):
@@ -270,13 +323,27 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
 
     i = subparsers.add_parser("init", help="write the config, plan and deviations of a study of your own")
     i.add_argument("folder", help="the study's folder; its name is the study's (results/<name>/)")
-    i.add_argument("--jsonl", required=True, help="your problems, one JSON object a line")
-    i.add_argument("--answer", required=True, choices=ANSWER_TYPES, help="how answers are read and compared")
+    i.add_argument(
+        "--jsonl",
+        default=None,
+        help="your problems, one JSON object a line (with --answer); or a declared benchmark's copy",
+    )
+    i.add_argument(
+        "--answer",
+        default=None,
+        choices=ANSWER_TYPES,
+        help="your file's answer type: how answers are read and compared",
+    )
     i.add_argument("--question", default="question", help="the field holding the question (default: question)")
     i.add_argument("--gold", default="gold", help="the field holding the gold answer (default: gold)")
     i.add_argument("--id", default=None, help="the field holding a problem id (default: <benchmark>-<row>)")
     i.add_argument("--options", default=None, help="a choice benchmark's field holding the option texts")
-    i.add_argument("--benchmark", default=None, help="the benchmark's key (default: the file's name)")
+    i.add_argument(
+        "--benchmark",
+        default=None,
+        help="your file's key (default: the file's name); without --answer, a declared benchmark: "
+        + ", ".join(_declared()),
+    )
     i.add_argument("--model", default=None, help="the model's key (default: smollm2; sim on the simulated backend)")
     i.add_argument(
         "--backend",

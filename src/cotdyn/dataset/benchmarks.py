@@ -147,8 +147,8 @@ def load_benchmark(spec: dict) -> list[Problem]:
 
     ``spec``: ``kind`` (a registered name, ``cotdyn.grading.registry``, or ``jsonl`` with ``fields`` and
     ``answer``); ``arithmetic`` takes ``n`` and ``seed``; the others either ``path`` (local JSONL)
-    or ``hub`` (laid over the registry's ``repo``, ``config``, ``split``, ``revision``), and
-    ``content_sha256``; optionally ``limit`` (the first n problems, after the hash check).
+    or ``hub`` (laid over the declaration's ``repo``, ``config``, ``split``; the ``revision`` is the
+    plan's or the config's), and ``content_sha256`` (the plan's panel pins it for a cell it names); optionally ``limit`` (the first n problems, after the hash check).
     """
     try:
         entry = registry.entry(spec)
@@ -166,8 +166,8 @@ def load_benchmark(spec: dict) -> list[Problem]:
             hub = {**(entry.hub or {}), **(spec.get("hub") or {})}
             if not hub.get("repo") or not hub.get("revision"):
                 raise BenchmarkError(
-                    f"benchmark {spec['kind']}: no pinned hub revision (the registry's is unverified); give "
-                    "hub.revision and content_sha256 in the config, or a local copy as path"
+                    f"benchmark {spec['kind']}: no pinned hub revision (neither the plan's panel nor the config "
+                    "pins one); give hub.revision and content_sha256 in the config, or a local copy as path"
                 )
             source = f"{hub['repo']}@{hub['revision']}"
             rows = read_hub(hub["repo"], hub.get("config"), hub["split"], hub["revision"])
@@ -175,7 +175,7 @@ def load_benchmark(spec: dict) -> list[Problem]:
         if not problems:
             subset = f" matching {entry.where}" if entry.where else ""
             raise BenchmarkError(f"{source}: no problems{subset} in it ({len(rows)} rows): nothing to run")
-        found, pinned = content_sha256(problems), spec.get("content_sha256") or entry.content_sha256
+        found, pinned = content_sha256(problems), spec.get("content_sha256")
         if pinned and found != pinned:
             raise BenchmarkError(f"{source}: content sha256 {found} differs from the pinned {pinned}")
         if not pinned:

@@ -266,14 +266,21 @@ def final_number_start(text: str, benchmark: str) -> int | None:
     return starts[-1] if starts else None
 
 
+def gold_marker(benchmark: str) -> str | None:
+    """The marker a declared benchmark's gold follows (``Benchmark.gold_after``: GSM8K's '####'), or None."""
+    declared = REGISTRY.get(benchmark)
+    return declared.gold_after if declared is not None else None
+
+
 def gold_expression(raw: str, benchmark: str) -> str | None:
-    """The gold as written, before normalization (what math-verify parses): GSM8K's text after
-    '####', the last box of a MATH solution (else the answer field itself), else the raw gold."""
+    """The gold as written, before normalization (what math-verify parses): the text after a
+    declared gold marker (GSM8K's '####'), the last box of a MATH solution (else the answer field itself), else the raw gold."""
     raw = answer_or_none(raw)
     if raw is None:
         return None
-    if benchmark == "gsm8k":
-        return raw.split("####")[-1].strip() if "####" in raw else None
+    marker = gold_marker(benchmark)
+    if marker is not None:
+        return raw.split(marker)[-1].strip() if marker in raw else None
     if answer_type(benchmark) == "boxed":
         boxed = last_boxed(raw)
         return boxed if boxed is not None else raw
@@ -281,16 +288,14 @@ def gold_expression(raw: str, benchmark: str) -> str | None:
 
 
 def gold_answer(raw: str, benchmark: str, options: Sequence[str] | None = None) -> str | None:
-    """Normalized gold: a registered benchmark's own rule (GSM8K's number after '####', MATH's
+    """Normalized gold: a declared benchmark's own rule (GSM8K's number after its '####', MATH's
     answer field or the last box of its solution), else the answer type's normalization."""
     raw = answer_or_none(raw)
     kind = answer_type(benchmark)
     if raw is None:
         return None
-    if benchmark == "gsm8k":
-        if "####" not in raw:
-            return None
-        return normalize_number(raw.split("####")[-1].strip())
+    if gold_marker(benchmark) is not None:
+        return normalize_number(gold_expression(raw, benchmark) or "")
     if kind == "number":
         return normalize_number(raw)
     if kind == "boxed":

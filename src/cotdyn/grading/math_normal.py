@@ -12,6 +12,9 @@ different class (tests/test_grading_math500.py checks all 500, each in its respe
 - degrees (``^\\circ``, ``^{\\circ}``, ``°``, "degrees"), a trailing unit in ``\\text{ ...}`` or
   ``\\mbox{ ...}`` (with an exponent: ``\\mbox{ inches}^2``), ``\\%``, ``\\$``;
 - a matrix's row break ``\\\\`` stays itself (the classes stay LaTeX that math-verify parses);
+  outside an environment (``\\begin{...}`` ... ``\\end{...}``), where no row breaks, a doubled
+  backslash before a letter is an escaped one (``\\\\left(``, ``\\\\dfrac``: a text written as a
+  string literal's source, as Math-Verify's and Hendrycks' own test cases are);
 - ``\\left``/``\\right``, ``\\displaystyle``, ``bmatrix`` as ``pmatrix``, ``π`` as ``\\pi``,
   a base subscript ``_{5}`` as ``_5``;
 - ``x = ...`` and ``x \\in ...`` keep their right-hand side;
@@ -63,6 +66,8 @@ _SIGNED_FRAC = re.compile(r"\\frac\{-([^{}]*)\}")
 _LETTER = re.compile(r"\(([A-Z])\)")
 _PASSES = 4
 _CONTROL_SPACE = re.compile(r"(?<!\\)\\ ")  # "\ " is a space ("\\ " a row break and a space)
+_ESCAPED_COMMAND = re.compile(r"(?<!\\)\\\\(?=[A-Za-z])")  # "\\frac": "\frac" escaped once more
+_ENVIRONMENT = re.compile(r"\\(begin|end)\{[^{}]*\}")
 _PLAIN_NUMBER = re.compile(r"-?(\d+|\d{1,3}(,\d{3})+)(\.\d+)?")
 
 
@@ -100,11 +105,27 @@ def _unwrap_text(s: str) -> str:
     return _TEXT.sub(r"\1", s)
 
 
+def _unescape_commands(s: str) -> str:
+    """\\\\left( -> \\left( outside every environment; inside one, \\\\ is the row break it may be."""
+    out, depth, start = [], 0, 0
+    for tag in _ENVIRONMENT.finditer(s):
+        if depth == 0:
+            out.append(_ESCAPED_COMMAND.sub(r"\\", s[start : tag.start()]))
+            start = tag.start()
+        depth = depth + 1 if tag.group(1) == "begin" else max(depth - 1, 0)
+        if depth == 0:
+            out.append(s[start : tag.end()])
+            start = tag.end()
+    tail = s[start:]
+    out.append(_ESCAPED_COMMAND.sub(r"\\", tail) if depth == 0 else tail)
+    return "".join(out)
+
+
 def strip_string(s: str) -> str:
     """The MATH normalization (Hendrycks et al. 2021, extended as the module says), keeping \\text{} content."""
     # a matrix's row break \\ stays (Hendrycks made it \, which math-verify cannot parse and which
     # made "\\ \frac" a different string once normalized again)
-    s = _CONTROL_SPACE.sub(" ", s.replace("\n", "").replace("\\!", ""))
+    s = _CONTROL_SPACE.sub(" ", _unescape_commands(s.replace("\n", "")).replace("\\!", ""))
     s = s.replace("{,}", ",").replace("\\,", "").replace("\\;", " ").replace("\\displaystyle", "")
     s = s.replace("tfrac", "frac").replace("dfrac", "frac")
     s = s.replace("\\left", "").replace("\\right", "")

@@ -2,7 +2,7 @@
 
 The config names cells ``<model>-<benchmark>``; panel models and benchmarks take their ids,
 revisions and content hashes from the plan's ``panel`` (one place for each registered fact),
-with the config's entry laid over them.
+with the config's entry laid over them; a config may not pin another content hash than its plan's.
 """
 
 from __future__ import annotations
@@ -61,6 +61,14 @@ def resolve_cells(config: dict, plan: dict, source: str = "config") -> dict[str,
                 f"{source}: cell '{name}' names benchmark '{benchmark_key}', which is not under 'benchmarks'"
             )
         model = {**panel_models.get(model_key, {}), **config["models"][model_key]}
+        pinned = panel_benchmarks.get(benchmark_key, {}).get("content_sha256")
+        own = config["benchmarks"][benchmark_key].get("content_sha256")
+        if pinned and own not in (None, pinned):
+            # the plan pins the content once; a config's other hash would load other data under its name
+            raise ConfigError(
+                f"{source}: benchmarks.{benchmark_key}.content_sha256 {own} differs from the plan's {pinned} "
+                f"(the plan pins it: drop it from the config)"
+            )
         benchmark = {**panel_benchmarks.get(benchmark_key, {}), **config["benchmarks"][benchmark_key]}
         if model["backend"] in ("transformers", "vllm") and "id" not in model and "gguf" not in model:
             raise ConfigError(

@@ -50,15 +50,15 @@ def load_plan(path: str | Path) -> dict[str, Any]:
 def check_panel_benchmarks(plan: dict, path) -> None:
     """A plan names each benchmark of its panel by a registered name (``kind``, else its key) and
     freezes its content sha256, which the loader and the audit check the data against."""
-    from cotdyn.grading.registry import JSONL, REGISTRY
+    from cotdyn.grading.registry import kinds
 
     for key, entry in ((plan.get("panel") or {}).get("benchmarks") or {}).items():
         where = f"{path}: panel.benchmarks.{key}"
         if not isinstance(entry, dict):
             raise ValueError(f"{where}: expected a mapping with content_sha256")
         name = entry.get("kind", key)
-        if name not in REGISTRY and name != JSONL:
-            raise ValueError(f"{where}: '{name}' is not a registered benchmark (known: {', '.join(REGISTRY)}, jsonl)")
+        if name not in kinds():
+            raise ValueError(f"{where}: '{name}' is not a registered benchmark (known: {', '.join(kinds())})")
         if not re.fullmatch(r"[0-9a-f]{64}", str(entry.get("content_sha256", ""))):
             raise ValueError(f"{where}: content_sha256 must be the 64 hex digits of the frozen content")
 

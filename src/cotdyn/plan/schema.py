@@ -1,7 +1,8 @@
 """One validation of every config cotdyn reads: the workflow's config file and a study manifest's config.
 
 Both go through ``validate_config``: the run's schema (``workflow/schemas/config.schema.yaml``),
-checked by jsonschema with its defaults filled in as Snakemake's validator fills them, so the audit
+checked by jsonschema with its defaults filled in as Snakemake's validator fills them (and the benchmark
+names of ``cotdyn.grading.registry`` as the ``kind`` enum), so the audit
 refuses a manifest's config exactly where a run (``workflow/rules/common.smk``) would have. An error names the source, the field
 and what the schema expected.
 """
@@ -44,6 +45,17 @@ def _filling_validator(schema: dict):
     return validators.extend(Draft202012Validator, {"properties": properties})(schema)
 
 
+def with_registered_names(rules: dict) -> dict:
+    """The schema with the names only the registry knows filled in: a benchmark's ``kind`` is one of
+    ``cotdyn.grading.registry.kinds()`` (the schema file lists none, so a declared benchmark needs
+    no schema edit)."""
+    from cotdyn.grading.registry import kinds
+
+    benchmark = rules["properties"]["benchmarks"]["additionalProperties"]["properties"]
+    benchmark["kind"] = {**benchmark["kind"], "enum": kinds()}
+    return rules
+
+
 def validate_config(config, source: str, schema: str | Path = SCHEMA) -> dict:
     """``config`` validated and its schema defaults filled in (in place, as Snakemake does); else
     ConfigError naming ``source``, the field and what was expected."""
@@ -54,7 +66,7 @@ def validate_config(config, source: str, schema: str | Path = SCHEMA) -> dict:
         raise ConfigError(f"{source}: the config must be a mapping, got {type(config).__name__}")
     if not Path(schema).is_file():
         raise ConfigError(f"{source}: the config schema {schema} is missing from this checkout")
-    rules = yaml.safe_load(Path(schema).read_text())
+    rules = with_registered_names(yaml.safe_load(Path(schema).read_text()))
     rules["$id"] = Path(schema).resolve().as_uri()
     try:
         _filling_validator(rules).validate(config)
