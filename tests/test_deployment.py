@@ -159,3 +159,18 @@ def test_the_catalog_usage_file_has_the_standardized_keys():
     assert set(usage["software-stack-deployment"]) <= {"conda", "apptainer", "apptainer+conda"}
     assert usage["software-stack-deployment"]["conda"] is True
     assert (ROOT / "config/README.md").exists() and (ROOT / "config/config.yaml").exists()
+
+
+def test_the_snakemake_internals_the_workflow_reads_are_still_there():
+    """Snakemake 9.27 has no documented API for these (docs/developer-notes.md, "What the workflow
+    reads of Snakemake"); an upgrade that drops one fails here, not in a study's run."""
+    import snakemake.api  # noqa: F401  (first, as Snakemake's own command does: its modules import in a cycle)
+    from snakemake.dag import DAG
+    from snakemake.workflow import Workflow
+
+    for name in ("is_main_process", "executor_plugin", "dag", "current_basedir", "overwrite_configfiles"):
+        assert isinstance(getattr(Workflow, name), property), name
+    assert callable(Workflow.source_path) and callable(DAG.needrun_jobs)
+    # --report still sets nothing the Snakefile could read before the report is made
+    source = Path(sys.modules["snakemake.workflow"].__file__).read_text()
+    assert "self.report_text = None" in source and "def create_report(" in source
