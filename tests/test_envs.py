@@ -98,8 +98,8 @@ def rules() -> list[tuple[str, str, str]]:
                 continue
             conda = re.search(r"^\s+conda:\s*\n\s+(\S+)", block, re.M)
             assert conda, f"rule {rule} ({file}) runs {script.group(1)} but names no conda environment"
-            value = conda.group(1)
-            envs = [Path(value.strip("\"'")).name] if value[0] in "\"'" else _env_function(value)
+            value = conda.group(1)  # a path, a function (called per job) or a call made as the rule is read
+            envs = [Path(value.strip("\"'")).name] if value[0] in "\"'" else _env_function(value.removesuffix("()"))
             script_path = (RULES / script.group(1)).resolve().relative_to(ROOT)
             found += [(rule, str(script_path), env) for env in envs]
     return found

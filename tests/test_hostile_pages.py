@@ -8,6 +8,7 @@ import shutil
 import subprocess
 from html.parser import HTMLParser
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -106,15 +107,17 @@ def test_register_takes_an_iso_date_only_and_dumps_yaml(tmp_path):
     assert read_registered(tmp_path / "REGISTERED")["date"] == "2026-12-02"
 
 
-def snakemake_rst(path: Path, config: dict) -> str:
+def snakemake_rst(path: Path, config: dict, params=None, wildcards=None) -> str:
     """A report caption or description rendered as snakemake --report does (jinja, then docutils
     with its defaults, raw HTML on)."""
     from docutils.core import publish_parts
     from jinja2 import Environment
 
-    class Snakemake:  # a caption's params and wildcards undefined: its defaults apply
-        params = wildcards = type("Empty", (), {})
+    class Snakemake:  # a caption's params and wildcards undefined unless given: its defaults apply
+        pass
 
+    Snakemake.params = params or SimpleNamespace()
+    Snakemake.wildcards = wildcards or SimpleNamespace()
     Snakemake.config = config
     text = Environment().from_string(path.read_text()).render(snakemake=Snakemake)
     return publish_parts(text, writer_name="html")["html_body"]
@@ -129,6 +132,18 @@ def test_the_workflow_description_quotes_no_config_value():
 def test_the_h2_caption_shows_its_absolute_values():
     page = snakemake_rst(ROOT / "workflow/report/h2_table.rst", {})
     assert "|rho_shape| - |rho_coherence|" in html.unescape(page_text(page)) and 'class="system-message' not in page
+
+
+@pytest.mark.parametrize("caption", sorted(p.name for p in (ROOT / "workflow/report").glob("*.rst")))
+def test_every_caption_renders_without_a_docutils_message(caption):
+    """A `|name|` outside a literal is an RST substitution, which docutils reports as an error on
+    the page (issue 37: the H2 caption's `|rho_shape|`); so is any other markup slip."""
+    from cotdyn.protocol.signals import caption_list
+
+    job = {"wildcards": SimpleNamespace(cell="sim-gsm8k", variant="registered")}
+    job["params"] = SimpleNamespace(plan_sha256="0" * 64, signals=caption_list())
+    page = snakemake_rst(ROOT / "workflow/report" / caption, {"study": "t", "plan": "plan.yaml"}, **job)
+    assert 'class="system-message' not in page, page
 
 
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="headless Chromium (Debian's chromium) not installed")

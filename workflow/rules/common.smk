@@ -3,7 +3,13 @@ import os
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(workflow.basedir) / "src"))
+# This checkout, the folder above workflow/: workflow.current_basedir is this file's own folder, also
+# where another Snakefile uses this workflow as a module (there workflow.basedir is that Snakefile's).
+WORKFLOW_ROOT = Path(str(workflow.current_basedir)).parents[1]
+sys.path.insert(0, str(WORKFLOW_ROOT / "src"))
+# envs/*.yaml install cotdyn and take the lock from ${COTDYN_ROOT} (pip expands it): conda runs pip
+# beside a copy of the env file under .snakemake/conda/, where a relative `..` is not this checkout.
+os.environ.update(COTDYN_ROOT=str(WORKFLOW_ROOT))  # set here, not asked of the user (no envvars:)
 from cotdyn.files import layout
 from cotdyn.plan.config import (
     ConfigError,
@@ -13,6 +19,7 @@ from cotdyn.plan.config import (
     reference_id,
     resolve_cells,
     samples_variant,
+    with_bundled_paths,
 )
 from cotdyn.files.layout import ANALYSIS_FILES, PLAN_CHECK, STUDY_MANIFEST
 from cotdyn.plan.registration import sibling_paths
@@ -46,12 +53,15 @@ def typed_overrides(value, schema):
 
 import yaml
 
-with open(Path(workflow.basedir) / "workflow/schemas/config.schema.yaml") as _f:
+CONFIG_SCHEMA = workflow.source_path("../schemas/config.schema.yaml")
+with open(CONFIG_SCHEMA) as _f:
     config.update(typed_overrides(dict(config), yaml.safe_load(_f)))
+# the bundled plan and data of a relative path the working directory lacks (a deployment's folder)
+config.update(with_bundled_paths(dict(config), WORKFLOW_ROOT))
 
 # the one validation of every config (cotdyn.plan.schema): the audit applies it to a manifest's config
 try:
-    validate_config(config, f"invalid config ({CONFIG_SOURCE})", Path(workflow.basedir) / "workflow/schemas/config.schema.yaml")
+    validate_config(config, f"invalid config ({CONFIG_SOURCE})", CONFIG_SCHEMA)
 except ConfigError as e:
     raise WorkflowError(str(e)) from None
 
@@ -322,9 +332,11 @@ if INFOGAIN_TRACES:
         raise WorkflowError(f"infogain.traces.variant '{IG_VARIANT}' must use step checkpoints ({CONFIG_SOURCE})")
 
 
-def infogain_env(wildcards):
-    """The conda environment of infogain_cell: torch's, for the supervisor's device."""
-    return torch_env(INFOGAIN_TRACES["supervisor"].get("device", "cpu"))
+def infogain_env():
+    """The conda environment of infogain_cell: torch's, for the supervisor's device. Called as the
+    workflow is read, so that infogain_cell's environment is a path, not a function, which
+    `--containerize` refuses where the job is not planned (a study without infogain.traces)."""
+    return torch_env(INFOGAIN_TRACES["supervisor"].get("device", "cpu") if INFOGAIN_TRACES else "cpu")
 
 
 def infogain_trace_targets():
@@ -341,7 +353,11 @@ def given_paths():
     return [f"  {name}: {Path(path).resolve()}" for name, path in paths.items()]
 
 
-onstart:
+def start_of_run():
+    """What a run prints before its first job (the paths, what it will generate and how long that
+    should take) and the SLURM request check. The onstart below calls it; a deployment's Snakefile,
+    which uses this workflow as a module, calls it from its own onstart (Snakemake runs only the main
+    Snakefile's): `onstart: cotdyn.start_of_run()` (docs/deployment.md)."""
     from cotdyn.generation.announce import registered_sizes, run_summary
 
     print("\n".join(["cotdyn: the paths of this run, resolved:", *given_paths()]))
@@ -372,3 +388,7 @@ onstart:
             )
         )
     )
+
+
+onstart:
+    start_of_run()

@@ -109,7 +109,7 @@ rule infogain_cell:
     resources:
         gpu=lambda w: 1 if str(INFOGAIN_TRACES["supervisor"].get("device", "cpu")).startswith("cuda") else 0,
     conda:
-        infogain_env
+        infogain_env()
     log:
         f"{STUDY_DIR}/logs/infogain_cell/{{cell}}.log",
     script:

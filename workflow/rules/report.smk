@@ -8,7 +8,8 @@ report: "../report/workflow.rst"
 
 # Building the report runs no rule, so the stored files are checked against the manifest here: a
 # report over outputs that no longer match says so on its pages and on the console. The command
-# line is read because Snakemake (9.27) sets nothing on `workflow` before create_report runs.
+# line is read because Snakemake (9.27) sets nothing on `workflow` before create_report runs (no public
+# API tells a Snakefile it is read for a report: docs/developer-notes.md).
 if any(arg == "--report" or arg.startswith("--report=") for arg in sys.argv):
     from snakemake.logging import logger
     from cotdyn.report.pages import refresh_for_report

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+from pathlib import Path
 
 from cotdyn.grading.registry import answer_rule
 from cotdyn.grading.registry import entry as registry_entry
@@ -35,6 +36,29 @@ class Cell:
         """What the answer functions take for this cell: its benchmark's registered name, or a
         researcher's JSONL's answer type (``cotdyn.grading.registry.answer_rule``)."""
         return answer_rule(self.benchmark)
+
+
+def bundled(path, root: Path, cwd: Path | None = None):
+    """``path``, or the file under ``root`` (the workflow's checkout) that it names, when it is relative
+    and names no file in ``cwd`` (the working directory) but one there: a deployment runs in a folder of
+    its own, which holds its config but not the bundled plans and data. A file in ``cwd`` wins."""
+    if not isinstance(path, str) or Path(path).is_absolute() or ((cwd or Path.cwd()) / path).exists():
+        return path
+    return str(root / path) if (root / path).exists() else path
+
+
+def with_bundled_paths(config: dict, root: Path, cwd: Path | None = None) -> dict:
+    """The config with its plan and benchmark files found by ``bundled`` (nothing else changes; a
+    malformed entry is left for the schema to name)."""
+    out = dict(config)
+    if "plan" in out:
+        out["plan"] = bundled(out["plan"], root, cwd)
+    if isinstance(out.get("benchmarks"), dict):
+        out["benchmarks"] = {
+            key: {**b, "path": bundled(b["path"], root, cwd)} if isinstance(b, dict) and "path" in b else b
+            for key, b in out["benchmarks"].items()
+        }
+    return out
 
 
 def split_cell(name: str) -> tuple[str, str]:
