@@ -21,6 +21,7 @@ STAGES = {
     "secondary", "generations", "dynamics", "math_shepherd", "grading", "grading_page", "cell_manifest",
     "manifest", "audit_result", "report_header", "registered_results",
 }  # fmt: skip
+SWITCHES = {"accuracy_monotone": 0.6, "accuracy_nonmonotone": 0.4, "late_switch_share": 1.0}
 
 
 def test_a_declared_signal_reaches_records_ranking_and_page_through_every_rule_in_process(tmp_path, monkeypatch):
@@ -31,8 +32,10 @@ def test_a_declared_signal_reaches_records_ranking_and_page_through_every_rule_i
         "plan": str(ROOT / "preregistration" / "plan.yaml"),
         "cache": str(tmp_path / "cache"),
         "cells": ["sim-gsm8k"],
-        "models": {"sim": {"backend": "simulated"}},
-        "benchmarks": {"gsm8k": {"kind": "gsm8k", "path": str(ROOT / "data" / "gsm8k_test.jsonl"), "limit": 12}},
+        # every incorrect chain's dominant answer is gold until 70% of it, then switches away (the
+        # simulator plants no switch by default): a trajectory signal has something to find
+        "models": {"sim": {"backend": "simulated", "planted": SWITCHES}},
+        "benchmarks": {"gsm8k": {"kind": "gsm8k", "path": str(ROOT / "data" / "gsm8k_test.jsonl"), "limit": 30}},
     }
     (tmp_path / "study.yaml").write_text(yaml.safe_dump(config))
     seconds = run_study(tmp_path / "study.yaml", tmp_path)
@@ -41,9 +44,12 @@ def test_a_declared_signal_reaches_records_ranking_and_page_through_every_rule_i
     study = tmp_path / "results" / "t"
     records = pd.read_parquet(study / "cells/sim-gsm8k/registered/records.parquet")
     kept = records[~records["excluded"]]
-    assert len(records) == 12 and len(kept) > 0 and kept["settle_step"].notna().all()
+    assert len(records) == 30 and len(kept) > 0 and kept["settle_step"].notna().all()
     exploratory = study / "analysis/registered/exploratory"
-    assert "settle_step" in set(pd.read_csv(exploratory / "ranking.csv")["signal"])
+    ranking = pd.read_csv(exploratory / "ranking.csv").query("label == 'correct'").set_index("signal")
+    # the planted late switches settle incorrect chains late: the signal ranks correct chains first
+    # (without them its ROC area is 0.45 on these problems, in process through tests/test_pipeline.run_cell)
+    assert ranking.loc["settle_step", "roc_auc"] > 0.8, ranking["roc_auc"]
     assert "settle_step" in (exploratory / TABLES_HTML).read_text()
     selective = pd.read_csv(study / "analysis/registered/secondary/selective_accuracy.csv")
     assert "settle_step" not in set(selective["signal"])  # a registered analysis reads what the plan names

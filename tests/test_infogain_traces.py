@@ -395,6 +395,7 @@ def _check_study(study, cells):
     return ig, detection
 
 
+@pytest.mark.slow
 def test_infogain_rules_run_on_the_simulated_panel(tmp_path, tiny_model_dir):
     """Two simulated cells (GSM8K and MATH-500, 20 problems each) with a tiny supervisor."""
     config = {
@@ -427,6 +428,7 @@ def test_infogain_rules_run_on_the_simulated_panel(tmp_path, tiny_model_dir):
         assert first_line in html, caption  # both tables are in the report with their captions
 
 
+@pytest.mark.slow
 def test_infogain_rules_run_on_the_embedded_defaults_traces(tmp_path, tiny_model_dir):
     """config/config.yaml (its additions, the first 6 of them, transformers backend) with the tiny
     model as generator and supervisor, budgets cut to keep the test short (so its cell is no longer
