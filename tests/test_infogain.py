@@ -405,6 +405,7 @@ TINY = {
 }
 
 
+@pytest.mark.slow
 def test_tiny_toy_experiment_writes_byte_identical_outputs(tmp_path):
     from cotdyn.methods.infogain import run_toy_experiment
 

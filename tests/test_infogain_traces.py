@@ -449,6 +449,7 @@ def test_infogain_rules_run_on_the_embedded_defaults_traces(tmp_path, tiny_model
     _check_study(tmp_path / "results" / "default", config["cells"])
 
 
+@pytest.mark.slow
 def test_the_7b_supervisor_overlay_plans_the_information_gain_rules_on_the_panel():
     overlay = "config/infogain/supervisor-7b.yaml"
     result = snakemake("-n", "--forceall", "infogain_traces", "--configfile", "config/panel.yaml", overlay)
@@ -459,6 +460,7 @@ def test_the_7b_supervisor_overlay_plans_the_information_gain_rules_on_the_panel
     assert supervisor["device"].startswith("cuda") and supervisor["dtype"] == "bfloat16"
 
 
+@pytest.mark.slow
 def test_a_bad_infogain_variant_is_named_with_the_file(tmp_path):
     config = {
         "study": "t",
