@@ -17,6 +17,25 @@ DATA = ROOT / "data"
 PLAN = ROOT / "preregistration" / "plan.yaml"
 
 
+# The fixtures that run a Snakemake study (or train a model): every test that uses one, directly or
+# through another fixture, is in the slow tier. The fast tier (`pytest -m "not slow"`) follows a one-cell
+# study through every rule in process instead (tests/test_fast_path.py).
+RUNS_A_STUDY = {
+    "small_simulated_study",
+    "registered_study",
+    "weak_study",
+    "weak_model_dir",
+    "local_study",
+    "config_dry_runs",
+}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if RUNS_A_STUDY & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
     """The byte-exact GSM8K test and MATH-500 files the repository ships (data/README.md)."""

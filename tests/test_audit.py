@@ -340,6 +340,7 @@ def test_undeclared_deviation_stops_the_study(tmp_path, data_dir):
     assert not (tmp_path / "results" / "t" / "cells").exists()  # refused before any generation
 
 
+@pytest.mark.slow
 def test_declared_deviation_runs_and_is_reported(tmp_path, data_dir):
     study = build_study(tmp_path, data_dir, {"reference_temperature": 0.6}, [DEVIATION])
     (reference,) = (study / "cells" / CELL / "reference").glob("t0.6-b600-s20260829-*")

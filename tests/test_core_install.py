@@ -16,6 +16,7 @@ import tomllib
 from importlib import metadata
 from pathlib import Path
 
+import pytest
 from test_audit import build_study
 from test_envs import NEVER_RUN, RULE_ENVS, closure
 
@@ -87,6 +88,7 @@ def test_the_blocker_blocks():
     assert done.returncode != 0 and "No module named 'torch' (blocked" in done.stderr, done.stderr
 
 
+@pytest.mark.slow
 def test_analyze_audit_and_report_run_without_the_extras(tmp_path, data_dir):
     study = build_study(tmp_path, data_dir, {}, [])
     plan = tmp_path / "preregistration" / "plan.yaml"

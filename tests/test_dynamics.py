@@ -14,6 +14,7 @@ import pytest
 import scipy.stats
 import statsmodels.api as sm
 import statsmodels.formula.api as smf
+from factories import records_frame
 from statsmodels.stats.weightstats import DescrStatsW
 
 from cotdyn.files.writers import png_bytes
@@ -294,15 +295,13 @@ def test_mechanisms_partition_each_outcome():
 def small_cell():
     states = {"p1": T2_ENDPOINT_16, "p2": [{"5": 1.0}, {None: 0.75, "5": 0.25}], "p3": [{None: 1.0}]}
     samples = samples_from_states(states, n=16)
-    records = pd.DataFrame(
-        {
-            "cell": "qwen7b-gsm8k",
-            "problem_id": ["p1", "p2", "p3", "p4"],
-            "gold": ["a", "5", "9", "1"],
-            "correct": [True, True, False, True],
-            "chain_correct": [True, False, False, True],
-            "reference_tokens": [32, 16, 0, 10],
-        }
+    records = records_frame(
+        cell="qwen7b-gsm8k",
+        problem_id=["p1", "p2", "p3", "p4"],
+        gold=["a", "5", "9", "1"],
+        correct=[True, True, False, True],
+        chain_correct=[True, False, False, True],
+        reference_tokens=[32, 16, 0, 10],
     )
     return samples, records
 
@@ -531,7 +530,7 @@ def simulate(rng, per_cell=300, n=16):
     samples = pd.concat(sample_frames, ignore_index=True)
     samples["text"] = ""
     samples["status"] = np.where(samples["answer"].isna(), "no_answer", "ok")
-    return samples, pd.DataFrame(records), pd.DataFrame(planted)
+    return samples, records_frame(**pd.DataFrame(records).to_dict("list")), pd.DataFrame(planted)
 
 
 @pytest.fixture(scope="module")
@@ -688,9 +687,7 @@ def test_commitment_time_is_in_token_normalised_time():
     # profile_table reads the positions from prefix_tokens
     samples = samples_from_states({"q": [{"a": 0.5, "b": 0.5}, {"a": 0.5, "b": 0.5}, {"a": 1.0}, {"a": 1.0}]})
     samples.loc[samples["prefix"] == 3, "prefix_tokens"] = 40
-    records = pd.DataFrame(
-        {"cell": ["m-gsm8k"], "problem_id": ["q"], "gold": ["a"], "chain_correct": [True], "reference_tokens": [45]}
-    )
+    records = records_frame(problem_id=["q"], gold="a", chain_correct=True, reference_tokens=45)
     row = dyn.profile_table(samples, records).iloc[0]
     assert row["t_commit"] == pytest.approx(32 / 40) and row["t_commit_index"] == pytest.approx(2 / 3)
 
@@ -710,15 +707,7 @@ def test_same_trace_sampled_and_forced_endpoint_give_the_two_mechanisms():
     chains = pd.DataFrame(
         {"problem_id": ["miss", "fragile"], "chain_answer": ["11", "18"], "reference_truncated": [False, False]}
     )
-    records = pd.DataFrame(
-        {
-            "cell": "m-gsm8k",
-            "problem_id": ["miss", "fragile"],
-            "gold": ["18", "18"],
-            "chain_correct": [False, True],
-            "reference_tokens": [40, 40],
-        }
-    )
+    records = records_frame(problem_id=["miss", "fragile"], gold="18", chain_correct=[False, True], reference_tokens=40)
     protocol = {"m": 16}
 
     def mechanisms(endpoint):
@@ -739,14 +728,8 @@ def test_gold_dominance_uses_answer_equivalence():
     # a MATH-500 class written differently from gold but equivalent to it
     states = {"q": [{"\\dfrac{1}{2}": 1.0}, {"\\dfrac{1}{2}": 1.0}]}
     samples = samples_from_states(states).assign(cell="m-math500")
-    records = pd.DataFrame(
-        {
-            "cell": ["m-math500"],
-            "problem_id": ["q"],
-            "gold": ["\\frac{1}{2}"],
-            "chain_correct": [True],
-            "reference_tokens": [16],
-        }
+    records = records_frame(
+        cell="m-math500", problem_id=["q"], gold="\\frac{1}{2}", chain_correct=True, reference_tokens=16
     )
     by_string = dyn.profile_table(samples, records).iloc[0]
     by_equivalence = dyn.profile_table(samples, records, benchmarks={"m-math500": "math500"}).iloc[0]
@@ -819,14 +802,8 @@ def test_def1_planted_mechanisms_including_fragile_success_and_stochastic_miss_a
             "status": "ok",
         }
     )
-    records = pd.DataFrame(
-        {
-            "cell": "m-gsm8k",
-            "problem_id": np.char.mod("q%05d", np.arange(n_traces)),
-            "gold": "18",
-            "chain_correct": correct,
-            "reference_tokens": 60,
-        }
+    records = records_frame(
+        problem_id=np.char.mod("q%05d", np.arange(n_traces)), gold="18", chain_correct=correct, reference_tokens=60
     )
     shares = dyn.mechanism_shares(dyn.profile_table(samples, records))
     truth = planted_def1_shares()
@@ -861,8 +838,7 @@ def test_mechanism_tables_say_what_the_endpoint_did_to_the_last_state():
             for j, a in enumerate(row)
         ]  # fmt: skip
     )
-    records = pd.DataFrame({"cell": "m-gsm8k", "problem_id": ["q1"], "gold": "18", "chain_correct": True,
-                            "reference_tokens": 60})  # fmt: skip
+    records = records_frame(problem_id=["q1"], gold="18", chain_correct=True, reference_tokens=60)
     chains = pd.DataFrame({"problem_id": ["q1"], "chain_answer": ["18"], "reference_truncated": [False]})
     registered = dyn.profile_table(samples, records, null_class=False)
     # independent: the share of null answers at the last prefix, by pandas

@@ -1,6 +1,7 @@
 """Seed 002 through the DAG on the simulated backend: sampled and forced endpoints, Figure 4."""
 
 import pandas as pd
+import pytest
 from conftest import DATA, ROOT
 from test_workflow import _write, snakemake
 
@@ -8,6 +9,7 @@ from cotdyn.files.layout import DYNAMICS_FILES, INTERVENTION_FILES
 from cotdyn.methods import dynamics as dyn
 
 
+@pytest.mark.slow
 def test_sampled_and_forced_endpoints_and_figure4_run_through_the_dag(tmp_path):
     seed002 = {"checkpoints": "tokens", "m": 8, "null_answers": "class"}
     planted = {"units_median": 3.0, "unit_chars": 40}

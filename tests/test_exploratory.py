@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import statsmodels.api as sm
+from factories import records_frame
 from scipy import stats as sps
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score
@@ -38,13 +39,11 @@ def planted_records(n: int, seed: int, cell: str = "qwen7b-gsm8k") -> pd.DataFra
         own = correct if rng.random() < 0.85 else not correct
         truncated = bool(rng.random() < 0.2)
         rows.append({
-            "cell": cell, "problem_id": f"p{i:04d}", "trajectory": traj.tolist(), "n_points": length,
-            "monotone": viol == 0, "violations": viol, "coherence": float(traj[0] - traj[-1]),
-            "final_entropy": float(traj[-1]), "pred": "1" if correct else "2", "gold": "1", "correct": correct,
-            "chain_answer": "1" if own else "3", "chain_correct": own, "excluded": False,
+            "trajectory": traj.tolist(), "pred": "1" if correct else "2", "correct": correct,
+            "chain_answer": "1" if own else "3", "chain_correct": own,
             "reference_tokens": 600 if truncated else int(rng.integers(50, 600)), "reference_truncated": truncated,
         })  # fmt: skip
-    return pd.DataFrame(rows)
+    return records_frame(cell=cell, **pd.DataFrame(rows).to_dict("list"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -221,18 +220,15 @@ def test_violation_magnitude_is_scipy_spearman_over_non_monotone_chains():
 
 
 def test_label_coupling_by_hand():
-    frame = pd.DataFrame(
-        {
-            "monotone": [True, True, False, False],
-            "violations": [0, 0, 1, 2],
-            "final_entropy": [0.0, 0.5, 0.7, 1.0],
-            "coherence": [1.0, 0.5, 0.2, -0.1],
-            "pred": ["1", "2", "3", None],
-            "chain_answer": ["1", "5", "3", "4"],
-            "correct": [True, False, True, False],
-            "chain_correct": [True, True, True, False],
-            "excluded": False,
-        }
+    frame = records_frame(
+        monotone=[True, True, False, False],
+        violations=[0, 0, 1, 2],
+        final_entropy=[0.0, 0.5, 0.7, 1.0],
+        coherence=[1.0, 0.5, 0.2, -0.1],
+        pred=["1", "2", "3", None],
+        chain_answer=["1", "5", "3", "4"],
+        correct=[True, False, True, False],
+        chain_correct=[True, True, True, False],
     )
     out = ex.label_coupling(frame)
     assert out["answer_agreement"] == 0.5  # rows 0 and 2
@@ -244,14 +240,11 @@ def test_label_coupling_by_hand():
 
 
 def test_early_exit_uses_only_the_first_k_transitions():
-    frame = pd.DataFrame(
-        {
-            "trajectory": [[1.0, 0.5, 0.8], [1.0, 1.2, 0.0], [1.0, 0.5, 0.2, 0.6], [0.5, 0.0]],
-            "n_points": [3, 3, 4, 2],
-            "correct": [True, False, True, False],
-            "excluded": False,
-        }
+    frame = records_frame(
+        trajectory=[[1.0, 0.5, 0.8], [1.0, 1.2, 0.0], [1.0, 0.5, 0.2, 0.6], [0.5, 0.0]],
+        correct=[True, False, True, False],
     )
+    assert list(frame["n_points"]) == [3, 3, 4, 2]
     rows = {r["transitions"]: r for r in ex.early_exit(frame, epsilon=0.01, idx=None)}
     assert sorted(rows) == [1, 2, 3]
     # k=1: monotone = [T, F, T, T] -> acc 2/3 vs 0/1
@@ -263,13 +256,9 @@ def test_early_exit_uses_only_the_first_k_transitions():
 
 
 def test_epsilon_sweep_recomputes_shape_and_reports_grid_spacing():
-    frame = pd.DataFrame(
-        {
-            "trajectory": [[1.0, 1.03, 0.0], [1.0, 1.2, 0.0], [1.0, 0.5, 0.0], [0.7, 0.7, 0.0]],
-            "n_points": 3,
-            "correct": [True, False, True, False],
-            "excluded": False,
-        }
+    frame = records_frame(
+        trajectory=[[1.0, 1.03, 0.0], [1.0, 1.2, 0.0], [1.0, 0.5, 0.0], [0.7, 0.7, 0.0]],
+        correct=[True, False, True, False],
     )
     rows = {r["epsilon"]: r for r in ex.epsilon_sweep(frame, m=5, idx=None)}
     assert [rows[e]["coverage"] for e in ex.EPSILONS] == [0.5, 0.5, 0.75, 0.75]

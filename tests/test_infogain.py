@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from factories import records_frame
 from sklearn.metrics import confusion_matrix, roc_curve
 
 from cotdyn.methods.infogain import baselines, experiment, gain, supervisor, toy
@@ -404,6 +405,7 @@ TINY = {
 }
 
 
+@pytest.mark.slow
 def test_tiny_toy_experiment_writes_byte_identical_outputs(tmp_path):
     from cotdyn.methods.infogain import run_toy_experiment
 
@@ -516,7 +518,7 @@ def test_math_shepherd_labels_from_pipeline_samples():
             "answer": ["5", "6", None, "5", "5", "5.0", "1", "2", "3"],
         }
     )
-    records = pd.DataFrame({"problem_id": ["a", "b"], "gold": ["5", "4"]})
+    records = records_frame(problem_id=["a", "b"], gold=["5", "4"])
     labels = math_shepherd_from_samples(samples, records, "gsm8k")
     assert labels[["soft", "hard"]].values.tolist() == [[1 / 3, 1.0], [1.0, 1.0], [0.0, 0.0]]
     assert labels["n"].tolist() == [3, 3, 3]

@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 import yaml
 from conftest import DATA, ROOT
+from factories import records_frame
 from scipy import stats
 from sklearn.metrics import confusion_matrix
 from test_workflow import side_by_side, snakemake
@@ -131,7 +132,7 @@ def test_math_shepherd_completes_a_finished_chains_last_prefix_with_the_chain():
             "answer": ["5", "4", None, None, "2", "2", "2", None, "1", "3", "3", None],
         }
     )
-    records = pd.DataFrame({"problem_id": ["a", "b", "c"], "gold": ["5", "2", "3"]})
+    records = records_frame(problem_id=["a", "b", "c"], gold=["5", "2", "3"])
     chains = pd.DataFrame(
         {"problem_id": ["a", "b", "c"], "chain_answer": ["5", None, None], "reference_truncated": [False, False, True]}
     )
@@ -157,7 +158,7 @@ def _signal_free_cell(n=200, seed=5):
                 answer = None if prefix == 3 else ("7" if rng.random() < 0.5 else "8")
                 rows.append({"problem_id": pid, "prefix": prefix, "prefix_tokens": 10 * prefix, "answer": answer})
     samples = pd.DataFrame(rows)
-    records = pd.DataFrame({"problem_id": ids, "gold": "7"})
+    records = records_frame(problem_id=ids, gold="7")
     chains = pd.DataFrame({"problem_id": ids, "chain_answer": np.where(correct, "7", "9"),
                            "reference_truncated": False})  # fmt: skip
     frame = pd.DataFrame({"problem_id": ids, "split": ["val", "test"] * (n // 2), "chain_correct": correct})
@@ -394,6 +395,7 @@ def _check_study(study, cells):
     return ig, detection
 
 
+@pytest.mark.slow
 def test_infogain_rules_run_on_the_simulated_panel(tmp_path, tiny_model_dir):
     """Two simulated cells (GSM8K and MATH-500, 20 problems each) with a tiny supervisor."""
     config = {
@@ -426,6 +428,7 @@ def test_infogain_rules_run_on_the_simulated_panel(tmp_path, tiny_model_dir):
         assert first_line in html, caption  # both tables are in the report with their captions
 
 
+@pytest.mark.slow
 def test_infogain_rules_run_on_the_embedded_defaults_traces(tmp_path, tiny_model_dir):
     """config/config.yaml (its additions, the first 6 of them, transformers backend) with the tiny
     model as generator and supervisor, budgets cut to keep the test short (so its cell is no longer
@@ -446,6 +449,7 @@ def test_infogain_rules_run_on_the_embedded_defaults_traces(tmp_path, tiny_model
     _check_study(tmp_path / "results" / "default", config["cells"])
 
 
+@pytest.mark.slow
 def test_the_7b_supervisor_overlay_plans_the_information_gain_rules_on_the_panel():
     overlay = "config/infogain/supervisor-7b.yaml"
     result = snakemake("-n", "--forceall", "infogain_traces", "--configfile", "config/panel.yaml", overlay)
@@ -456,6 +460,7 @@ def test_the_7b_supervisor_overlay_plans_the_information_gain_rules_on_the_panel
     assert supervisor["device"].startswith("cuda") and supervisor["dtype"] == "bfloat16"
 
 
+@pytest.mark.slow
 def test_a_bad_infogain_variant_is_named_with_the_file(tmp_path):
     config = {
         "study": "t",

@@ -2,6 +2,7 @@
 
 import pandas as pd
 import pytest
+from factories import records_frame
 
 from cotdyn.methods.math_shepherd import math_shepherd_from_samples
 from cotdyn.records.table import variant_samples
@@ -20,7 +21,7 @@ def _samples(answers_by_prefix):
 def test_math_shepherd_honours_the_variants_m_endpoint_and_equivalence():
     samples = _samples([["1", "2", "1", "1"], ["3", "3", "2", "2"]])
     chains = pd.DataFrame({"problem_id": ["q"], "chain_answer": ["2"], "reference_truncated": [False]})
-    records = pd.DataFrame({"problem_id": ["q"], "gold": ["2"]})
+    records = records_frame(problem_id=["q"], gold=["2"])
     full = math_shepherd_from_samples(
         variant_samples(samples, chains, {"m": 4, "endpoint": "reasoning"}), records, "gsm8k"
     )
@@ -40,7 +41,7 @@ def test_math_shepherd_honours_the_variants_m_endpoint_and_equivalence():
 def test_math_shepherd_uses_the_variants_equivalence():
     pytest.importorskip("math_verify")
     samples = _samples([["2x+1", "1+2x"]])
-    records = pd.DataFrame({"problem_id": ["q"], "gold": ["2x+1"]})
+    records = records_frame(problem_id=["q"], gold=["2x+1"])
     normalized = math_shepherd_from_samples(samples, records, "math500")
     symbolic = math_shepherd_from_samples(samples, records, "math500", "math_verify")
     assert normalized["soft"].tolist() == [0.5] and symbolic["soft"].tolist() == [1.0]

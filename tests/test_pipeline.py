@@ -53,6 +53,7 @@ def test_prefixes_are_token_exact_and_counted_by_the_cap(gsm8k, plan):
     assert (records.n_points == records.trajectory.map(len)).all()
 
 
+@pytest.mark.slow
 def test_planted_accuracy_gap_is_recovered(gsm8k, plan):
     protocol = effective_protocol(plan)
     planted = Planted(monotone_share=0.6, accuracy_monotone=0.85, accuracy_nonmonotone=0.55)

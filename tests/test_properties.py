@@ -12,6 +12,7 @@ import copy
 import numpy as np
 import pandas as pd
 import pytest
+from factories import records_frame
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -158,14 +159,14 @@ def records_frames(draw):
     cell = draw(st.sampled_from(["qwen7b-gsm8k", "any-model-math500"]))
     bools = st.lists(st.booleans(), min_size=n, max_size=n)
     violations = np.array(draw(st.lists(st.integers(0, 4), min_size=n, max_size=n)), dtype=int)
-    return pd.DataFrame({
-        "cell": [cell] * n, "problem_id": [f"p{i}" for i in range(n)],
-        "n_points": draw(st.lists(st.integers(2, 9), min_size=n, max_size=n)),
-        "monotone": violations == 0, "violations": violations,
-        "coherence": draw(st.lists(st.sampled_from([0.0, 0.5, 1.1, -0.3]), min_size=n, max_size=n)),
-        "final_confidence": draw(st.lists(st.sampled_from([0.2, 0.6, 1.0]), min_size=n, max_size=n)),
-        "correct": draw(bools), "excluded": draw(bools),
-    })  # fmt: skip
+    return records_frame(
+        n, cell=cell,
+        n_points=draw(st.lists(st.integers(2, 9), min_size=n, max_size=n)),
+        monotone=violations == 0, violations=violations,
+        coherence=draw(st.lists(st.sampled_from([0.0, 0.5, 1.1, -0.3]), min_size=n, max_size=n)),
+        final_confidence=draw(st.lists(st.sampled_from([0.2, 0.6, 1.0]), min_size=n, max_size=n)),
+        correct=draw(bools), excluded=draw(bools),
+    )  # fmt: skip
 
 
 @pytest.fixture(scope="module")

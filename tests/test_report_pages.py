@@ -262,15 +262,15 @@ def test_the_forest_plot_leaves_out_cells_not_run_and_never_draws_a_zero_width_i
 
 def test_figures_keep_coinciding_curves_apart_and_say_when_there_is_nothing_to_draw():
     import pandas as pd
+    from factories import records_frame
 
     from cotdyn.report import dynamics_plots, figures
 
-    records = pd.DataFrame({
-        "cell": "c", "problem_id": [f"p{i}" for i in range(6)], "excluded": [False] * 4 + [True] * 2,
-        "correct": [True, False, True, True, False, False], "monotone": [True, True, False, False, True, True],
-        "violations": [0, 0, 1, 2, 0, 0], "coherence": [0.5, 0.1, 0.2, 0.3, 0.0, 0.0],
-        "final_entropy": [0.0, 0.5, 0.7, 0.2, 1.0, 1.0],
-    })  # fmt: skip
+    records = records_frame(
+        excluded=[False] * 4 + [True] * 2, correct=[True, False, True, True, False, False],
+        monotone=[True, True, False, False, True, True], violations=[0, 0, 1, 2, 0, 0],
+        coherence=[0.5, 0.1, 0.2, 0.3, 0.0, 0.0], final_entropy=[0.0, 0.5, 0.7, 0.2, 1.0, 1.0],
+    )  # fmt: skip
     lines = figures.risk_coverage_figure(records, draws=5, seed=1).axes[0].get_lines()[:4]
     assert len({str(line._dash_pattern) for line in lines}) == 4  # matplotlib keeps the dashes there only
     ax = figures.risk_coverage_figure(records, draws=5, seed=1).axes[0]

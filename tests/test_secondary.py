@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from factories import records_frame
 from scipy import stats as sps
 
 from cotdyn import stats
@@ -69,9 +70,8 @@ def test_selective_accuracy_of_each_signal_at_fixed_coverage(records):
 def test_selective_accuracy_reports_its_filler_and_flags_it():
     # planted (issue 24): the flag covers 0.563 of 1000 chains, below the 0.737 asked for
     n, flagged = 1000, 563
-    frame = pd.DataFrame({"excluded": False, "monotone": [True] * flagged + [False] * (n - flagged),
-                          "violations": 0, "final_entropy": 0.0,
-                          "coherence": np.arange(n, dtype=float), "correct": np.arange(n) % 3 == 0})  # fmt: skip
+    frame = records_frame(monotone=[True] * flagged + [False] * (n - flagged), violations=0, final_entropy=0.0,
+                          coherence=np.arange(n, dtype=float), correct=np.arange(n) % 3 == 0)  # fmt: skip
     out = {r["signal"]: r for r in sec.selective_accuracy(frame, 0.737, None, LEVEL)}
     k = 737
     mono = out["monotone"]
@@ -89,10 +89,10 @@ def test_selective_accuracy_reports_its_filler_and_flags_it():
 
 
 def test_early_exit_recovery_by_hand():
-    frame = pd.DataFrame({
-        "trajectory": [[1.0, 0.5, 0.8], [1.0, 1.2, 0.0], [1.0, 0.5, 0.2, 0.6], [0.5, 0.0]],
-        "n_points": [3, 3, 4, 2], "correct": [True, False, True, False], "excluded": False,
-    })  # fmt: skip
+    frame = records_frame(
+        trajectory=[[1.0, 0.5, 0.8], [1.0, 1.2, 0.0], [1.0, 0.5, 0.2, 0.6], [0.5, 0.0]],
+        correct=[True, False, True, False],
+    )
     rows = {r["transitions"]: r for r in sec.early_exit_recovery(frame, 0.01, [1, 2, 3], None, LEVEL)}
     # full flags [F, F, F, T]: 0/1 against 2/3; k = 1 flags [T, F, T, T]: 2/3 against 0/1
     assert rows[1]["full_gap_pp"] == pytest.approx(-200 / 3) and rows[1]["gap_pp"] == pytest.approx(200 / 3)
@@ -105,10 +105,12 @@ def test_early_exit_recovery_by_hand():
 
 def test_early_exit_reports_prefixes_sampled_beside_points():
     # planted (issue 24): points [0, 2, 3, 4] of 6 prefixes, and a second chain read whole at k >= 1
-    frame = pd.DataFrame({
-        "trajectory": [[1.0, 0.8, 0.5, 0.2], [1.0, 0.0]], "points": [[0, 2, 3, 4], [1, 3]],
-        "n_points": [4, 2], "n_prefixes": [6, 5], "correct": [True, False], "excluded": False,
-    })  # fmt: skip
+    frame = records_frame(
+        trajectory=[[1.0, 0.8, 0.5, 0.2], [1.0, 0.0]],
+        points=[[0, 2, 3, 4], [1, 3]],
+        n_prefixes=[6, 5],
+        correct=[True, False],
+    )
     rows = {r["transitions"]: r for r in sec.early_exit_recovery(frame, 0.01, [1, 2, 3], None, LEVEL)}
     for k, row in rows.items():
         # independent: prefixes through the (k + 1)-th answer-bearing one, or the whole chain

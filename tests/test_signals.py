@@ -5,6 +5,7 @@ but not the plan-fixed secondary analysis."""
 import numpy as np
 import pandas as pd
 import pytest
+from factories import records_frame
 from test_pipeline import run_cell
 
 from cotdyn.analysis import exploratory as ex
@@ -20,9 +21,7 @@ from cotdyn.report.exploratory_tables import TABLES_HTML, write_exploratory
 def test_the_declared_signals_are_seed_003s_four_oriented_higher_is_correct():
     # seed 003 Appendix F.1: the monotone flag, -violations, -final entropy and coherence C as it stands
     assert list(signals.SIGNALS) == ["monotone", "violations", "final_entropy", "coherence"]
-    records = pd.DataFrame(
-        {"monotone": [True, False], "violations": [0, 3], "final_entropy": [0.0, 1.2], "coherence": [0.5, -0.1]}
-    )
+    records = records_frame(monotone=[True, False], violations=[0, 3], final_entropy=[0.0, 1.2], coherence=[0.5, -0.1])
     scores = {name: list(s.score(records)) for name, s in signals.SIGNALS.items()}
     assert scores == {
         "monotone": [1.0, 0.0],

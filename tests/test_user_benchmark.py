@@ -27,6 +27,7 @@ def mc_rows() -> list[dict]:
     return rows
 
 
+@pytest.mark.slow
 def test_a_multiple_choice_jsonl_runs_through_the_dag_and_is_scored_as_choices(tmp_path):
     data = tmp_path / "mc.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in mc_rows()))

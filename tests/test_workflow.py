@@ -76,6 +76,7 @@ def _simulated_config(tmp_path, **extra):
     }
 
 
+@pytest.mark.slow
 def test_the_workflow_passes_snakemakes_linter():
     result = snakemake("--lint")
     assert result.returncode == 0 and "Lints for" not in result.output, result.output[-3000:]
@@ -136,6 +137,7 @@ def test_a_small_simulated_study_runs_through_the_dag(small_simulated_study):
     assert set(agreement["variant_b"]) == {"seed-1"} and len(agreement) == 4
 
 
+@pytest.mark.slow
 def test_a_study_whose_every_chain_is_excluded_runs_to_the_end(tmp_path):
     """Every continuation empty: no prefix bears an answer, every chain is excluded, and every rule
     still finishes, its outputs saying why nothing was estimated; the audit passes."""
@@ -161,6 +163,7 @@ def test_a_study_whose_every_chain_is_excluded_runs_to_the_end(tmp_path):
     assert audit.returncode == 0, audit.output[-3000:]
 
 
+@pytest.mark.slow
 def test_plan_version_1_stays_runnable_through_the_dag(tmp_path):
     """The plan is a config key: ``--config plan=preregistration/v1/plan.yaml`` runs the study under
     the first registration (its own REGISTERED beside it), with version 1's verdict semantics."""

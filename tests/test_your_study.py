@@ -57,6 +57,7 @@ def test_the_walkthrough_names_the_four_steps():
     ]
 
 
+@pytest.mark.slow
 def test_the_walkthrough_as_written_ends_with_verdicts_for_its_cell(tmp_path):
     (tmp_path / "preregistration").symlink_to(ROOT / "preregistration")
     (tmp_path / "studies" / "mine").mkdir(parents=True)

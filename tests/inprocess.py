@@ -1,0 +1,82 @@
+"""Run a study's DAG in this Python process: every job's `script:` executed in topological order.
+
+A Snakemake run starts a fresh interpreter per job, which pays the library's imports each time (about
+1 s a job, more on a loaded machine) and hides the test's own process from the jobs. Here Snakemake
+still parses the workflow, validates the config and builds the DAG (so every rule's inputs, outputs,
+params and wildcards are Snakemake's own); only the execution differs: each job's script is run with
+the `snakemake` object Snakemake would hand it, in this process. So a change to a rule script or a
+library function is checked through every rule in seconds, and what a test patches (a signal declared
+with monkeypatch, say) reaches every job.
+
+It reaches into Snakemake's workflow object (``_workflow``, ``_prepare_dag``, ``_build_dag``), which
+the pinned snakemake 9 series provides; a Snakemake that changes them fails here, not silently.
+It is a test helper, not a way to run a study: no locking, no metadata, no reruns, no resources.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _dag_levels(api, config: Path, workdir: Path):
+    from snakemake.settings.types import ConfigSettings, DAGSettings, ResourceSettings
+
+    workflow_api = api.workflow(
+        resource_settings=ResourceSettings(cores=1),
+        config_settings=ConfigSettings(configfiles=[config]),
+        snakefile=ROOT / "Snakefile",
+        workdir=workdir,
+    )
+    workflow_api.dag(DAGSettings())  # installs the DAG settings on the workflow
+    workflow = workflow_api._workflow
+    workflow._prepare_dag(forceall=False, ignore_incomplete=True, lock_warn_only=True, nolock=True)
+    workflow._build_dag()
+    return workflow, list(workflow.dag.toposorted())
+
+
+def _run_script(job, config: dict) -> None:
+    from snakemake.script import Snakemake
+
+    script = Path(job.rule.basedir.get_path_or_uri(secret_free=True)) / job.rule.script
+    for path in [*job.output, *job.log]:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)  # as Snakemake prepares a job
+    handed = Snakemake(
+        job.input, job.output, job.params, job.wildcards, job.threads, job.resources, job.log, config,
+        job.rule.name, None, scriptdir=str(script.parent),
+    )  # fmt: skip
+    stdout, stderr = sys.stdout, sys.stderr
+    try:
+        exec(compile(script.read_text(), str(script), "exec"), {"snakemake": handed, "__name__": "__main__"})
+    finally:
+        tee = sys.stdout  # the script's tee_to replaced both streams; put them back, close its log
+        sys.stdout, sys.stderr = stdout, stderr
+        for stream in getattr(tee, "streams", ())[1:]:
+            stream.close()
+
+
+def run_study(config: Path, workdir: Path) -> dict[str, float]:
+    """Run the default target's jobs of ``config`` from ``workdir``; the seconds each rule's jobs took."""
+    from snakemake.api import SnakemakeApi
+    from snakemake.settings.types import OutputSettings
+
+    here = Path.cwd()
+    os.chdir(workdir)  # Snakemake's paths are relative to the working directory
+    try:
+        with SnakemakeApi(OutputSettings()) as api:
+            workflow, levels = _dag_levels(api, Path(config).resolve(), Path(workdir).resolve())
+            seconds: dict[str, float] = {}
+            for level in levels:
+                for job in level:
+                    if job.rule.script is None:  # rule all
+                        continue
+                    start = time.perf_counter()
+                    _run_script(job, workflow.config)
+                    seconds[job.rule.name] = seconds.get(job.rule.name, 0.0) + time.perf_counter() - start
+            return seconds
+    finally:
+        os.chdir(here)
