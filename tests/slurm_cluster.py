@@ -135,6 +135,7 @@ AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=127.0.0.1
 AccountingStoragePort={dbd}
 AccountingStorageEnforce=associations
+AccountingStoreFlags=job_comment
 JobCompType=jobcomp/none
 SchedulerType=sched/backfill
 SelectType=select/cons_tres
@@ -331,16 +332,21 @@ StorageLoc=slurm_acct_db
         return out.read_text(errors="replace").splitlines() if out.exists() else ["(no output)"]
 
     def jobs(self) -> list[dict]:
-        """The queue (squeue, every state still listed, finished jobs for MinJobAge): id, name, state,
-        memory asked for (e.g. 8000M) and comment per job."""
-        out = self.run("squeue", "-h", "--states=all", "-o", "%i|%j|%T|%m|%k").stdout
-        fields = ("id", "name", "state", "mem", "comment")
-        return [dict(zip(fields, line.split("|", 4))) for line in out.splitlines() if line]
+        """The queue (squeue, every state still listed): id, name, state, comment per job."""
+        out = self.run("squeue", "-h", "--states=all", "-o", "%i|%j|%T|%k").stdout
+        return [dict(zip(("id", "name", "state", "comment"), line.split("|", 3))) for line in out.splitlines() if line]
 
     def accounting_states(self) -> dict[str, str]:
         """Every job's last state as slurmdbd recorded it (sacct), by job id."""
         out = self.run("sacct", "-X", "-n", "--parsable2", "-o", "JobIdRaw,State").stdout
         return dict(line.split("|", 1) for line in out.splitlines() if "|" in line)
+
+    def accounting_requests(self) -> dict[str, dict]:
+        """Every job's memory asked for (e.g. 8000M) and comment (the rule) as slurmdbd recorded
+        them (sacct; squeue forgets a finished job after MinJobAge), by job id."""
+        out = self.run("sacct", "-X", "-n", "--parsable2", "-o", "JobIdRaw,ReqMem,Comment").stdout
+        rows = [line.split("|", 2) for line in out.splitlines() if line.count("|") >= 2]
+        return {job_id: {"mem": mem, "comment": comment} for job_id, mem, comment in rows}
 
     def accounting_history(self, job_id: str) -> list[str]:
         """A job's states over its requeues (sacct --duplicates lists each run)."""

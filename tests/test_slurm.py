@@ -246,7 +246,8 @@ def test_a_srun_inside_a_job_reads_the_test_clusters_configuration(cluster):
 @pytest.mark.slow
 def test_submissions_and_wall_time_beside_a_local_run(cluster, local_study, tmp_path, capsys):
     """Through the shipped profile the study is three SLURM jobs: its reference and continuations
-    jobs and one grouped job for the analysis; the plan check, the problems, the manifests, the
+    jobs and one grouped job for the analysis (group-components merges the grading of each cell,
+    which no other analysis rule reads, into it); the plan check, the problems, the manifests, the
     audit and the report pages run on the login node (localrules). The test reports submissions
     and wall time beside the local run's (docs/cluster.md records them)."""
     write_study(tmp_path)
@@ -254,9 +255,9 @@ def test_submissions_and_wall_time_beside_a_local_run(cluster, local_study, tmp_
     start = time.monotonic()
     finish(slurm_run(tmp_path, cluster), tmp_path)
     WALL_SECONDS["slurm"] = time.monotonic() - start
-    submitted = sorted(set(cluster.accounting_states()) - before, key=int)
-    comments = {j["id"]: j["comment"] for j in cluster.jobs()}
-    rules = sorted(comments.get(i, "?").split("_wildcards")[0] for i in submitted)
+    requests = cluster.accounting_requests()
+    submitted = sorted(set(requests) - before, key=int)
+    rules = sorted(requests[i]["comment"].split("_wildcards")[0] for i in submitted)
     with capsys.disabled():
         print(
             f"\nSLURM run: {len(submitted)} submissions ({', '.join(rules)}), {WALL_SECONDS['slurm']:.0f} s;"
@@ -296,10 +297,9 @@ def test_a_study_survives_a_failed_job_a_cancel_a_preemption_and_its_controller_
     first_run = (tmp_path / "snakemake.log").read_text(errors="replace")
     assert first_run.count("Error in rule reference") == 2, first_run[-3000:]
     # the three reference jobs asked for 8000, 12000 and 16000 MB (memory scaled by the attempt)
+    requests = cluster.accounting_requests()
     asked = [
-        j["mem"]
-        for j in sorted(cluster.jobs(), key=lambda j: int(j["id"]))
-        if j["comment"].startswith("rule_reference")
+        requests[i]["mem"] for i in sorted(requests, key=int) if requests[i]["comment"].startswith("rule_reference")
     ]
     assert asked[-3:] == ["8000M", "12000M", "16000M"], asked
     unlocked = subprocess.run(
