@@ -24,6 +24,20 @@ include: "workflow/rules/report.smk"
 include: "workflow/rules/grading.smk"
 include: "workflow/rules/infogain.smk"
 
+# Run by the main process, not submitted, on a cluster: each takes seconds and little memory (the plan
+# check, the problem tables, the manifests, the audit and the report pages), less than the two
+# Snakemake start-ups a SLURM job costs; the problem tables may download from the hub, which a login
+# node reaches where compute nodes often do not (docs/cluster.md).
+localrules:
+    check_plan,
+    problems,
+    cell_manifest,
+    manifest,
+    audit_result,
+    report_header,
+    registered_results,
+    grading_page,
+
 
 rule all:
     input:

@@ -73,7 +73,10 @@ class SlurmCluster:
         self.procs: dict[str, subprocess.Popen] = {}
         self.account = ACCOUNT
         self.conf = self.folder / "slurm.conf"
-        self.env = {**os.environ, "SLURM_CONF": str(self.conf)}
+        # bin/srun (written by _write_configs) first on the PATH that sbatch carries into the jobs
+        self.bin = self.folder / "bin"
+        path = os.pathsep.join([str(self.bin), os.environ.get("PATH", "")])
+        self.env = {**os.environ, "SLURM_CONF": str(self.conf), "PATH": path}
         for key in [k for k in self.env if k.startswith("SLURM_") and k != "SLURM_CONF"]:
             del self.env[key]
 
@@ -83,6 +86,14 @@ class SlurmCluster:
         for sub in ("state", "spool", "log", "munge", "db", "run"):
             (f / sub).mkdir(parents=True, exist_ok=True)
         os.chmod(f / "munge", 0o700)
+        # The jobstep plugin (0.6.1) removes SLURM_CONF from the environment of the srun it runs
+        # inside each job, and a srun without it reads /etc/slurm/slurm.conf where there is one (any
+        # login node), before the configless node's copy: it then asks that cluster's controller
+        # ("Unable to contact slurm controller"). This srun puts the test cluster's back.
+        self.bin.mkdir(parents=True, exist_ok=True)
+        shim = self.bin / "srun"
+        shim.write_text(f'#!/bin/sh\nSLURM_CONF={self.conf} exec {shutil.which("srun") or "/usr/bin/srun"} "$@"\n')
+        shim.chmod(0o755)
         key = f / "munge" / "munge.key"
         key.write_bytes(os.urandom(1024))
         os.chmod(key, 0o400)
@@ -124,6 +135,7 @@ AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=127.0.0.1
 AccountingStoragePort={dbd}
 AccountingStorageEnforce=associations
+AccountingStoreFlags=job_comment
 JobCompType=jobcomp/none
 SchedulerType=sched/backfill
 SelectType=select/cons_tres
@@ -255,9 +267,9 @@ StorageLoc=slurm_acct_db
         ):
             self.run("sacctmgr", "-i", *args)
         self.start_controller()
-        # Configless slurmd (it fetches slurm.conf from slurmctld and keeps it in /run/slurm/conf):
-        # the jobstep plugin (0.6.1) drops SLURM_CONF from the environment of the srun it runs inside
-        # a job, so srun there finds the configuration only where a configless node keeps it.
+        # Configless slurmd (it fetches slurm.conf from slurmctld and keeps it in /run/slurm/conf),
+        # so that the node needs no file of its own; the jobs' srun finds the test cluster's
+        # slurm.conf through bin/srun (_write_configs).
         self._spawn(
             "slurmd",
             [_sbin("slurmd"), "-D", "-N", self.host, "--conf-server", f"127.0.0.1:{self.ctld_port}"],
@@ -307,15 +319,34 @@ StorageLoc=slurm_acct_db
         return "\n".join(parts)
 
     # -- queries -------------------------------------------------------------------------------
+    def job_step_conf(self) -> list[str]:
+        """Inside a job of this cluster: the srun a job finds on its PATH, then what a step that srun
+        starts in the environment the jobstep plugin gives it (every SLURM_ variable but the job's
+        identity dropped) has as SLURM_CONF, or srun's error."""
+        out = self.folder / "log" / "job_step_conf.out"
+        out.unlink(missing_ok=True)
+        keep = "SLURM_JOB_ID|SLURM_JOBID|SLURM_CLUSTER_NAME|SLURM_SUBMIT_DIR|SLURM_SUBMIT_HOST"
+        dropped = f"$(env | cut -d= -f1 | grep -E '^(SLURM|SRUN|SBATCH)_' | grep -vxE '{keep}' | sed 's/^/-u /')"
+        wrap = f"command -v srun; env {dropped} srun -n1 printenv SLURM_CONF 2>&1"
+        self.run("sbatch", "--wait", "-A", self.account, "-o", str(out), "--wrap", wrap, check=False, timeout=120)
+        return out.read_text(errors="replace").splitlines() if out.exists() else ["(no output)"]
+
     def jobs(self) -> list[dict]:
         """The queue (squeue, every state still listed): id, name, state, comment per job."""
         out = self.run("squeue", "-h", "--states=all", "-o", "%i|%j|%T|%k").stdout
-        return [dict(zip(("id", "name", "state", "comment"), line.split("|"))) for line in out.splitlines() if line]
+        return [dict(zip(("id", "name", "state", "comment"), line.split("|", 3))) for line in out.splitlines() if line]
 
     def accounting_states(self) -> dict[str, str]:
         """Every job's last state as slurmdbd recorded it (sacct), by job id."""
         out = self.run("sacct", "-X", "-n", "--parsable2", "-o", "JobIdRaw,State").stdout
         return dict(line.split("|", 1) for line in out.splitlines() if "|" in line)
+
+    def accounting_requests(self) -> dict[str, dict]:
+        """Every job's memory asked for (e.g. 8000M) and comment (the rule) as slurmdbd recorded
+        them (sacct; squeue forgets a finished job after MinJobAge), by job id."""
+        out = self.run("sacct", "-X", "-n", "--parsable2", "-o", "JobIdRaw,ReqMem,Comment").stdout
+        rows = [line.split("|", 2) for line in out.splitlines() if line.count("|") >= 2]
+        return {job_id: {"mem": mem, "comment": comment} for job_id, mem, comment in rows}
 
     def accounting_history(self, job_id: str) -> list[str]:
         """A job's states over its requeues (sacct --duplicates lists each run)."""

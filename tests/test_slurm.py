@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import re
 import signal
@@ -20,6 +21,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -31,11 +33,8 @@ DATA = ROOT / "data"
 STUDY = "t"
 # Status checks every 2 s instead of the profile's 40 (a timing knob only; the rest is the profile).
 FAST = ["--slurm-init-seconds-before-status-checks", "2", "--seconds-between-status-checks", "2"]
-# The rules after generation, run as one SLURM job in the tests (fewer Snakemake start-ups on 2 cores).
-ANALYSIS_GROUP = [
-    "records", "cell_manifest", "dynamics", "exploratory", "hypotheses", "math_shepherd", "sweeps",
-    "generations", "secondary", "manifest", "audit_result", "report_header", "registered_results",
-]  # fmt: skip
+# What the run and the local run took (test_submissions_and_wall_time_beside_a_local_run reports it).
+WALL_SECONDS: dict[str, float] = {}
 
 
 def study_config(**model) -> dict:
@@ -77,21 +76,26 @@ def snakemake_cmd(*args: str) -> list[str]:
     ]
 
 
-def slurm_profile(root: Path, cluster, grouped: bool = True) -> Path:
-    """profiles/slurm as shipped, its two CHANGE_ME values set to this cluster's account and
-    partition; and, for speed on 2 cores, the rules after generation grouped into one job, whose
-    memory (Snakemake sums its members') is held to the node's."""
-    from slurm_cluster import NODE_MEMORY_MB
+def slurm_profile(root: Path, cluster) -> Path:
+    """profiles/slurm as shipped (its groups, its localrules in the workflow), its CHANGE_ME values
+    set to this cluster's: the account, and in partitions.yaml the one partition with the node's
+    CPUs and memory; the grouped job's CPUs held to the node's (`cores`)."""
+    from slurm_cluster import NODE_CPUS, NODE_MEMORY_MB
 
     text = (ROOT / "profiles" / "slurm" / "config.yaml").read_text()
-    assert "CHANGE_ME_account" in text and "CHANGE_ME_cpu" in text
-    profile = yaml.safe_load(text.replace("CHANGE_ME_account", cluster.account).replace("CHANGE_ME_cpu", "cpu"))
-    if grouped:  # (a global mem_mb also caps every job's request at it, so not for the refusal test)
-        profile["groups"] = [f"{rule}=analysis" for rule in ANALYSIS_GROUP]
-        profile["resources"] = [*profile["resources"], f"mem_mb={NODE_MEMORY_MB}"]
+    assert "CHANGE_ME_account" in text
+    profile = yaml.safe_load(text.replace("CHANGE_ME_account", cluster.account))
+    assert profile["cores"] > NODE_CPUS and profile["slurm-partition-config"] == "partitions.yaml"
+    profile["cores"] = NODE_CPUS
+    shipped = yaml.safe_load((ROOT / "profiles" / "slurm" / "partitions.yaml").read_text())
+    assert set(shipped["partitions"]) == {"CHANGE_ME_cpu", "CHANGE_ME_gpu"}
+    partitions = {
+        "cpu": {**shipped["partitions"]["CHANGE_ME_cpu"], "max_threads": NODE_CPUS, "max_mem_mb": NODE_MEMORY_MB}
+    }
     folder = root / "profile"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "config.yaml").write_text(yaml.safe_dump(profile))
+    (folder / "partitions.yaml").write_text(yaml.safe_dump({"partitions": partitions}))
     return folder
 
 
@@ -198,10 +202,12 @@ def local_study(tmp_path_factory) -> Path:
     """The same study run locally with --cores 2: what every SLURM run must equal."""
     root = tmp_path_factory.mktemp("local")
     config = write_study(root)
+    start = time.monotonic()
     done = subprocess.run(
         snakemake_cmd("--cores", "2", "--configfile", str(config)),
         cwd=root, env=job_env(), capture_output=True, text=True, timeout=900,
     )  # fmt: skip
+    WALL_SECONDS["local"] = time.monotonic() - start
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     return root
 
@@ -228,18 +234,57 @@ def in_state(job_id: str, *states: str):
 
 
 @pytest.mark.slow
+def test_a_srun_inside_a_job_reads_the_test_clusters_configuration(cluster):
+    """The jobstep plugin runs srun without SLURM_CONF; on a machine with its own
+    /etc/slurm/slurm.conf that srun would ask the machine's controller. The jobs find the test
+    cluster's srun first, and the step it starts is of this cluster."""
+    found, step = cluster.job_step_conf()[:2]
+    assert found == str(cluster.bin / "srun"), (found, step)
+    assert step.startswith(str(cluster.folder)), step
+
+
+@pytest.mark.slow
+def test_submissions_and_wall_time_beside_a_local_run(cluster, local_study, tmp_path, capsys):
+    """Through the shipped profile the study is three SLURM jobs: its reference and continuations
+    jobs and one grouped job for the analysis (group-components merges the grading of each cell,
+    which no other analysis rule reads, into it); the plan check, the problems, the manifests, the
+    audit and the report pages run on the login node (localrules). The test reports submissions
+    and wall time beside the local run's (docs/cluster.md records them)."""
+    write_study(tmp_path)
+    before = set(cluster.accounting_states())
+    start = time.monotonic()
+    finish(slurm_run(tmp_path, cluster), tmp_path)
+    WALL_SECONDS["slurm"] = time.monotonic() - start
+    requests = cluster.accounting_requests()
+    submitted = sorted(set(requests) - before, key=int)
+    rules = sorted(requests[i]["comment"].split("_wildcards")[0] for i in submitted)
+    with capsys.disabled():
+        print(
+            f"\nSLURM run: {len(submitted)} submissions ({', '.join(rules)}), {WALL_SECONDS['slurm']:.0f} s;"
+            f" local --cores 2: {WALL_SECONDS['local']:.0f} s"
+        )
+    assert len(submitted) == 3, rules
+    assert sum(r.startswith("rule_reference") for r in rules) == 1, rules
+    assert sum(r.startswith("rule_continuations") for r in rules) == 1, rules
+    assert sum(r.startswith("rule_analysis") for r in rules) == 1, rules
+    assert_same_study(tmp_path, local_study)
+
+
+@pytest.mark.slow
 def test_a_study_survives_a_failed_job_a_cancel_a_preemption_and_its_controller_killed(cluster, local_study, tmp_path):
-    """One study through every accident in turn: the plan check job killed (it fails, and is
-    retried), scancel of the running reference job (retried), the continuations job requeued while
-    it runs, as a preemption does (it runs again under its id), and then, while that job runs again,
-    kill -9 of snakemake. The job runs on, orphaned; after ``--unlock`` a new controller resubmits
-    it, and of the two jobs of the cell the first to finish places the samples, the other leaves
-    them as they are (first writer wins). The study equals the local run and its audit passes."""
+    """One study through every accident in turn: the reference job killed (it fails, and is
+    retried, asking for 1.5x the memory), scancel of its retry (retried again, with 2x), the
+    continuations job requeued while it runs, as a preemption does (it runs again under its id),
+    and then, while that job runs again, kill -9 of snakemake. The job runs on, orphaned; after
+    ``--unlock`` a new controller resubmits it, and of the two jobs of the cell the first to finish
+    places the samples, the other leaves them as they are (first writer wins). The study equals
+    the local run and its audit passes."""
     write_study(tmp_path)
     proc = slurm_run(tmp_path, cluster)
-    failed = wait_for(cluster, proc, running("rule_check_plan"), "the plan check job running")
+    failed = wait_for(cluster, proc, running("rule_reference"), "the reference job running")
     cluster.run("scancel", "--batch", "--signal=KILL", failed["id"])
-    cancelled = wait_for(cluster, proc, running("rule_reference"), "the reference job running")
+    retry = lambda job: running("rule_reference")(job) and job["id"] != failed["id"]  # noqa: E731
+    cancelled = wait_for(cluster, proc, retry, "the reference job running again")
     cluster.run("scancel", cancelled["id"])
     preempted = wait_for(cluster, proc, running("rule_continuations"), "the continuations job running")
     time.sleep(3)
@@ -250,7 +295,13 @@ def test_a_study_survives_a_failed_job_a_cancel_a_preemption_and_its_controller_
     proc.kill()
     proc.wait()
     first_run = (tmp_path / "snakemake.log").read_text(errors="replace")
-    assert "Error in rule check_plan" in first_run and "Error in rule reference" in first_run, first_run[-3000:]
+    assert first_run.count("Error in rule reference") == 2, first_run[-3000:]
+    # the three reference jobs asked for 8000, 12000 and 16000 MB (memory scaled by the attempt)
+    requests = cluster.accounting_requests()
+    asked = [
+        requests[i]["mem"] for i in sorted(requests, key=int) if requests[i]["comment"].startswith("rule_reference")
+    ]
+    assert asked[-3:] == ["8000M", "12000M", "16000M"], asked
     unlocked = subprocess.run(
         snakemake_cmd("--unlock", "--configfile", str(tmp_path / "study.yaml")),
         cwd=tmp_path, env=job_env(cluster.env), capture_output=True, text=True, timeout=300,
@@ -280,13 +331,13 @@ def test_a_request_no_node_meets_is_refused_before_submission(cluster, tmp_path)
     config = write_study(tmp_path, resources={"mem_mb": 64000})
     before = {j["id"] for j in cluster.jobs()}
     done = subprocess.run(
-        snakemake_cmd("--profile", str(slurm_profile(tmp_path, cluster, grouped=False)), "--configfile", str(config)),
+        snakemake_cmd("--profile", str(slurm_profile(tmp_path, cluster)), "--configfile", str(config)),
         cwd=tmp_path, env=job_env(cluster.env), capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     output = done.stdout + done.stderr
     assert done.returncode != 0
     assert "requests no node can meet" in output and "rule reference: asks for 2 CPUs, 64000 MB" in output, output
-    assert "no node of partition 'cpu' has that" in output
+    assert "no node of the cluster has that" in output  # the plugin picks the partition
     assert {j["id"] for j in cluster.jobs()} == before  # nothing was submitted
 
 
@@ -321,7 +372,8 @@ def test_a_gpu_is_asked_for_only_where_the_model_runs_on_cuda(tmp_path):
     (tmp_path / "cuda.yaml").write_text(yaml.safe_dump(cuda))
     profile = tmp_path / "profile"
     profile.mkdir()
-    (profile / "config.yaml").write_text((ROOT / "profiles" / "slurm" / "config.yaml").read_text())
+    for name in ("config.yaml", "partitions.yaml"):
+        (profile / name).write_text((ROOT / "profiles" / "slurm" / name).read_text())
     runs = {}
     for name, config in (("cpu", cpu), ("cuda", tmp_path / "cuda.yaml")):
         # a dry run plans with the profile's resources without submitting (no cluster needed)
@@ -335,9 +387,50 @@ def test_a_gpu_is_asked_for_only_where_the_model_runs_on_cuda(tmp_path):
     for rule in ("reference", "continuations"):
         cpu_asks, cuda_asks = _requests(runs["cpu"], rule), _requests(runs["cuda"], rule)
         assert "gpu=0" in cpu_asks and "gpu_model" not in cpu_asks and "cpus_per_task=2" in cpu_asks, cpu_asks
-        assert "slurm_partition=CHANGE_ME_cpu" in cpu_asks and "mem_mb=8000" in cpu_asks
+        assert "slurm_partition" not in cpu_asks and "mem_mb=8000" in cpu_asks  # the plugin picks it
         assert "gpu=1" in cuda_asks and "gpu_model=h100" in cuda_asks and "slurm_partition=gpu" in cuda_asks
         assert "cpus_per_task=8" in cuda_asks and "mem_mb=64000" in cuda_asks
     assert "runtime=30" in _requests(runs["cuda"], "reference")
     assert "runtime=360" in _requests(runs["cuda"], "continuations")
     assert "gpu=" not in _requests(runs["cpu"], "records")
+
+
+def planned_jobs(dry_run: str) -> list[tuple[str, SimpleNamespace]]:
+    """Every job a dry run prints, as (rule, a job as the SLURM plugin's partition selection reads
+    it: name, threads, resources)."""
+    jobs = []
+    for block in re.split(r"\n(?=\s*(?:local)?rule \w+:)", dry_run)[1:]:
+        rule = re.match(r"\s*(?:local)?rule (\w+):", block).group(1)
+        asks = re.search(r"resources: (.*)", block)
+        threads = re.search(r"threads: (\d+)", block)
+        resources = dict(item.split("=", 1) for item in asks.group(1).split(", ")) if asks else {}
+        resources = {k: int(v) if v.isdigit() else v for k, v in resources.items()}
+        job = SimpleNamespace(name=rule, threads=int(threads.group(1)) if threads else 1, resources=resources)
+        jobs.append((rule, job))
+    return jobs
+
+
+@pytest.mark.slow
+def test_the_panels_generation_jobs_go_to_the_gpu_partition(tmp_path):
+    """The panel's dry run through profiles/slurm as shipped: the plugin's own partition selection
+    (the code its submission runs for a job without slurm_partition) applied to every planned job's
+    resources puts every reference and continuations job on the GPU partition and every other
+    submitted job on the CPU partition."""
+    from snakemake_executor_plugin_slurm.partitions import get_best_partition, read_partition_file
+
+    done = subprocess.run(
+        snakemake_cmd("-n", "--profile", str(ROOT / "profiles" / "slurm"), "--configfile", "config/panel.yaml"),
+        cwd=ROOT, env=job_env(), capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    partitions = read_partition_file(ROOT / "profiles" / "slurm" / "partitions.yaml")
+    logger = logging.getLogger("slurm-partitions")
+    chosen: dict[str, set[str]] = {}
+    for rule, job in planned_jobs(done.stdout + done.stderr):
+        assert "slurm_partition" not in job.resources, (rule, job.resources)
+        chosen.setdefault(rule, set()).add(get_best_partition(partitions, job, logger))
+    assert chosen["reference"] == chosen["continuations"] == {"CHANGE_ME_gpu"}, chosen
+    generation = sum(rule in ("reference", "continuations") for rule, _ in planned_jobs(done.stdout))
+    assert generation == 16, generation  # 8 cells, 2 phases
+    for rule in set(chosen) - {"reference", "continuations", "all"}:
+        assert chosen[rule] == {"CHANGE_ME_cpu"}, (rule, chosen[rule])

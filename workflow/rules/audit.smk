@@ -40,6 +40,8 @@ rule hypotheses:
         "../../envs/analysis.yaml"
     log:
         f"{STUDY_DIR}/logs/hypotheses/{{variant}}.log",
+    benchmark:
+        f"{STUDY_DIR}/logs/benchmarks/hypotheses/{{variant}}.tsv",
     script:
         "../scripts/hypotheses.py"
 

@@ -243,16 +243,23 @@ def generation_request(cell, phase):
     }
 
 
+def scaled(request, attempt):
+    """A memory or time request on the job's ``attempt``: 1x, 1.5x, 2x (retries: 2), so a job killed
+    for memory or time asks for more when it is submitted again. The SLURM profile's
+    default-resources write the same rule as an expression (`1000 * (attempt + 1)` for 2000 MB)."""
+    return request * (attempt + 1) // 2
+
+
 def generation_resources(phase):
-    """The ``resources`` of a generation rule. A request left unset (None) is dropped by Snakemake;
-    slurm_partition is a resource only when some model names a partition, so that otherwise the
-    profile's default partition applies."""
+    """The ``resources`` of a generation rule, memory and time scaled by the attempt (scaled). A
+    request left unset (None) is dropped by Snakemake; slurm_partition is a resource only when some
+    model names a partition, so that otherwise the plugin picks the partition (profiles/slurm)."""
     resources = {
         "gpu": lambda w: generation_request(w.cell, phase)["gpu"],
         "gpu_model": lambda w: generation_request(w.cell, phase)["gpu_model"],
         "cpus_per_task": lambda w: generation_request(w.cell, phase)["cpus"],
-        "mem_mb": lambda w: generation_request(w.cell, phase)["mem_mb"],
-        "runtime": lambda w: generation_request(w.cell, phase)["runtime"],
+        "mem_mb": lambda w, attempt: scaled(generation_request(w.cell, phase)["mem_mb"], attempt),
+        "runtime": lambda w, attempt: scaled(generation_request(w.cell, phase)["runtime"], attempt),
     }
     if any("partition" in m.get("resources", {}) for m in config["models"].values()):
         resources["slurm_partition"] = lambda w: generation_request(w.cell, phase)["partition"]

@@ -79,5 +79,7 @@ rule dynamics:
         "../../envs/analysis.yaml"
     log:
         f"{STUDY_DIR}/logs/dynamics/{{variant}}.log",
+    benchmark:
+        f"{STUDY_DIR}/logs/benchmarks/dynamics/{{variant}}.tsv",
     script:
         "../scripts/dynamics.py"

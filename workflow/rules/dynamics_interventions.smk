@@ -43,5 +43,7 @@ if config.get("dynamics_comparisons"):
             "../../envs/analysis.yaml"
         log:
             f"{STUDY_DIR}/logs/dynamics_interventions.log",
+        benchmark:
+            f"{STUDY_DIR}/logs/benchmarks/dynamics_interventions.tsv",
         script:
             "../scripts/dynamics_interventions.py"

@@ -23,6 +23,8 @@ rule exploratory:
         "../../envs/analysis.yaml"
     log:
         f"{STUDY_DIR}/logs/exploratory/{{variant}}.log",
+    benchmark:
+        f"{STUDY_DIR}/logs/benchmarks/exploratory/{{variant}}.tsv",
     script:
         "../scripts/exploratory.py"
 
@@ -56,5 +58,7 @@ rule sweeps:
         "../../envs/analysis.yaml"
     log:
         f"{STUDY_DIR}/logs/sweeps.log",
+    benchmark:
+        f"{STUDY_DIR}/logs/benchmarks/sweeps.tsv",
     script:
         "../scripts/sweeps.py"

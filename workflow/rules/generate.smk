@@ -9,6 +9,8 @@ rule prepare_model:
         gguf=lambda w: config["models"][w.model]["gguf"],
     log:
         "results/logs/prepare_model/{model}.log",
+    benchmark:
+        "results/logs/benchmarks/prepare_model/{model}.tsv",
     conda:
         "../../envs/generate-cpu.yaml"
     script:
@@ -37,6 +39,8 @@ rule reference:
         generation_env
     log:
         f"{STUDY_DIR}/logs/reference/{{cell}}/{{ref}}.log",
+    benchmark:
+        f"{STUDY_DIR}/logs/benchmarks/reference/{{cell}}/{{ref}}.tsv",
     script:
         "../scripts/reference.py"
 
@@ -64,5 +68,7 @@ rule continuations:
         generation_env
     log:
         f"{STUDY_DIR}/logs/continuations/{{cell}}/{{variant}}.log",
+    benchmark:
+        f"{STUDY_DIR}/logs/benchmarks/continuations/{{cell}}/{{variant}}.tsv",
     script:
         "../scripts/continuations.py"

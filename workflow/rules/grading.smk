@@ -29,6 +29,8 @@ rule grading:
         "../../envs/analysis.yaml"
     log:
         f"{STUDY_DIR}/logs/grading/{{cell}}.log",
+    benchmark:
+        f"{STUDY_DIR}/logs/benchmarks/grading/{{cell}}.tsv",
     script:
         "../scripts/grading.py"
 

@@ -35,6 +35,8 @@ rule infogain_toy:
         "../../envs/generate-cpu.yaml"
     log:
         "results/{study}/logs/infogain_toy.log",
+    benchmark:
+        "results/{study}/logs/benchmarks/infogain_toy.tsv",
     script:
         "../scripts/infogain_toy.py"
 
@@ -63,6 +65,8 @@ rule math_shepherd:
         "../../envs/analysis.yaml"
     log:
         f"{STUDY_DIR}/logs/math_shepherd/{{variant}}.log",
+    benchmark:
+        f"{STUDY_DIR}/logs/benchmarks/math_shepherd/{{variant}}.tsv",
     script:
         "../scripts/math_shepherd.py"
 
@@ -112,6 +116,8 @@ rule infogain_cell:
         infogain_env()
     log:
         f"{STUDY_DIR}/logs/infogain_cell/{{cell}}.log",
+    benchmark:
+        f"{STUDY_DIR}/logs/benchmarks/infogain_cell/{{cell}}.tsv",
     script:
         "../scripts/infogain_cell.py"
 
@@ -140,6 +146,8 @@ rule infogain_tables:
         "../../envs/analysis.yaml"
     log:
         f"{STUDY_DIR}/logs/infogain_tables.log",
+    benchmark:
+        f"{STUDY_DIR}/logs/benchmarks/infogain_tables.tsv",
     script:
         "../scripts/infogain_tables.py"
 

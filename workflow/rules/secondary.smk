@@ -21,6 +21,8 @@ rule secondary:
         "../../envs/analysis.yaml"
     log:
         f"{STUDY_DIR}/logs/secondary/{{variant}}.log",
+    benchmark:
+        f"{STUDY_DIR}/logs/benchmarks/secondary/{{variant}}.tsv",
     script:
         "../scripts/secondary.py"
 
@@ -42,5 +44,7 @@ rule generations:
         "../../envs/analysis.yaml"
     log:
         f"{STUDY_DIR}/logs/generations.log",
+    benchmark:
+        f"{STUDY_DIR}/logs/benchmarks/generations.tsv",
     script:
         "../scripts/generations.py"

@@ -17,5 +17,7 @@ rule records:
         "../../envs/analysis.yaml"
     log:
         f"{STUDY_DIR}/logs/records/{{cell}}/{{variant}}.log",
+    benchmark:
+        f"{STUDY_DIR}/logs/benchmarks/records/{{cell}}/{{variant}}.tsv",
     script:
         "../scripts/records.py"
