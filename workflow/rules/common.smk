@@ -317,7 +317,12 @@ def generation_env(wildcards):
     """The conda environment of a generation job: the one its backend's declaration names (vLLM's for
     a vllm model, else torch's for its device)."""
     model = CELL_SPECS[wildcards.cell].model
-    return f"../../envs/{backend_registry.spec(model['backend']).environment(model)}.yaml"
+    envs = {  # cotdyn.generation.backends.registry.ENVIRONMENTS
+        "generate-cpu": "../../envs/generate-cpu.yaml",
+        "generate-cuda": "../../envs/generate-cuda.yaml",
+        "generate-vllm": "../../envs/generate-vllm.yaml",
+    }
+    return envs[backend_registry.spec(model["backend"]).environment(model)]
 
 
 def preregistration_inputs(wildcards):
