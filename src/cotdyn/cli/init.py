@@ -377,7 +377,11 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
         help="your file's key (default: the file's name); without --answer, a declared benchmark: "
         + ", ".join(_declared()),
     )
-    i.add_argument("--model", default=None, help="the model's key (default: smollm2; sim on the simulated backend)")
+    i.add_argument(
+        "--model",
+        default=None,
+        help="the model's key (default: the backend's: smollm2; sim on the simulated backend; model on openai_compat)",
+    )
     i.add_argument(
         "--backend",
         default="transformers",
