@@ -196,3 +196,54 @@ def test_the_time_estimate_uses_timings_of_the_same_server_and_says_the_server_b
     assert "depends on how full the batches are" in result.text  # the server batches requests
     elsewhere = entry(server, smol_tokenizer_dir, concurrency=16)
     assert timings.estimate(pending(model=elsewhere), [timed], HOST).kind != "expected"
+
+
+@pytest.mark.slow
+def test_a_study_on_a_served_model_runs_through_the_dag_to_audit_pass(smol_tokenizer_dir, tmp_path):
+    """docs/your-study.md's four steps with `cotdyn init --backend openai_compat`, against the fake server."""
+    import subprocess
+    import sys
+
+    import yaml
+    from conftest import ROOT
+    from test_workflow import snakemake
+    from test_your_study import additions
+
+    def cotdyn(*words):
+        done = subprocess.run(
+            [sys.executable, "-m", "cotdyn.cli.main", *words], cwd=tmp_path, capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout + done.stderr
+
+    (tmp_path / "preregistration").symlink_to(ROOT / "preregistration")
+    (tmp_path / "studies" / "served").mkdir(parents=True)
+    (tmp_path / "studies" / "served" / "problems.jsonl").write_text(additions(12))
+    with FakeServer(smol_tokenizer_dir) as server:
+        cotdyn("init", "studies/served", "--jsonl", "studies/served/problems.jsonl", "--answer", "number", "--id", "id",
+               "--backend", "openai_compat", "--model-id", str(smol_tokenizer_dir), "--revision", "rev-1",
+               "--model", "served", "--option", f"base_url={server.url}", "--option", f"model={SERVED}")  # fmt: skip
+        config = yaml.safe_load((tmp_path / "studies/served/config.yaml").read_text())
+        assert config["models"]["served"] == {
+            "backend": "openai_compat",
+            "id": str(smol_tokenizer_dir),
+            "revision": "rev-1",
+            "openai_compat": {"base_url": server.url, "model": SERVED},
+        }
+        cotdyn(
+            "register",
+            "--plan",
+            "studies/served/plan.yaml",
+            "--registered",
+            "studies/served/REGISTERED",
+            "--date",
+            "2026-12-01",
+        )
+        result = snakemake("--cores", "2", "--configfile", "studies/served/config.yaml", cwd=tmp_path)
+        assert result.returncode == 0, result.output[-3000:]
+        asked = len(server.bodies)
+    assert asked > 12 and all(path == "/v1/completions" for path, _ in server.bodies)
+    audit = cotdyn("audit", "results/served")
+    assert "PASS" in audit.splitlines()[0], audit[-3000:]
+    generation = tmp_path / "results/served/cells/served-problems/registered"
+    assert (generation / "records.parquet").exists()
