@@ -17,11 +17,11 @@ from pathlib import Path
 from cotdyn.audit.locate import locate_plan, not_found_message
 from cotdyn.files.layout import STUDY_MANIFEST
 from cotdyn.files.terminal import printable
-from cotdyn.generation.backends.registry import schema_file
+from cotdyn.generation.backends.registry import validate_config
 from cotdyn.plan.config import ConfigError
 from cotdyn.plan.load import load_plan
 from cotdyn.plan.registration import sibling_paths
-from cotdyn.plan.schema import CHECKOUT, SCHEMA, validate_config
+from cotdyn.plan.schema import CHECKOUT
 
 MAX_MANIFEST_BYTES = 64 << 20  # a manifest lists hashes: a large study's is a few MB
 MANIFEST_FIELDS = {"config": dict, "files": dict, "plan_sha256": str, "config_sha256": str}
@@ -156,8 +156,8 @@ def admit(study_dir, plan_path=None, cache=None) -> Admitted:
     manifest_path = study_dir / STUDY_MANIFEST
     manifest = read_manifest(manifest_path)
     try:
-        with schema_file(SCHEMA) as schema:  # the run's schema, with the backend registry filled in
-            config = validate_config(manifest["config"], f"{manifest_path} (config)", schema)
+        # the run's schema, with the backend registry filled in
+        config = validate_config(manifest["config"], f"{manifest_path} (config)")
     except ConfigError as e:
         raise Refused(printable(str(e))) from None
     path = admitted_plan(study_dir, config, manifest, plan_path)
