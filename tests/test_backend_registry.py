@@ -116,3 +116,24 @@ def test_the_timing_ledger_knows_the_declared_backend_by_its_declaration(toy):
 def test_a_name_is_declared_once(toy):
     with pytest.raises(ValueError, match="backend 'toy' is registered twice"):
         register_backend("toy", summary="again")(lambda *a: None)
+
+
+# the model entry's transformers settings as the schema filled them in before backends were declared (main 95f8a77)
+FILLED_BEFORE = {"batch_size": 16, "share_prefill": True, "decode": "compacting"}
+
+
+def test_the_embedded_defaults_model_is_built_and_timed_with_the_settings_it_had():
+    entry = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["models"]["smollm2"]
+    before = {k: v for k, v in entry.items() if k != "transformers"} | FILLED_BEFORE | {"batch_size": 64}
+    assert registry.options(entry) == registry.options(before) == {**FILLED_BEFORE, "batch_size": 64}
+    assert timings.speed_settings(entry) == timings.speed_settings(before)
+    assert timings.model_identity(entry) == timings.model_identity(before)
+
+
+def test_a_manifest_config_written_before_backends_were_declared_still_validates():
+    from cotdyn.generation.backends.registry import validate_config as validate_all
+
+    old = study_config({"backend": "simulated", "device": "cpu", "chunk_size": 0, **FILLED_BEFORE})
+    validate_all(old, "manifest.json (config)")
+    with pytest.raises(ConfigError, match="field models.toy_model.batch_size: 0 is less than the minimum of 1"):
+        validate_all(study_config({"backend": "transformers", "id": "x", "batch_size": 0}), "manifest.json (config)")
