@@ -131,7 +131,7 @@ def test_the_embedded_defaults_model_is_built_and_timed_with_the_settings_it_had
 
 
 def test_a_manifest_config_written_before_backends_were_declared_still_validates():
-    from cotdyn.generation.backends.registry import validate_config as validate_all
+    from cotdyn.generation.backends.validation import validate_config as validate_all
 
     old = study_config({"backend": "simulated", "device": "cpu", "chunk_size": 0, **FILLED_BEFORE})
     validate_all(old, "manifest.json (config)")

@@ -17,7 +17,7 @@ from pathlib import Path
 from cotdyn.audit.locate import locate_plan, not_found_message
 from cotdyn.files.layout import STUDY_MANIFEST
 from cotdyn.files.terminal import printable
-from cotdyn.generation.backends.registry import validate_config
+from cotdyn.generation.backends.validation import validate_config
 from cotdyn.plan.config import ConfigError
 from cotdyn.plan.load import load_plan
 from cotdyn.plan.registration import sibling_paths

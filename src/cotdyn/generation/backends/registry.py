@@ -146,14 +146,3 @@ def schema_file(path):
         generated = Path(folder) / "config.schema.yaml"
         generated.write_text(text)
         yield str(generated)
-
-
-def validate_config(config, source: str, schema_path=None) -> dict:
-    """The complete validation of a config (cotdyn.plan.schema.validate_config, which fills in the
-    benchmark names) on the schema with the backends filled in: the plan layer lies below generation,
-    so it cannot know the backends itself."""
-    from cotdyn.plan.schema import SCHEMA
-    from cotdyn.plan.schema import validate_config as validate_on
-
-    with schema_file(schema_path or SCHEMA) as schema:
-        return validate_on(config, source, schema)
