@@ -188,9 +188,11 @@ def with_defaults(config: dict) -> tuple[dict, bool]:
     """The config with the schema's defaults, as the workflow sees it, and whether they were
     filled: snakemake fills them, and the GPU machine may not have it."""
     try:
+        from cotdyn.generation.backends.registry import schema_file
         from cotdyn.provenance.manifests import fill_config_defaults
 
-        return fill_config_defaults(config, ROOT / "workflow" / "schemas" / "config.schema.yaml"), True
+        with schema_file(ROOT / "workflow" / "schemas" / "config.schema.yaml") as schema:
+            return fill_config_defaults(config, schema), True
     except ImportError:
         return config, False
 

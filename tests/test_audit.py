@@ -60,19 +60,22 @@ def build_study(root: Path, data: Path, protocol: dict, deviations: list[dict]) 
     register(prereg / "plan.yaml", prereg / "REGISTERED", "2026-11-30")
     (prereg / "deviations.yaml").write_text(yaml.safe_dump(deviations))
     plan_path = prereg / "plan.yaml"
-    config = fill_config_defaults(
-        {
-            "study": "t",
-            "plan": str(plan_path),
-            "cache": str(root / "cache"),
-            "cells": [CELL],
-            "confirmatory": [CELL],
-            "protocol": protocol,
-            "models": {"qwen7b": {"backend": "simulated"}},
-            "benchmarks": {"gsm8k": {"kind": "gsm8k", "path": str(data / "gsm8k_test.jsonl"), "limit": 100}},
-        },
-        ROOT / "workflow" / "schemas" / "config.schema.yaml",
-    )
+    from cotdyn.generation.backends.registry import schema_file
+
+    with schema_file(ROOT / "workflow" / "schemas" / "config.schema.yaml") as schema:
+        config = fill_config_defaults(
+            {
+                "study": "t",
+                "plan": str(plan_path),
+                "cache": str(root / "cache"),
+                "cells": [CELL],
+                "confirmatory": [CELL],
+                "protocol": protocol,
+                "models": {"qwen7b": {"backend": "simulated"}},
+                "benchmarks": {"gsm8k": {"kind": "gsm8k", "path": str(data / "gsm8k_test.jsonl"), "limit": 100}},
+            },
+            schema,
+        )
     plan = load_plan(plan_path)
     study = root / "results" / "t"
     write_plan_check(plan_path, config, study / PLAN_CHECK)  # head of the DAG: may refuse

@@ -15,11 +15,11 @@ from conftest import ROOT
 from cotdyn.cli.init import InitError, write_skeleton
 from cotdyn.cli.main import parser
 from cotdyn.dataset.benchmarks import content_sha256, load_benchmark
+from cotdyn.generation.backends.validation import validate_config  # benchmarks and backends filled in
 from cotdyn.grading import registry
 from cotdyn.grading.answers import extract, gold_answer
 from cotdyn.plan.config import ConfigError, resolve_cells
 from cotdyn.plan.load import load_plan
-from cotdyn.plan.schema import validate_config
 
 REGISTERED_PLAN = str(ROOT / "preregistration" / "plan.yaml")
 ROWS = [

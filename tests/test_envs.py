@@ -37,15 +37,16 @@ NEVER_RUN = {
     "analysis.yaml": {
         "cotdyn.generation.backends.transformers": _BACKENDS,
         "cotdyn.generation.backends.vllm": _BACKENDS,
+        "cotdyn.generation.backends.openai_compat": _BACKENDS,
     },
     "generate-cpu.yaml": {
         "cotdyn.provenance.manifests:snakemake": _SEAL,
-        "cotdyn.generation.backends.vllm": "generation_env picks generate-vllm.yaml for a vllm model",
+        "cotdyn.generation.backends.vllm": "generation_env picks generate-vllm.yaml for a vllm model (openai_compat uses only its helpers, not vllm)",
         "cotdyn.dataset.benchmarks:datasets": _HUB,
     },
     "generate-cuda.yaml": {
         "cotdyn.provenance.manifests:snakemake": _SEAL,
-        "cotdyn.generation.backends.vllm": "generation_env picks generate-vllm.yaml for a vllm model",
+        "cotdyn.generation.backends.vllm": "generation_env picks generate-vllm.yaml for a vllm model (openai_compat uses only its helpers, not vllm)",
         "cotdyn.dataset.benchmarks:datasets": _HUB,
     },
     "generate-vllm.yaml": {

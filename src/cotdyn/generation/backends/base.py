@@ -82,5 +82,24 @@ class Backend(Protocol):
         ...
 
     def describe(self) -> dict:
-        """Provenance: model id, resolved revision, dtype, device, tokenizer hashes."""
+        """Provenance of what generated: written as ``backend`` into every phase's generation.json,
+        and from there into the cell manifest (``cotdyn.provenance.manifests.model_entry``).
+
+        The contract, because other code reads it:
+
+        - ``backend``: the registered name (cotdyn.generation.backends.registry).
+        - ``revision``: exactly ``self.model_revision``. It is the first part of every cache key
+          (``Request.key``) and names the cache folder; the seal and the audit re-key a phase's
+          samples from this field (``cotdyn.generation.sealing``), so anything else breaks them.
+        - ``model_id``, ``dtype``, ``device``: what the manifest reports (None where it has no
+          meaning, e.g. the simulated model's dtype); ``tokenizer_sha256`` and
+          ``chat_template_sha256`` for a model with a tokenizer of its own.
+        - Everything else that decides which ids are sampled and is not already in the key: engine
+          or server settings, the sampler's version, stop ids, planted truth. Two runs that may
+          sample differently must describe themselves differently.
+        - Plain JSON (str, int, float, bool, None, lists, dicts with str keys), and the same for
+          the same model and settings: no times, host names, process ids or secrets (an API key is
+          never recorded). The manifest is hashed and compared by the audit, so a volatile field
+          would make every re-run look changed.
+        """
         ...

@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Iterable, Sequence
 
+from cotdyn.generation.backends import registry
 from cotdyn.generation.cache import revision_folder
 from cotdyn.generation.timings.identity import budgets, model_identity, speed_settings, work
 from cotdyn.protocol.segment import checkpoints
@@ -177,14 +178,15 @@ def _estimate(phase: Phase, observations: list[dict], host: dict, share: float, 
 def _batch_caveat(phase: Phase, timed: Sequence[dict], share: float) -> str:
     """A caveat when the rate was timed on fewer problems than are pending: a batched backend's rate
     depends on how full its batches are, so it is quoted, not scaled. Empty where the timed batches
-    were already full (the transformers backend's batch size) or the backend does not batch."""
-    settings = speed_settings(phase.model)
+    were already full (a batch of the backend's ``batch_size`` rows) or the backend does not batch."""
+    batching = registry.spec(phase.model.get("backend")).batching  # as its declaration says
     most = max(e["problems"] for e in timed)
-    if settings["backend"] not in ("transformers", "vllm") or phase.problems is None:
+    if batching is None or phase.problems is None:
         return ""
     if most >= phase.problems * share:
         return ""
-    if settings["backend"] == "transformers" and max(e.get("samples", 0) for e in timed) >= settings["batch_size"]:
+    rows = registry.options(phase.model).get("batch_size")
+    if batching == "rows" and max(e.get("samples", 0) for e in timed) >= rows:
         return ""
     return f"; that rate was timed on at most {most} problems, and it depends on how full the batches are"
 

@@ -10,6 +10,7 @@ import platform
 import sys
 from pathlib import Path
 
+from cotdyn.generation.backends import registry
 from cotdyn.plan.config import REFERENCE_FIELDS
 
 # The protocol parameters that shape a continuations job's requests beyond its chains (which the
@@ -28,11 +29,14 @@ CONTINUATION_FIELDS = (
 
 
 def model_identity(model: dict) -> str:
-    """The model a config entry names, known before any weights load: a GGUF file of a package (at the
-    package's installed version), a hub id at its pinned revision, or a local directory (by its weight
-    files' names, sizes and times: a changed file makes it another model)."""
-    if model.get("backend") == "simulated":
-        return "simulated " + json.dumps(model.get("planted", {}), sort_keys=True)
+    """The model a config entry names, known before any weights load: what its backend's declaration
+    says (``identity``: the simulated model's planted truth, a served model's name and revision), else
+    a GGUF file of a package (at the package's installed version), a hub id at its pinned revision,
+    or a local directory (by its weight files' names, sizes and times: a changed file makes it
+    another model)."""
+    declared = registry.spec(model.get("backend"))
+    if declared.identity is not None:
+        return declared.identity(model, registry.options(model))
     gguf = model.get("gguf")
     if gguf:
         return f"gguf {gguf.get('package')}=={_package_version(gguf.get('package'))}/{gguf.get('file')}"
@@ -66,24 +70,12 @@ def _directory_fingerprint(path: Path) -> str:
 
 
 def speed_settings(model: dict) -> dict:
-    """The settings of a model entry that change generation speed, with the defaults
-    ``cotdyn.generation.backends.make_backend`` applies, so an entry that spells a default out matches one that
-    leaves it implicit."""
-    backend = model.get("backend")
-    settings = {"backend": backend, "chunk_size": model.get("chunk_size", 0)}
-    if backend == "transformers":
-        settings |= {
-            "device": model.get("device", "cpu"),
-            "dtype": model.get("dtype", "float32"),
-            "batch_size": model.get("batch_size", 16),
-            "share_prefill": model.get("share_prefill", True),
-            "decode": model.get("decode", "compacting"),
-        }
-    elif backend == "vllm":
-        settings |= {"device": "cuda", "dtype": model.get("dtype", "bfloat16"), "engine": model.get("vllm", {})}
-    else:
-        settings |= {"device": "cpu"}
-    return settings
+    """The settings of a model entry that change generation speed: its backend, chunk size and what
+    the backend's declaration names (``speed``), with the option defaults the backend applies, so an
+    entry that spells a default out matches one that leaves it implicit."""
+    declared = registry.spec(model.get("backend"))
+    settings = {"backend": declared.name, "chunk_size": model.get("chunk_size", 0)}
+    return settings | declared.speed(model, registry.options(model))
 
 
 def machine() -> dict:

@@ -7,6 +7,7 @@ import time
 from dataclasses import replace
 from typing import Sequence
 
+from cotdyn.generation.backends import registry
 from cotdyn.generation.timings.estimates import duration
 
 # The decode steps of the two short generations that time one step of a batched backend: the
@@ -54,9 +55,11 @@ def probe_text(step: float, fixed: float, rows: int, batch_rows: int, max_tokens
 def run_probe(backend, pending: list, label: str) -> None:
     """Where no timing of this phase exists: time one decode step of the backend on one full batch of
     the ``pending`` requests (two short generations, never cached, their samples discarded) and print
-    what the phase would take if every row ran to its budget. Only for the transformers backend: the
-    simulated one takes no time, and vLLM's scheduler is no batch to probe."""
-    if getattr(backend, "name", None) != "transformers" or not pending:
+    what the phase would take if every row ran to its budget. Only for a backend whose declaration
+    asks for it (``timing_probe``: the transformers backend): the simulated one takes no time, and
+    vLLM's scheduler or a server is no batch to probe."""
+    declared = registry.REGISTRY.get(getattr(backend, "name", None))
+    if declared is None or not declared.timing_probe or not pending:
         return
     probe = one_batch(pending, backend.batch_size)
     timed = []

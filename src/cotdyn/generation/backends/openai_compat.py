@@ -1,0 +1,287 @@
+"""A served model: an OpenAI-compatible completions server a lab already runs (docs/your-study.md).
+
+The study's side holds the tokenizer (``id`` at ``revision``, as for the vLLM backend): prompts are
+built and sent as token ids, so a prefix reaches the model token-exact, and the generated ids are
+read back from the response, never re-tokenized from its text. A server that returns no ids is an
+error, named, on its first answer.
+
+Two servers are spoken to, each in its own fields (``DIALECTS``, the model entry's
+``openai_compat.server``):
+
+- ``vllm`` (``vllm serve``): ``POST /v1/completions`` with ``"return_token_ids": true``; the ids
+  are each choice's ``token_ids`` (vLLM >= 0.10.2), and the choice's ``prompt_token_ids`` are
+  checked against the ids sent. ``top_k`` and ``repetition_penalty`` are vLLM's extra sampling
+  fields; ``stop_token_ids`` names the model's stop ids, so its generation_config is not needed.
+- ``llama.cpp`` (``llama-server``): its ``POST /completion``, whose OpenAI-style sibling returns no
+  ids: ``"return_tokens": true`` gives ``tokens``; ``repeat_penalty``, ``n_predict``; its other
+  samplers (DRY, XTC, mirostat, typical-p, min-p) written at their "off" values. Checked against a
+  fake server only (tests/test_openai_compat.py), not yet against a real llama-server.
+
+Every sampling field is written out, each of the protocol's (``Sampling``) and every field the
+server would otherwise fill from its own or the model's defaults (vLLM's serve takes a model's
+generation_config for any field a request leaves out). A protocol field the server's fields cannot
+express at its value is an error before any request (``request_body``); a field the server refuses
+comes back as its HTTP 400, whose message is shown.
+
+One request per sample: sample j of a request seeded s is sent with n = 1 and seed s + j (the
+convention of ``cotdyn.protocol.seeds``), so no sample depends on how the server groups a request's
+n. Requests go out ``concurrency`` at a time, and a refused connection, a timeout, HTTP 429 or 5xx
+is retried ``retries`` times, waiting ``backoff_s`` x 2^attempt seconds. A server may still batch
+concurrent requests together; whether that changes a sample's numbers is the server's to say
+(vLLM's batch-invariant kernels, for one).
+
+The served model cannot report its revision: the model entry declares it (``revision``, required),
+and it is part of the backend's ``model_revision`` and so of every cache key, with the served name
+and the server kind. ``describe`` records what the server lists for the model (``/v1/models``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+from cotdyn.generation.backends.base import Completion, Request, Sampling
+
+
+class ServerError(RuntimeError):
+    """What the server said, or that it said nothing usable; names the server and the request."""
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """One server's completions endpoint: where it is, what the protocol's fields are called there,
+    the other fields written at their "off" values, and where the answer's ids are."""
+
+    path: str
+    names: dict[str, str]  # Sampling field -> the server's field
+    off: dict
+    ids_field: str  # of a choice (vLLM) or of the response (llama.cpp)
+    in_choices: bool
+    stop_ids_field: str | None  # where the model's stop ids are named, if the server takes them
+
+
+DIALECTS = {
+    "vllm": Dialect(
+        path="/v1/completions",
+        names={
+            "temperature": "temperature",
+            "max_tokens": "max_tokens",
+            "top_p": "top_p",
+            "top_k": "top_k",
+            "repetition_penalty": "repetition_penalty",
+        },
+        off={
+            "n": 1,
+            "min_p": 0.0,
+            "presence_penalty": 0.0,
+            "frequency_penalty": 0.0,
+            "min_tokens": 0,
+            "stop": [],
+            "ignore_eos": False,
+            "include_stop_str_in_output": False,
+            "logprobs": None,
+            "echo": False,
+            "stream": False,
+            "logit_bias": None,
+            "return_token_ids": True,
+        },
+        ids_field="token_ids",
+        in_choices=True,
+        stop_ids_field="stop_token_ids",
+    ),
+    "llama.cpp": Dialect(
+        path="/completion",
+        names={
+            "temperature": "temperature",
+            "max_tokens": "n_predict",
+            "top_p": "top_p",
+            "top_k": "top_k",
+            "repetition_penalty": "repeat_penalty",
+        },
+        off={
+            "min_p": 0.0,
+            "typical_p": 1.0,
+            "presence_penalty": 0.0,
+            "frequency_penalty": 0.0,
+            "mirostat": 0,
+            "dry_multiplier": 0.0,
+            "xtc_probability": 0.0,
+            "top_n_sigma": -1.0,
+            "stop": [],
+            "ignore_eos": False,
+            "n_probs": 0,
+            "stream": False,
+            "return_tokens": True,
+            "cache_prompt": True,
+        },
+        ids_field="tokens",
+        in_choices=False,
+        stop_ids_field=None,
+    ),
+}
+# The protocol's "off" value of each Sampling field: a server without the field samples the same.
+SAMPLING_OFF = {"top_p": 1.0, "top_k": 0, "repetition_penalty": 1.0}
+RETRIED = (429, 500, 502, 503, 504)
+
+
+def request_body(server: str, model: str, prompt_ids: Sequence[int], sampling: Sampling, seed: int, stop_ids) -> dict:
+    """The JSON of one sample's request: the prompt as ids, every field explicit, n = 1, its seed."""
+    dialect = DIALECTS[server]
+    body = {"model": model, "prompt": list(prompt_ids), "seed": seed, **dialect.off}
+    for field, value in sampling.as_dict().items():
+        if field in dialect.names:
+            body[dialect.names[field]] = value
+        elif field not in SAMPLING_OFF or value != SAMPLING_OFF[field]:
+            raise ServerError(f"openai_compat: a {server} server has no field for {field} = {value!r}")
+    if dialect.stop_ids_field:
+        body[dialect.stop_ids_field] = sorted(stop_ids)
+    return body
+
+
+def read_answer(server: str, answer: dict, prompt_ids: Sequence[int], where: str) -> tuple[list[int], str]:
+    """(generated ids, finish reason "stop" | "length") from a server's answer to one request."""
+    dialect = DIALECTS[server]
+    if dialect.in_choices:
+        choices = answer.get("choices") or []
+        if len(choices) != 1:
+            raise ServerError(f"{where}: expected one choice, got {len(choices)}")
+        holder, finish = choices[0], choices[0].get("finish_reason")
+        echoed = holder.get("prompt_token_ids")
+        if echoed is not None and list(echoed) != list(prompt_ids):
+            raise ServerError(f"{where}: the server's prompt_token_ids differ from the ids sent")
+    else:
+        holder = answer
+        stop_type = answer.get("stop_type")
+        finish = {"eos": "stop", "limit": "length", "word": "stop"}.get(stop_type, stop_type)
+    ids = holder.get(dialect.ids_field)
+    if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+        raise ServerError(
+            f"{where}: the answer holds no generated token ids ('{dialect.ids_field}'); cotdyn reads ids, "
+            "never re-tokenized text (vLLM: 0.10.2 or later, which honours return_token_ids; llama.cpp: "
+            "its /completion with return_tokens)"
+        )
+    if finish not in ("stop", "length"):
+        raise ServerError(f"{where}: finish reason {finish!r} (expected 'stop' or 'length')")
+    return ids, finish
+
+
+def post_json(
+    url: str,
+    body: dict | None,
+    timeout: float,
+    retries: int,
+    backoff_s: float,
+    sleep: Callable[[float], None] = time.sleep,
+) -> dict:
+    """POST (or GET, without a body) JSON to ``url``; a refused connection, timeout, 429 or 5xx is
+    retried with exponential backoff; any other HTTP error is raised with the server's message."""
+    data = None if body is None else json.dumps(body).encode()
+    headers = {"Content-Type": "application/json"} if data is not None else {}
+    for attempt in range(retries + 1):
+        try:
+            with urllib.request.urlopen(urllib.request.Request(url, data, headers), timeout=timeout) as response:
+                return json.loads(response.read())
+        except urllib.error.HTTPError as e:
+            message = e.read().decode(errors="replace")[:500]
+            if e.code not in RETRIED:
+                raise ServerError(f"{url}: HTTP {e.code}: {message}") from None
+            failure = f"HTTP {e.code}: {message}"
+        except (urllib.error.URLError, TimeoutError, ConnectionError) as e:
+            failure = str(getattr(e, "reason", e))
+        except json.JSONDecodeError as e:
+            raise ServerError(f"{url}: the answer is not JSON ({e})") from None
+        if attempt < retries:
+            sleep(backoff_s * 2**attempt)
+    raise ServerError(f"{url}: no answer after {retries + 1} tries (last: {failure})")
+
+
+class OpenAICompatBackend:
+    name = "openai_compat"
+
+    def __init__(self, model_id: str, revision: str, options: dict, dtype: str | None = None, sleep=time.sleep):
+        from cotdyn.generation.backends.vllm import _model_eos_ids, stop_token_ids, tokenizer_sha256
+        from cotdyn.protocol.prompts import ChatTokenizer
+
+        if not revision:
+            raise ValueError(f"openai_compat backend: model '{model_id}' needs a declared revision")
+        self.model_id, self.dtype, self.options, self._sleep = model_id, dtype, dict(options), sleep
+        self.server, self.served = options["server"], options["model"]
+        self.base_url = options["base_url"].rstrip("/")
+        self.declared_revision = revision
+        self.model_revision = f"openai_compat-{self.server}-{self.served}@{revision}"
+        from transformers import AutoTokenizer
+
+        local = Path(model_id).is_dir()
+        hf_tokenizer = AutoTokenizer.from_pretrained(model_id, **({} if local else {"revision": revision}))
+        self.tokenizer = ChatTokenizer(hf_tokenizer)
+        self.stop_ids = stop_token_ids(hf_tokenizer, [] if local else _model_eos_ids(model_id, revision))
+        self._tokenizer_sha256 = tokenizer_sha256(hf_tokenizer)
+        self.listed = self._served_model()
+
+    def _post(self, path: str, body: dict | None) -> dict:
+        o = self.options
+        return post_json(self.base_url + path, body, o["timeout_s"], o["retries"], o["backoff_s"], self._sleep)
+
+    def _served_model(self) -> dict:
+        """What the server lists for the served model (``/v1/models``); an error if it serves no such one."""
+        listed = self._post("/v1/models", None).get("data", [])
+        for entry in listed:
+            if entry.get("id") == self.served:
+                return {k: v for k, v in entry.items() if k not in ("created",)}
+        ids = ", ".join(str(e.get("id")) for e in listed) or "none"
+        raise ServerError(f"{self.base_url}: serves {ids}, not '{self.served}' (openai_compat.model)")
+
+    def effective_sampling(self, sampling: Sampling) -> dict:
+        body = request_body(self.server, self.served, [], sampling, 0, self.stop_ids)
+        fields = {k: v for k, v in body.items() if k not in ("model", "prompt", "seed")}
+        return {
+            "sampler": f"{self.server} server at {self.base_url}",
+            **fields,
+            "n": "1 per request: one request per sample",
+            "seed": "per sample (cotdyn.protocol.seeds; sample j: seed + j)",
+        }
+
+    def describe(self) -> dict:
+        return {
+            "backend": self.name,
+            "server": self.server,
+            "base_url": self.base_url,
+            "served_model": self.served,
+            "server_lists": self.listed,
+            "model_id": self.model_id,
+            "declared_revision": self.declared_revision,
+            "revision": self.model_revision,
+            "dtype": self.dtype,
+            "device": "server",
+            "stop_token_ids": list(self.stop_ids),
+            "chat_template_sha256": self.tokenizer.template_sha256(),
+            "tokenizer_sha256": self._tokenizer_sha256,
+        }
+
+    def generate(self, requests: Sequence[Request], desc: str = "") -> list[list[Completion]]:
+        """Every sample its own request, ``concurrency`` at a time; completions in request order."""
+        from cotdyn.generation.backends.vllm import completion
+
+        samples = [(i, j) for i, r in enumerate(requests) for j in range(r.n)]
+
+        def one(ij: tuple[int, int]) -> Completion:
+            r = requests[ij[0]]
+            body = request_body(self.server, self.served, r.prompt_ids, r.sampling, r.seed + ij[1], self.stop_ids)
+            where = f"{self.base_url}{DIALECTS[self.server].path} (seed {r.seed + ij[1]})"
+            ids, finish = read_answer(self.server, self._post(DIALECTS[self.server].path, body), r.prompt_ids, where)
+            return completion(ids, finish, self.stop_ids, self.tokenizer.decode)
+
+        for sampling in {r.sampling for r in requests}:  # a field the server lacks fails before any request
+            request_body(self.server, self.served, [], sampling, 0, self.stop_ids)
+        with ThreadPoolExecutor(max_workers=self.options["concurrency"]) as pool:
+            done = list(pool.map(one, samples))
+        out: list[list[Completion]] = [[] for _ in requests]
+        for (i, _), c in zip(samples, done):
+            out[i].append(c)
+        return out

@@ -1,0 +1,249 @@
+"""The openai_compat backend (cotdyn.generation.backends.openai_compat) against a fake server on
+127.0.0.1 (tests/fake_openai_server.py) that speaks vLLM's and llama.cpp's fields."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from fake_openai_server import SERVED, FakeServer
+
+from cotdyn.generation import timings
+from cotdyn.generation.backends import Request, Sampling, make_backend, registry
+from cotdyn.generation.backends.openai_compat import OpenAICompatBackend, ServerError
+from cotdyn.generation.cache import GenerationCache, generate
+
+BUDGET = 100  # tokens: more than any chain the fake server writes
+SAMPLING = Sampling(temperature=0.7, max_tokens=BUDGET, top_p=0.95, top_k=20, repetition_penalty=1.1)
+# every field a vLLM server would otherwise fill from its own or the model's defaults
+VLLM_FIELDS = {
+    "temperature": 0.7,
+    "max_tokens": BUDGET,
+    "top_p": 0.95,
+    "top_k": 20,
+    "repetition_penalty": 1.1,
+    "n": 1,
+    "min_p": 0.0,
+    "presence_penalty": 0.0,
+    "frequency_penalty": 0.0,
+    "min_tokens": 0,
+    "stop": [],
+    "ignore_eos": False,
+}
+
+
+def entry(server: FakeServer, tokenizer_dir, dialect="vllm", revision="rev-1", **options) -> dict:
+    block = {"base_url": server.url, "model": SERVED, "server": dialect, "backoff_s": 0.0, **options}
+    return {"backend": "openai_compat", "id": str(tokenizer_dir), "revision": revision, "openai_compat": block}
+
+
+def backend_for(server, tokenizer_dir, waits: list, **kw) -> OpenAICompatBackend:
+    model = entry(server, tokenizer_dir, **kw)
+    options = registry.options(model)
+    return OpenAICompatBackend(model["id"], model["revision"], options, sleep=waits.append)
+
+
+def prompt(backend, question="What is 2 plus 3?") -> tuple[int, ...]:
+    return tuple(backend.tokenizer.chat_prompt_ids("Think step by step.", question))
+
+
+@pytest.fixture
+def server(smol_tokenizer_dir):
+    with FakeServer(smol_tokenizer_dir) as running:
+        yield running
+
+
+@pytest.mark.parametrize("dialect, path", [("vllm", "/v1/completions"), ("llama.cpp", "/completion")])
+def test_prompts_go_as_token_ids_and_the_generated_ids_are_read_back(server, smol_tokenizer_dir, dialect, path):
+    backend = make_backend(entry(server, smol_tokenizer_dir, dialect))
+    ids = prompt(backend)
+    [[sample]] = backend.generate([Request(ids, 1, SAMPLING, seed=5)])
+    [(sent_to, body)] = server.bodies
+    assert sent_to == path and body["prompt"] == list(ids) and body["model"] == SERVED
+    expected, stopped = server.generated_ids(ids, 5, BUDGET)
+    assert stopped and expected[-1] == server.tokenizer.eos_token_id
+    assert sample.token_ids == tuple(expected[:-1])  # read back, the stop token stripped
+    assert sample.finish_reason == "stop" and sample.text == backend.tokenizer.decode(sample.token_ids)
+
+
+@pytest.mark.parametrize("dialect", ["vllm", "llama.cpp"])
+def test_a_sample_cut_at_its_budget_ends_by_length(server, smol_tokenizer_dir, dialect):
+    backend = make_backend(entry(server, smol_tokenizer_dir, dialect))
+    ids = prompt(backend)
+    [[sample]] = backend.generate([Request(ids, 1, Sampling(temperature=0.7, max_tokens=3), seed=1)])
+    assert sample.finish_reason == "length" and sample.token_ids == tuple(server.generated_ids(ids, 1, 3)[0])
+
+
+@pytest.mark.parametrize("dialect, field", [("vllm", "token_ids"), ("llama.cpp", "tokens")])
+def test_a_server_that_returns_no_ids_is_refused_by_name(smol_tokenizer_dir, dialect, field):
+    with FakeServer(smol_tokenizer_dir, omit_ids=True) as server:
+        backend = make_backend(entry(server, smol_tokenizer_dir, dialect))
+        with pytest.raises(ServerError, match=f"no generated token ids \\('{field}'\\).*never re-tokenized"):
+            backend.generate([Request(prompt(backend), 1, SAMPLING, seed=0)])
+
+
+def test_one_seeded_request_per_sample_in_request_order(server, smol_tokenizer_dir):
+    backend = make_backend(entry(server, smol_tokenizer_dir, concurrency=3))
+    first, second = prompt(backend, "What is 1 plus 1?"), prompt(backend, "What is 4 plus 4?")
+    out = backend.generate([Request(first, 3, SAMPLING, seed=10), Request(second, 2, SAMPLING, seed=20)])
+    sent = sorted((tuple(b["prompt"]), b["seed"], b["n"]) for _, b in server.bodies)
+    assert sent == sorted([(first, s, 1) for s in (10, 11, 12)] + [(second, s, 1) for s in (20, 21)])
+    for samples, (ids, seed) in zip(out, [(first, 10), (second, 20)]):
+        assert [c.token_ids for c in samples] == [
+            tuple(server.generated_ids(ids, seed + j, BUDGET)[0][:-1]) for j in range(len(samples))
+        ]
+
+
+@pytest.mark.parametrize("dialect", ["vllm", "llama.cpp"])
+def test_every_sampling_field_is_explicit(server, smol_tokenizer_dir, dialect):
+    backend = make_backend(entry(server, smol_tokenizer_dir, dialect))
+    backend.generate([Request(prompt(backend), 1, SAMPLING, seed=3)])
+    [(_, body)] = server.bodies
+    if dialect == "vllm":
+        assert {k: body[k] for k in VLLM_FIELDS} == VLLM_FIELDS
+        assert body["stop_token_ids"] == sorted(backend.stop_ids) and body["return_token_ids"] is True
+    else:
+        renamed = {"n_predict": BUDGET, "repeat_penalty": 1.1, "temperature": 0.7, "top_p": 0.95, "top_k": 20}
+        assert {k: body[k] for k in renamed} == renamed
+        off = {"min_p": 0.0, "typical_p": 1.0, "mirostat": 0, "dry_multiplier": 0.0, "xtc_probability": 0.0}
+        assert {k: body[k] for k in off} == off and body["return_tokens"] is True
+    described = backend.effective_sampling(SAMPLING)
+    assert all(described[k] == v for k, v in body.items() if k not in ("model", "prompt", "seed", "n"))
+    assert described["n"] == "1 per request: one request per sample"
+
+
+def test_a_field_the_server_refuses_is_an_error_with_its_message(smol_tokenizer_dir):
+    with FakeServer(smol_tokenizer_dir, rejects={"min_p"}) as server:
+        backend = make_backend(entry(server, smol_tokenizer_dir))
+        with pytest.raises(ServerError, match="HTTP 400: .*unsupported field: min_p"):
+            backend.generate([Request(prompt(backend), 1, SAMPLING, seed=0)])
+        assert len(server.bodies) == 1  # a refusal is not retried
+
+
+def test_a_field_the_dialect_cannot_express_fails_before_any_request(server, smol_tokenizer_dir, monkeypatch):
+    from cotdyn.generation.backends import openai_compat
+
+    backend = make_backend(entry(server, smol_tokenizer_dir))
+    vllm = openai_compat.DIALECTS["vllm"]
+    names = {k: v for k, v in vllm.names.items() if k != "top_k"}  # a server without top_k
+    monkeypatch.setitem(openai_compat.DIALECTS, "vllm", dataclasses.replace(vllm, names=names))
+    with pytest.raises(ServerError, match="has no field for top_k = 20"):
+        backend.generate([Request(prompt(backend), 1, SAMPLING, seed=0)])
+    assert server.bodies == []
+    [[_]] = backend.generate([Request(prompt(backend), 1, Sampling(0.7, BUDGET, top_k=0), seed=0)])  # at its off value
+
+
+def test_the_revision_is_declared_and_part_of_every_cache_key(server, smol_tokenizer_dir, tmp_path):
+    unpinned = entry(server, smol_tokenizer_dir, revision=None)
+    with pytest.raises(ValueError, match="needs a pinned 'revision'"):
+        registry.check_entry(unpinned, "model 'served'")
+    first = make_backend(entry(server, smol_tokenizer_dir, revision="rev-1"))
+    assert "rev-1" in first.model_revision and first.describe()["revision"] == first.model_revision
+    requests = [Request(prompt(first), 2, SAMPLING, seed=7)]
+    cache = GenerationCache(tmp_path)
+    done, _ = generate(first, requests, cache, chunk_size=0)
+    generate(first, requests, cache, chunk_size=0)
+    assert len(server.bodies) == 2  # the second run is served from the cache
+    second = make_backend(entry(server, smol_tokenizer_dir, revision="rev-2"))
+    again, _ = generate(second, requests, cache, chunk_size=0)
+    assert len(server.bodies) == 4  # another revision: other keys, asked again
+    assert again == done  # (the fake serves the same weights under both names)
+    assert requests[0].key(first.model_revision) != requests[0].key(second.model_revision)
+
+
+def test_a_failing_server_is_retried_with_backoff(smol_tokenizer_dir):
+    waits: list[float] = []
+    with FakeServer(smol_tokenizer_dir, fail_first=2) as server:
+        backend = backend_for(server, smol_tokenizer_dir, waits, backoff_s=0.5)
+        ids = prompt(backend)
+        [[sample]] = backend.generate([Request(ids, 1, SAMPLING, seed=4)])
+    assert waits == [0.5, 1.0] and len(server.bodies) == 3
+    assert sample.token_ids == tuple(server.generated_ids(ids, 4, BUDGET)[0][:-1])
+
+
+def test_retries_run_out_with_the_last_failure_named(smol_tokenizer_dir):
+    waits: list[float] = []
+    with FakeServer(smol_tokenizer_dir, fail_first=10) as server:
+        backend = backend_for(server, smol_tokenizer_dir, waits, backoff_s=0.25, retries=2)
+        with pytest.raises(ServerError, match="no answer after 3 tries \\(last: HTTP 503"):
+            backend.generate([Request(prompt(backend), 1, SAMPLING, seed=4)])
+    assert waits == [0.25, 0.5]
+
+
+def test_a_server_that_does_not_serve_the_model_is_named(server, smol_tokenizer_dir):
+    model = entry(server, smol_tokenizer_dir)
+    model["openai_compat"]["model"] = "other-model"
+    with pytest.raises(ServerError, match=f"serves {SERVED}, not 'other-model'"):
+        make_backend(model)
+
+
+def test_describe_names_the_server_the_served_model_and_the_tokenizer(server, smol_tokenizer_dir):
+    described = make_backend(entry(server, smol_tokenizer_dir, "llama.cpp")).describe()
+    assert described["backend"] == "openai_compat" and described["server"] == "llama.cpp"
+    assert described["served_model"] == SERVED and described["server_lists"] == {"id": SERVED, "object": "model"}
+    assert described["declared_revision"] == "rev-1" and len(described["tokenizer_sha256"]) == 64
+
+
+def test_the_time_estimate_uses_timings_of_the_same_server_and_says_the_server_batches(server, smol_tokenizer_dir):
+    from test_timings import HOST, pending
+    from test_timings import entry as observed
+
+    model = entry(server, smol_tokenizer_dir)
+    assert timings.model_identity(model) == f"served vllm:{SERVED}@rev-1"
+    timed = observed(model=model, problems=6, requests=6, generated_tokens=1200, seconds=30.0)
+    result = timings.estimate(pending(model=model, problems=10), [timed], HOST)
+    assert result.kind == "expected" and result.seconds == pytest.approx(10 * 200 / 40)
+    assert "depends on how full the batches are" in result.text  # the server batches requests
+    elsewhere = entry(server, smol_tokenizer_dir, concurrency=16)
+    assert timings.estimate(pending(model=elsewhere), [timed], HOST).kind != "expected"
+
+
+@pytest.mark.slow
+def test_a_study_on_a_served_model_runs_through_the_dag_to_audit_pass(smol_tokenizer_dir, tmp_path):
+    """docs/your-study.md's four steps with `cotdyn init --backend openai_compat`, against the fake server."""
+    import subprocess
+    import sys
+
+    import yaml
+    from conftest import ROOT
+    from test_workflow import snakemake
+    from test_your_study import additions
+
+    def cotdyn(*words):
+        done = subprocess.run(
+            [sys.executable, "-m", "cotdyn.cli.main", *words], cwd=tmp_path, capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout + done.stderr
+
+    (tmp_path / "preregistration").symlink_to(ROOT / "preregistration")
+    (tmp_path / "studies" / "served").mkdir(parents=True)
+    (tmp_path / "studies" / "served" / "problems.jsonl").write_text(additions(12))
+    with FakeServer(smol_tokenizer_dir) as server:
+        cotdyn("init", "studies/served", "--jsonl", "studies/served/problems.jsonl", "--answer", "number", "--id", "id",
+               "--backend", "openai_compat", "--model-id", str(smol_tokenizer_dir), "--revision", "rev-1",
+               "--model", "served", "--option", f"base_url={server.url}", "--option", f"model={SERVED}")  # fmt: skip
+        config = yaml.safe_load((tmp_path / "studies/served/config.yaml").read_text())
+        assert config["models"]["served"] == {
+            "backend": "openai_compat",
+            "id": str(smol_tokenizer_dir),
+            "revision": "rev-1",
+            "openai_compat": {"base_url": server.url, "model": SERVED},
+        }
+        cotdyn(
+            "register",
+            "--plan",
+            "studies/served/plan.yaml",
+            "--registered",
+            "studies/served/REGISTERED",
+            "--date",
+            "2026-12-01",
+        )
+        result = snakemake("--cores", "2", "--configfile", "studies/served/config.yaml", cwd=tmp_path)
+        assert result.returncode == 0, result.output[-3000:]
+        asked = len(server.bodies)
+    assert asked > 12 and all(path == "/v1/completions" for path, _ in server.bodies)
+    audit = cotdyn("audit", "results/served")
+    assert "PASS" in audit.splitlines()[0], audit[-3000:]
+    generation = tmp_path / "results/served/cells/served-problems/registered"
+    assert (generation / "records.parquet").exists()
