@@ -1,4 +1,5 @@
 # Helpers shared by every stage: config validation, cells, variants, paths.
+import functools
 import os
 import sys
 from pathlib import Path
@@ -12,7 +13,8 @@ WORKFLOW_ROOT = Path(str(workflow.current_basedir)).parents[1]
 SRC = WORKFLOW_ROOT / "src"
 sys.path.insert(0, str(SRC))
 if os.environ.get("PYTHONPATH", "").split(os.pathsep)[0] != str(SRC):
-    os.environ["PYTHONPATH"] = os.pathsep.join([str(SRC), *filter(None, [os.environ.get("PYTHONPATH")])])
+    # set, not read: no envvars directive (which asserts a variable the user must define)
+    os.environ.update(PYTHONPATH=os.pathsep.join([str(SRC), *filter(None, [os.environ.get("PYTHONPATH")])]))
 # envs/*.yaml install cotdyn and take the lock from ${COTDYN_ROOT} (pip expands it): conda runs pip
 # beside a copy of the env file under .snakemake/conda/, where a relative `..` is not this checkout.
 os.environ.update(COTDYN_ROOT=str(WORKFLOW_ROOT))  # set here, not asked of the user (no envvars:)
@@ -102,18 +104,22 @@ wildcard_constraints:
     ref="[A-Za-z0-9_.-]+",
 
 
+@functools.cache
+def script_code_hash(script):
+    return code_hash(WORKFLOW_ROOT / "workflow" / "scripts" / script, SRC)
+
+
 def code_of(script):
     """A rule's code trigger, a param: the hash of workflow/scripts/<script> and of every cotdyn module
     it imports (cotdyn.provenance.code), normalised so that comments and docstrings do not count.
     The profiles drop Snakemake's own `code` trigger (a script's mtime); docs/developer-notes.md.
     Computed when a job of the rule is planned, once per script."""
-    path = WORKFLOW_ROOT / "workflow" / "scripts" / script
-    return lambda wildcards: code_hash(path, SRC)
+    return lambda wildcards: script_code_hash(script)
 
 
 def config_part(keys):
-    """The parts of the config a rule reads, as its param: a config edit elsewhere (a performance
-    knob such as a model's chunk_size) leaves the rule's jobs, and the jobs below them, alone."""
+    """The parts of the config a rule reads, as its param (a config edit elsewhere, a performance
+    knob such as a model's chunk_size, leaves the rule's jobs and the jobs below them alone)."""
     return {k: config[k] for k in keys if k in config}
 
 
@@ -241,7 +247,7 @@ _DAMAGED_LOOKED_FOR = []
 
 
 def rebuild_damaged_tables(wildcards):
-    """An input function of rule records that adds no input: on its first call, as the run plans,
+    """An input function of the records rule that adds no input. On its first call, as the run plans,
     a derived table a kill or a careless hand left unreadable (cotdyn.provenance.seal.unreadable_tables)
     is dated back to the epoch, older than its inputs, so its rule rebuilds it. Only a run that
     executes jobs does so; a dry run (or --summary, --report) writes nothing and names the table."""
