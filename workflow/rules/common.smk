@@ -106,6 +106,10 @@ wildcard_constraints:
 
 @functools.cache
 def script_code_hash(script):
+    # Only the run's own process records a job's params (.snakemake/metadata; a job's process also
+    # under --immediate-submit): a job's process, which never compares them, skips the parsing.
+    if not (workflow.is_main_process or getattr(workflow.remote_execution_settings, "immediate_submit", False)):
+        return "recorded by the run's process"
     return code_hash(WORKFLOW_ROOT / "workflow" / "scripts" / script, SRC)
 
 

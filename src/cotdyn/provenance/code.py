@@ -18,39 +18,50 @@ from pathlib import Path
 PACKAGE = "cotdyn"
 
 
-def _strip_docstrings(tree: ast.AST) -> ast.AST:
-    """``tree`` without the docstrings of its module, classes and functions (they are not run)."""
+def _without_docstrings(node: ast.AST) -> None:
+    """Drop the docstring of a module, class or function (it is not run)."""
+    if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+        body = node.body
+        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+            if isinstance(body[0].value.value, str):
+                node.body = body[1:]
+
+
+def _imports(node: ast.AST) -> list[tuple[int, str, tuple[str, ...]]]:
+    """An import statement as (level, module, names) triples; [] for any other node."""
+    if isinstance(node, ast.Import):
+        return [(0, alias.name, ()) for alias in node.names]
+    if isinstance(node, ast.ImportFrom):
+        return [(node.level, node.module or "", tuple(a.name for a in node.names))]
+    return []
+
+
+def _normalise(tree: ast.AST) -> tuple[str, list]:
+    """The tree as text without docstrings, line numbers or layout, and every import in it (those
+    inside functions too: the job runs them), in one walk."""
+    imports = []
     for node in ast.walk(tree):
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-            body = node.body
-            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-                if isinstance(body[0].value.value, str):
-                    node.body = body[1:]
-    return tree
+        imports += _imports(node)
+        _without_docstrings(node)
+    return ast.dump(tree, include_attributes=False), imports
 
 
 def normalised(source: str) -> str:
     """The source as its syntax tree, without comments, docstrings, line numbers or layout."""
-    return ast.dump(_strip_docstrings(ast.parse(source)), include_attributes=False)
+    return _normalise(ast.parse(source))[0]
 
 
 def _parsed(path: Path) -> tuple[str, tuple[tuple[int, str, tuple[str, ...]], ...]]:
-    """A file's normalised source, and its imports as (level, module, names) triples; parsed once
-    per version of the file (every rule's hash shares the modules it reads)."""
+    """The sha256 of a file's normalised source, and its imports as (level, module, names) triples;
+    parsed once per version of the file (every rule's hash shares the modules it reads)."""
     stat = path.stat()
     return _parsed_version(path.resolve(), stat.st_mtime_ns, stat.st_size)
 
 
 @lru_cache(maxsize=None)
 def _parsed_version(path: Path, mtime_ns: int, size: int):
-    tree = ast.parse(path.read_text())
-    imports = []
-    for node in ast.walk(tree):  # every import, those inside functions too: the job runs them
-        if isinstance(node, ast.Import):
-            imports += [(0, alias.name, ()) for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            imports.append((node.level, node.module or "", tuple(a.name for a in node.names)))
-    return normalised(path.read_text()), tuple(imports)
+    dump, imports = _normalise(ast.parse(path.read_text()))
+    return hashlib.sha256(dump.encode()).hexdigest(), tuple(imports)
 
 
 def _module_file(name: str, src: Path) -> Path | None:
