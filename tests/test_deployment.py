@@ -168,8 +168,9 @@ def test_the_snakemake_internals_the_workflow_reads_are_still_there():
     from snakemake.dag import DAG
     from snakemake.workflow import Workflow
 
-    for name in ("is_main_process", "executor_plugin", "dag", "current_basedir", "overwrite_configfiles"):
+    for name in ("is_main_process", "executor_plugin", "dryrun", "dag", "current_basedir", "overwrite_configfiles"):
         assert isinstance(getattr(Workflow, name), property), name
+    assert "remote_execution_settings" in Workflow.__dataclass_fields__
     assert callable(Workflow.source_path) and callable(DAG.needrun_jobs)
     # --report still sets nothing the Snakefile could read before the report is made
     source = Path(sys.modules["snakemake.workflow"].__file__).read_text()

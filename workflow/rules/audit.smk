@@ -8,8 +8,9 @@ rule check_plan:
     output:
         f"{STUDY_DIR}/{PLAN_CHECK}",
     params:
+        code=code_of("check_plan.py"),
         plan=PLAN_PATH,
-        config=config,
+        config=PLAN_CHECK_CONFIG,
     conda:
         "../../envs/analysis.yaml"
     log:
@@ -35,6 +36,7 @@ rule hypotheses:
             for name in ANALYSIS_FILES
         ],
     params:
+        code=code_of("hypotheses.py"),
         plan_sha256=PLAN_SHA256,
     conda:
         "../../envs/analysis.yaml"
@@ -54,6 +56,7 @@ rule cell_manifest:
     output:
         f"{STUDY_DIR}/manifest/cells/{{cell}}.json",
     params:
+        code=code_of("cell_manifest.py"),
         spec=lambda w: CELL_SPECS[w.cell],
         protocols=PROTOCOLS,
         generation=lambda w: generation_logs(w.cell),
@@ -74,6 +77,7 @@ rule manifest:
     output:
         f"{STUDY_DIR}/{STUDY_MANIFEST}",
     params:
+        code=code_of("manifest.py"),
         study_dir=lambda w, output: str(Path(output[0]).parents[1]),
         study=config["study"],
         plan=PLAN_PATH,
@@ -91,6 +95,7 @@ rule manifest:
 # fresh manifest. No outputs, so it runs every time it is asked for; the report goes to the log.
 rule audit:
     params:
+        code=code_of("audit.py"),
         study_dir=STUDY_DIR,
         plan=PLAN_PATH,
         cache=CACHE_DIR,

@@ -1,4 +1,5 @@
 # Helpers shared by every stage: config validation, cells, variants, paths.
+import functools
 import os
 import sys
 from pathlib import Path
@@ -6,7 +7,14 @@ from pathlib import Path
 # This checkout, the folder above workflow/: workflow.current_basedir is this file's own folder, also
 # where another Snakefile uses this workflow as a module (there workflow.basedir is that Snakefile's).
 WORKFLOW_ROOT = Path(str(workflow.current_basedir)).parents[1]
-sys.path.insert(0, str(WORKFLOW_ROOT / "src"))
+# One import path for the run and its jobs: the checkout's src/ first, here and (by PYTHONPATH, which
+# every job's process inherits, on a cluster too) in each job, so both run the code beside the
+# Snakefile, the code its rules' code hashes (code_of) follow, not whatever cotdyn is installed.
+SRC = WORKFLOW_ROOT / "src"
+sys.path.insert(0, str(SRC))
+if os.environ.get("PYTHONPATH", "").split(os.pathsep)[0] != str(SRC):
+    # set, not read: no envvars directive (which asserts a variable the user must define)
+    os.environ.update(PYTHONPATH=os.pathsep.join([str(SRC), *filter(None, [os.environ.get("PYTHONPATH")])]))
 # envs/*.yaml install cotdyn and take the lock from ${COTDYN_ROOT} (pip expands it): conda runs pip
 # beside a copy of the env file under .snakemake/conda/, where a relative `..` is not this checkout.
 os.environ.update(COTDYN_ROOT=str(WORKFLOW_ROOT))  # set here, not asked of the user (no envvars:)
@@ -27,6 +35,8 @@ from cotdyn.plan.registration import sibling_paths
 from cotdyn.protocol.signals import caption_list, registered_signals
 from cotdyn.plan.schema import validate_config
 from cotdyn.plan.load import load_plan, plan_sha256
+from cotdyn.plan.registration import PLAN_CHECK_KEYS
+from cotdyn.provenance.code import code_hash
 from cotdyn.provenance.seal import SealError, check_sealed, seal_path, unreadable_tables
 from cotdyn.report.secondary_tables import has_secondary
 
@@ -99,6 +109,32 @@ wildcard_constraints:
     ref="[A-Za-z0-9_.-]+",
 
 
+@functools.cache
+def script_code_hash(script):
+    # Only the run's own process records a job's params (.snakemake/metadata; a job's process also
+    # under --immediate-submit): a job's process, which never compares them, skips the parsing.
+    if not (workflow.is_main_process or getattr(workflow.remote_execution_settings, "immediate_submit", False)):
+        return "recorded by the run's process"
+    return code_hash(WORKFLOW_ROOT / "workflow" / "scripts" / script, SRC)
+
+
+def code_of(script):
+    """A rule's code trigger, a param: the hash of workflow/scripts/<script> and of every cotdyn module
+    it imports (cotdyn.provenance.code), normalised so that comments and docstrings do not count.
+    The profiles drop Snakemake's own `code` trigger (a script's mtime); docs/developer-notes.md.
+    Computed when a job of the rule is planned, once per script."""
+    return lambda wildcards: script_code_hash(script)
+
+
+def config_part(keys):
+    """The parts of the config a rule reads, as its param (a config edit elsewhere, a performance
+    knob such as a model's chunk_size, leaves the rule's jobs and the jobs below them alone)."""
+    return {k: config[k] for k in keys if k in config}
+
+
+PLAN_CHECK_CONFIG = config_part(PLAN_CHECK_KEYS)
+
+
 def study_targets():
     """Every final output of the study but its manifest (cotdyn.files.layout.study_targets), and its
     raw data (raw_targets)."""
@@ -142,11 +178,18 @@ def secondary_item(folder, name, kind, subcategory):
     )
 
 
+# Model entry keys no sample depends on: the cluster request (the scheduler's, not the backend's) and
+# chunk_size (how requests are grouped into cache shards; a resumed or re-chunked run reads the same
+# samples from the cache). Left out of the generation rules' params, so editing them reruns nothing;
+# a generation job reads chunk_size from the config itself (workflow/scripts/reference.py).
+PERFORMANCE_KEYS = ("resources", "chunk_size")
+
+
 def model_for(cell):
-    """The cell's model entry, pointing at the converted weights when it ships as GGUF (its cluster
-    ``resources`` left out: they are the scheduler's, not the backend's)."""
+    """The cell's model entry as the backend sees it (PERFORMANCE_KEYS left out), pointing at the
+    converted weights when it ships as GGUF."""
     spec = CELL_SPECS[cell]
-    model = {k: v for k, v in spec.model.items() if k != "resources"}
+    model = {k: v for k, v in spec.model.items() if k not in PERFORMANCE_KEYS}
     model["dtype"] = PROTOCOLS[VARIANTS[0]]["dtype"]
     if "gguf" in model:
         model["id"] = f"results/models/{spec.model_key}"
@@ -209,11 +252,23 @@ def raw_targets():
     return sorted(raw | {str(seal_path(p)) for p in raw}) + records
 
 
-# A derived table a kill or a careless hand left unreadable is rebuilt by its rule: dated back to
-# the epoch, it is older than its inputs (cotdyn.provenance.seal.unreadable_tables).
-for _damaged, _why in unreadable_tables(STUDY_DIR) if workflow.is_main_process else []:
-    print(f"cotdyn: {_damaged} is damaged ({_why}); its rule rebuilds it", file=sys.stderr)
-    os.utime(_damaged, (0, 0))
+_DAMAGED_LOOKED_FOR = []
+
+
+def rebuild_damaged_tables(wildcards):
+    """An input function of the records rule that adds no input. On its first call, as the run plans,
+    a derived table a kill or a careless hand left unreadable (cotdyn.provenance.seal.unreadable_tables)
+    is dated back to the epoch, older than its inputs, so its rule rebuilds it. Only a run that
+    executes jobs does so; a dry run (or --summary, --report) writes nothing and names the table."""
+    if workflow.is_main_process and not _DAMAGED_LOOKED_FOR:
+        _DAMAGED_LOOKED_FOR.append(True)
+        executes = workflow.executor_plugin is not None and not workflow.dryrun
+        for damaged, why in unreadable_tables(STUDY_DIR):
+            then = "its rule rebuilds it" if executes else "a run (not this one, which writes nothing) rebuilds it"
+            print(f"cotdyn: {damaged} is damaged ({why}); {then}", file=sys.stderr)
+            if executes:
+                os.utime(damaged, (0, 0))
+    return []
 
 
 def is_gpu(cell):
@@ -402,7 +457,8 @@ def start_of_run():
                 CACHE_DIR,
                 registered_sizes(PLAN),
                 generation_jobs,
-                {cell: model_for(cell) for cell in CELLS},
+                # with chunk_size, as the jobs run it: the timing ledger keys on it
+                {cell: {**model_for(cell), "chunk_size": CELL_SPECS[cell].model.get("chunk_size", 0)} for cell in CELLS},
             )
         )
     )

@@ -71,6 +71,7 @@ rule dynamics:
             labels={"variant": "{variant}", "output": "disagreement_figure"},
         ),
     params:
+        code=code_of("dynamics.py"),
         cells=CELLS,
         benchmarks=[CELL_SPECS[c].answer_rule for c in CELLS],
         protocol=lambda w: PROTOCOLS[w.variant],

@@ -36,6 +36,7 @@ if config.get("dynamics_comparisons"):
                 labels={"output": "figure4"},
             ),
         params:
+            code=code_of("dynamics_interventions.py"),
             variants=COMPARISON_VARIANTS,
             comparisons=config["dynamics_comparisons"],
             plan_sha256=PLAN_SHA256,

@@ -12,6 +12,7 @@ rule exploratory:
         html=exploratory_item(TABLES_HTML, "tables"),
         figures=[exploratory_item(f, "figure") for f in EXPLORATORY_FIGURES],
     params:
+        code=code_of("exploratory.py"),
         m=lambda w: PROTOCOLS[w.variant]["m"],
         epsilon=lambda w: PROTOCOLS[w.variant]["epsilon"],
         seed=PLAN["analysis"]["bootstrap"]["seed"],
@@ -47,6 +48,7 @@ rule sweeps:
             labels={"output": "sweeps", "format": "html"},
         ),
     params:
+        code=code_of("sweeps.py"),
         cells=CELLS,
         variants=VARIANTS,
         registered="registered",

@@ -6,6 +6,7 @@ rule prepare_model:
     output:
         "results/models/{model}/SOURCE",
     params:
+        code=code_of("prepare_model.py"),
         gguf=lambda w: config["models"][w.model]["gguf"],
     log:
         "results/logs/prepare_model/{model}.log",
@@ -27,7 +28,9 @@ rule reference:
         generation=f"{STUDY_DIR}/cells/{{cell}}/reference/{{ref}}/generation.json",
         seal=f"{STUDY_DIR}/cells/{{cell}}/reference/{{ref}}/seal.json",
     params:
+        code=code_of("reference.py"),
         model=lambda w: model_for(w.cell),
+        model_key=lambda w: CELL_SPECS[w.cell].model_key,
         protocol=lambda w: REFERENCES[w.ref],
         benchmark=lambda w: CELL_SPECS[w.cell].answer_rule,
         benchmark_entry=lambda w: CELL_SPECS[w.cell].benchmark,
@@ -56,7 +59,9 @@ rule continuations:
         generation=f"{STUDY_DIR}/cells/{{cell}}/{{variant}}/generation.json",
         seal=f"{STUDY_DIR}/cells/{{cell}}/{{variant}}/seal.json",
     params:
+        code=code_of("continuations.py"),
         model=lambda w: model_for(w.cell),
+        model_key=lambda w: CELL_SPECS[w.cell].model_key,
         protocol=lambda w: PROTOCOLS[w.variant],
         benchmark=lambda w: CELL_SPECS[w.cell].answer_rule,
         benchmark_entry=lambda w: CELL_SPECS[w.cell].benchmark,

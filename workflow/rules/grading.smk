@@ -24,6 +24,7 @@ rule grading:
             for name in layout.GRADING_FILES
         ],
     params:
+        code=code_of("grading.py"),
         benchmark=lambda w: CELL_SPECS[w.cell].answer_rule,
     conda:
         "../../envs/analysis.yaml"
@@ -47,6 +48,7 @@ rule grading_page:
             labels={"cell": "all", "output": "grading page"},
         ),
     params:
+        code=code_of("grading_page.py"),
         cells=CELLS,
         folders=[f"{STUDY_DIR}/{layout.grading_file(c, '')}" for c in CELLS],
         variant=GRADING_VARIANT,

@@ -26,6 +26,7 @@ rule infogain_toy:
         ),
         ig_figure="results/{study}/infogain/toy/ig_heatmaps.png",
     params:
+        code=code_of("infogain_toy.py"),
         size=lambda wildcards: config["infogain"]["size"],
         seed=lambda wildcards: config["infogain"]["seed"],
     wildcard_constraints:
@@ -58,6 +59,7 @@ rule math_shepherd:
     output:
         f"{STUDY_DIR}/analysis/{{variant}}/math_shepherd.csv",
     params:
+        code=code_of("math_shepherd.py"),
         cells=CELLS,
         benchmarks=[CELL_SPECS[c].answer_rule for c in CELLS],
         protocol=lambda w: PROTOCOLS[w.variant],
@@ -81,6 +83,7 @@ rule infogain_split:
     output:
         f"{IG_DIR}/split/{{benchmark}}.csv",
     params:
+        code=code_of("infogain_split.py"),
         fractions=lambda w: INFOGAIN_TRACES.get("split", [0.6, 0.2, 0.2]),
         seed=lambda w: INFOGAIN_TRACES.get("seed", 0),
     conda:
@@ -105,6 +108,7 @@ rule infogain_cell:
         training=f"{IG_DIR}/{{cell}}/training_history.csv",
         summary=f"{IG_DIR}/{{cell}}/summary.json",
     params:
+        code=code_of("infogain_cell.py"),
         supervisor=lambda w: INFOGAIN_TRACES["supervisor"],
         seed=lambda w: INFOGAIN_TRACES.get("seed", 0),
         segmentation=lambda w: PROTOCOLS[IG_VARIANT]["segmentation"],
@@ -141,6 +145,7 @@ rule infogain_tables:
             labels={"output": "detection, own traces"},
         ),
     params:
+        code=code_of("infogain_tables.py"),
         cells=CELLS,
     conda:
         "../../envs/analysis.yaml"

@@ -7,6 +7,7 @@ rule problems:
     output:
         f"{STUDY_DIR}/problems/{{benchmark}}.parquet",
     params:
+        code=code_of("problems.py"),
         spec=lambda w: next(c.benchmark for c in CELL_SPECS.values() if c.benchmark_key == w.benchmark),
     conda:
         "../../envs/analysis.yaml"

@@ -27,6 +27,7 @@ rule audit_result:
     output:
         f"{STUDY_DIR}/{layout.AUDIT_RESULT}",
     params:
+        code=code_of("audit_result.py"),
         study_dir=lambda w, input: str(Path(input.manifest).parents[1]),
         cache=CACHE_DIR,
     conda:
@@ -51,6 +52,7 @@ rule report_header:
             labels={"variant": "{variant}", "output": "header"},
         ),
     params:
+        code=code_of("report_header.py"),
         plan_sha256=PLAN_SHA256,
         study_dir=lambda w, input: str(Path(input.hypotheses).parents[2]),
     conda:
@@ -75,6 +77,7 @@ rule registered_results:
             labels={"variant": "{variant}", "output": "0. registered results"},
         ),
     params:
+        code=code_of("registered_results.py"),
         study_dir=lambda w, input: str(Path(input.hypotheses).parents[2]),
     conda:
         "../../envs/analysis.yaml"

@@ -14,6 +14,7 @@ rule secondary:
                 for t in SECONDARY_TABLES],
         html=secondary_item(f"{STUDY_DIR}/analysis/{{variant}}/secondary", SECONDARY_HTML, "tables", "{variant}"),
     params:
+        code=code_of("secondary.py"),
         epsilon=lambda w: PROTOCOLS[w.variant]["epsilon"],
         plan_sha256=PLAN_SHA256,
         signals=caption_list(registered_signals()),  # read by the captions
@@ -37,6 +38,7 @@ rule generations:
                 for t in GENERATION_TABLES],
         html=secondary_item(f"{STUDY_DIR}/analysis/generations", SECONDARY_HTML, "tables", "generations"),
     params:
+        code=code_of("generations.py"),
         protocols=PROTOCOLS,
         benchmarks={c: CELL_SPECS[c].answer_rule for c in CELLS},
         plan_sha256=PLAN_SHA256,

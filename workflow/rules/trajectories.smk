@@ -4,10 +4,12 @@ rule records:
         samples=lambda w: samples_path(w.cell, w.variant),
         seals=lambda w: [str(seal_path(chains_file(w.cell, w.variant))), str(seal_path(samples_file(w.cell, w.variant)))],
         problems=lambda w: f"{STUDY_DIR}/problems/{CELL_SPECS[w.cell].benchmark_key}.parquet",
+        damaged=rebuild_damaged_tables,
     output:
         records=f"{STUDY_DIR}/cells/{{cell}}/{{variant}}/records.parquet",
         summary=f"{STUDY_DIR}/cells/{{cell}}/{{variant}}/summary.json",
     params:
+        code=code_of("records.py"),
         protocol=lambda w: PROTOCOLS[w.variant],
         exclusion=PLAN["exclusion"],
         groups=PLAN["analysis"].get("groups"),

@@ -1,5 +1,5 @@
-from cotdyn.audit.check import write_plan_check
 from cotdyn.files.logs import tee_to
+from cotdyn.plan.registration import write_plan_check
 
 tee_to(snakemake.log[0])
 check = write_plan_check(snakemake.params.plan, dict(snakemake.params.config), snakemake.output[0])

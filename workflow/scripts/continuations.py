@@ -5,12 +5,14 @@ from cotdyn.generation.timings import TimingObserver
 from cotdyn.provenance.seal import check_sealed, unsealed_path
 
 tee_to(snakemake.log[0])
+# chunk_size from the config itself, not a param: no sample depends on it (common.smk PERFORMANCE_KEYS)
+chunking = {"chunk_size": snakemake.config["models"][snakemake.params.model_key].get("chunk_size", 0)}
 check_sealed(snakemake.input.chains)
 # written under other names, then placed with the seal, first writer wins (cotdyn.provenance.seal.write_seal)
 run_continuations(
     snakemake.input.problems,
     snakemake.input.chains,
-    snakemake.params.model,
+    {**snakemake.params.model, **chunking},
     snakemake.params.protocol,
     snakemake.wildcards.cell,
     snakemake.params.benchmark,

@@ -26,39 +26,23 @@ from cotdyn.files.layout import (
     variant_file,
 )
 from cotdyn.files.layout import problems as problems_file
-from cotdyn.files.writers import write_json, write_parquet
+from cotdyn.files.writers import write_parquet
 from cotdyn.grading import answers
-from cotdyn.plan.config import cut_answers, protocol_for, reference_id, samples_variant
+from cotdyn.plan.config import cut_answers, reference_id, samples_variant, study_protocols
 from cotdyn.plan.load import load_plan, plan_sha256
-from cotdyn.plan.registration import (
+from cotdyn.plan.registration import (  # noqa: F401  (write_plan_check: the audit's callers import it from here)
     PreregistrationError,
     load_deviations,
-    plan_check,
     sibling_paths,
     undeclared_differences,
     undeclared_message,
+    write_plan_check,
 )
 from cotdyn.records.derive import derive_records
 from cotdyn.records.table import variant_samples
 from cotdyn.report.secondary_tables import derive_generations, derive_secondary, has_secondary
 
-
-def study_protocols(config: dict, plan: dict) -> dict[str, dict]:
-    return {v: protocol_for(config, plan, v) for v in config.get("variants", {"registered": {}})}
-
-
 # --- derivations shared by the workflow's rules and the audit --------------------------------
-
-
-def write_plan_check(plan_path, config: dict, out) -> dict:
-    """checks/plan_check.json: the registered hash and every confirmatory cell's declared deviations;
-    raises on an edited plan or an undeclared deviation."""
-    plan = load_plan(plan_path)
-    check = plan_check(
-        plan_path, list(config["cells"]), list(config.get("confirmatory", [])), study_protocols(config, plan), plan
-    )
-    write_json(check, out)
-    return check
 
 
 def derive_analysis(records_paths: list, plan_path, plan_check_path, out_dir) -> list[Path]:

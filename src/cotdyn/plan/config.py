@@ -223,6 +223,11 @@ def reference_id(protocol: dict) -> str:
     return f"t{protocol['reference_temperature']}-b{protocol['reference_max_tokens']}-s{protocol['seed']}-{digest}"
 
 
+def study_protocols(config: dict, plan: dict) -> dict[str, dict]:
+    """Every variant's effective protocol (protocol_for), by variant."""
+    return {v: protocol_for(config, plan, v) for v in config.get("variants", {"registered": {}})}
+
+
 def check_study_wide(protocols: dict[str, dict], source: str = "config") -> None:
     """Variants may not differ in a study-wide parameter: a cell's model is built once for all of them."""
     for key in STUDY_WIDE:

@@ -15,7 +15,9 @@ from typing import Any
 
 import yaml
 
-from cotdyn.plan.load import plan_sha256, registered_protocol, yaml_error
+from cotdyn.files.writers import write_json
+from cotdyn.plan.config import study_protocols
+from cotdyn.plan.load import load_plan, plan_sha256, registered_protocol, yaml_error
 
 # The variant whose protocol a confirmatory cell is held to; other variants are sensitivity
 # analyses reported against it (docs/design.md section 6), so their differences are not deviations.
@@ -238,6 +240,21 @@ def plan_check(
     sha = check_registered(plan_path, registered_path)
     cells_out = declared_deviations(cells, confirmatory, protocols, plan, load_deviations(deviations_path))
     return {"plan_sha256": sha, "registered": read_registered(registered_path), "cells": cells_out}
+
+
+def write_plan_check(plan_path, config: dict, out) -> dict:
+    """checks/plan_check.json: the registered hash and every confirmatory cell's declared deviations;
+    raises on an edited plan or an undeclared deviation. It reads the config's cells, confirmatory,
+    protocol and variants only (PLAN_CHECK_KEYS): the rule check_plan is given no other part."""
+    plan = load_plan(plan_path)
+    check = plan_check(
+        plan_path, list(config["cells"]), list(config.get("confirmatory", [])), study_protocols(config, plan), plan
+    )
+    write_json(check, out)
+    return check
+
+
+PLAN_CHECK_KEYS = ("cells", "confirmatory", "protocol", "variants")
 
 
 # --- plan.md ------------------------------------------------------------------------------

@@ -1,0 +1,111 @@
+"""The code a rule's job runs, as one hash: its script and every cotdyn module the script imports,
+directly or through other modules, each normalised by its syntax tree.
+
+The workflow gives each rule this hash as a param (workflow/rules/common.smk, ``code_of``), and its
+profiles drop Snakemake's own ``code`` trigger, which for a ``script:`` rule compares only the
+script's mtime: an edit inside ``cotdyn.records.derive`` changed nothing it saw, and a comment in a
+script reran every job below it. With the hash, a change to what a job executes reruns that job;
+comments, docstrings and line breaks do not count.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+from functools import lru_cache
+from pathlib import Path
+
+PACKAGE = "cotdyn"
+
+
+def _without_docstrings(node: ast.AST) -> None:
+    """Drop the docstring of a module, class or function (it is not run)."""
+    if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+        body = node.body
+        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+            if isinstance(body[0].value.value, str):
+                node.body = body[1:]
+
+
+def _imports(node: ast.AST) -> list[tuple[int, str, tuple[str, ...]]]:
+    """An import statement as (level, module, names) triples; [] for any other node."""
+    if isinstance(node, ast.Import):
+        return [(0, alias.name, ()) for alias in node.names]
+    if isinstance(node, ast.ImportFrom):
+        return [(node.level, node.module or "", tuple(a.name for a in node.names))]
+    return []
+
+
+def _normalise(tree: ast.AST) -> tuple[str, list]:
+    """The tree as text without docstrings, line numbers or layout, and every import in it (those
+    inside functions too: the job runs them), in one walk."""
+    imports = []
+    for node in ast.walk(tree):
+        imports += _imports(node)
+        _without_docstrings(node)
+    return ast.dump(tree, include_attributes=False), imports
+
+
+def normalised(source: str) -> str:
+    """The source as its syntax tree, without comments, docstrings, line numbers or layout."""
+    return _normalise(ast.parse(source))[0]
+
+
+def _parsed(path: Path) -> tuple[str, tuple[tuple[int, str, tuple[str, ...]], ...]]:
+    """The sha256 of a file's normalised source, and its imports as (level, module, names) triples;
+    parsed once per version of the file (every rule's hash shares the modules it reads)."""
+    stat = path.stat()
+    return _parsed_version(path.resolve(), stat.st_mtime_ns, stat.st_size)
+
+
+@lru_cache(maxsize=None)
+def _parsed_version(path: Path, mtime_ns: int, size: int):
+    dump, imports = _normalise(ast.parse(path.read_text()))
+    return hashlib.sha256(dump.encode()).hexdigest(), tuple(imports)
+
+
+def _module_file(name: str, src: Path) -> Path | None:
+    """The file of module ``name`` under ``src``, or None (not a cotdyn module, or an attribute)."""
+    if name != PACKAGE and not name.startswith(PACKAGE + "."):
+        return None
+    base = src.joinpath(*name.split("."))
+    for candidate in (base / "__init__.py", base.with_suffix(".py")):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _imported(module: str, is_package: bool, imports) -> set[str]:
+    """The dotted names a module's imports may load: each module, each name imported from it (it may
+    be a submodule), and every package above them (importing a submodule runs their __init__)."""
+    names = set()
+    for level, target, members in imports:
+        if level:  # relative: from the module's own package, up level - 1 packages
+            parts = module.split(".")[: len(module.split(".")) - level + (1 if is_package else 0)]
+            target = ".".join(parts + ([target] if target else []))
+        names |= {target} | {f"{target}.{m}" for m in members}
+    return {".".join(n.split(".")[:i]) for n in names for i in range(1, n.count(".") + 2)}
+
+
+def imported_modules(script: Path, src: Path) -> dict[str, Path]:
+    """Every cotdyn module ``script`` imports, directly or through others, by name, from ``src``."""
+    found: dict[str, Path] = {}
+    pending = sorted(_imported("__main__", False, _parsed(Path(script))[1]))
+    while pending:
+        name = pending.pop()
+        path = _module_file(name, src)
+        if path is None or name in found:
+            continue
+        found[name] = path
+        pending += sorted(_imported(name, path.name == "__init__.py", _parsed(path)[1]) - set(found))
+    return dict(sorted(found.items()))
+
+
+def code_hash(script: str | Path, src: str | Path) -> str:
+    """sha256 of the normalised script and of every cotdyn module it imports (``imported_modules``),
+    by module name: the same code hashes the same wherever the checkout lies."""
+    digest = hashlib.sha256()
+    parts = {"<script>": Path(script), **imported_modules(Path(script), Path(src))}
+    for name, path in parts.items():
+        digest.update(f"{name}\0{_parsed(path)[0]}\0".encode())
+    return digest.hexdigest()
