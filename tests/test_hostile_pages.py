@@ -22,9 +22,9 @@ RST = ".. raw:: html\n\n   <iframe src='file:///etc/passwd'></iframe>\n\n.. incl
 
 # (where the payload goes, the payload): each is placed in a plan check / hypotheses read by the header
 PAYLOADS = [
-    ("cell", SCRIPT),
+    ("cell", SCRIPT + "`` `x <javascript:alert(1)>`_"),  # closes a literal the name was put in
     ("cell", IMG + "``:raw:`x`"),
-    ("date", "2026-12-02' injected: <script>alert(1)</script>"),
+    ("date", "2026-12-02' injected: `x <javascript:alert(1)>`_ <script>alert(1)</script>"),
     ("used", "javascript:alert(document.domain)"),
     ("used", "`click <javascript:alert(1)>`_ |sub| *x* [1]_"),
     ("reason", RST),
@@ -64,13 +64,15 @@ def page_text(page: str) -> str:
     return " ".join("".join(parsed.text).split())
 
 
-def hostile_header(where: str, payload: str) -> str:
-    cell = payload if where == "cell" else "c1"
-    deviation = {"cell": cell, "parameter": "m", "registered": 5, "used": payload if where == "used" else 10,
-                 "reason": payload if where == "reason" else "r"}  # fmt: skip
+def hostile_header(where: str, payload: str, **more: str) -> str:
+    """A header page whose plan check carries ``payload`` at ``where`` (and each of ``more``)."""
+    at = {where: payload, **more}
+    cell = at.get("cell", "c1")
+    deviation = {"cell": cell, "parameter": "m", "registered": 5, "used": at.get("used", 10),
+                 "reason": at.get("reason", "r")}  # fmt: skip
     check = {
         "plan_sha256": "abc",
-        "registered": {"date": payload if where == "date" else "2026-12-02"},
+        "registered": {"date": at.get("date", "2026-12-02")},
         "cells": {cell: {"confirmatory": True, "deviations": [deviation, payload]}},
     }
     return report_header("registered", {"plan_sha256": "abc"}, check)
@@ -149,7 +151,10 @@ def test_every_caption_renders_without_a_docutils_message(caption):
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="headless Chromium (Debian's chromium) not installed")
 def test_headless_chromium_shows_the_payloads_as_text_and_runs_none(tmp_path):
     page = tmp_path / "header.html"
-    page.write_bytes(header_html(hostile_header("cell", SCRIPT + IMG)))
+    # every payload that ran or embedded a file on 0a6cecf: a script, a javascript: link, an include
+    hostile = hostile_header("reason", RST, cell=SCRIPT + IMG + "`` `x <javascript:alert(1)>`_",
+                             used="javascript:alert(1)", date="2026-12-02 `y <javascript:alert(2)>`_")  # fmt: skip
+    page.write_bytes(header_html(hostile))
     dom = subprocess.run(
         ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", page.as_uri()],
         capture_output=True, text=True, timeout=120,
@@ -157,8 +162,9 @@ def test_headless_chromium_shows_the_payloads_as_text_and_runs_none(tmp_path):
     assert "<body" in dom, "chromium wrote no DOM"
     # no script ran: the title is docutils' own and the body gained no attribute
     assert "<title>pwned</title>" not in dom and not re.search(r"<body[^>]*data-pwned", dom)
-    assert "<script" not in dom and "<img" not in dom
-    assert SCRIPT in html.unescape(page_text(dom))
+    assert "<script" not in dom and "<img" not in dom and "<iframe" not in dom and "root:x:0:0" not in dom
+    assert live_markup(dom) == [] and 'href="javascript' not in dom.lower()
+    assert SCRIPT in html.unescape(page_text(dom)) and ".. include:: /etc/passwd" in page_text(dom)
 
 
 def test_a_verdict_flipped_on_a_page_fails_the_audit(small_simulated_study, tmp_path):
