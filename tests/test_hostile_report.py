@@ -69,7 +69,7 @@ def test_payloads_in_the_study_reach_the_report_as_text(small_simulated_study, t
     check = json.loads(check_path.read_text())
     check.setdefault("registered", {})["date"] = "2026-12-02 `x <javascript:alert(1)>`_ " + SCRIPT
     deviation = {"cell": SCRIPT, "parameter": "m", "registered": 5, "used": "javascript:alert(1)", "reason": RST}
-    check["cells"][SCRIPT + "``:raw:`x`"] = {"confirmatory": True, "deviations": [deviation, IMG]}
+    check["cells"][SCRIPT + "``:raw:`x`"] = {"confirmatory": True, "deviations": [deviation, IMG, RST]}
     check_path.write_text(json.dumps(check))
     hypotheses_path = study / "analysis/registered/hypotheses.json"
     hypotheses = json.loads(hypotheses_path.read_text())
