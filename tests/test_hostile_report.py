@@ -71,10 +71,10 @@ def test_payloads_in_the_study_reach_the_report_as_text(small_simulated_study, t
     deviation = {"cell": SCRIPT, "parameter": "m", "registered": 5, "used": "javascript:alert(1)", "reason": RST}
     check["cells"][SCRIPT + "``:raw:`x`"] = {"confirmatory": True, "deviations": [deviation, IMG, RST]}
     check_path.write_text(json.dumps(check))
-    hypotheses_path = study / "analysis/registered/hypotheses.json"
-    hypotheses = json.loads(hypotheses_path.read_text())
-    hypotheses["plan_version"] = IMG
-    hypotheses_path.write_text(json.dumps(hypotheses))
+    for hypotheses_path in study.glob("analysis/*/hypotheses.json"):  # every variant's page
+        hypotheses = json.loads(hypotheses_path.read_text())
+        hypotheses["plan_version"] = IMG
+        hypotheses_path.write_text(json.dumps(hypotheses))
     config = yaml.safe_load(small_simulated_study.config.read_text())
     built = snakemake("--report", "report.html", "--configfile", str(tmp_path / small_simulated_study.config.name),
                       cwd=tmp_path)  # fmt: skip
