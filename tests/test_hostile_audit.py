@@ -171,3 +171,20 @@ def test_an_untouched_study_audits_pass_and_leaves_every_byte(small_simulated_st
     assert original.ok and [f for f in original.files] == [f for f in first.files]
     assert snapshot(study) == before and snapshot(cache) == cache_before
     write_json(first.as_dict(), study / "logs/audit/audit.json", within=study)
+
+
+@pytest.mark.parametrize(
+    "name,value",
+    [("MAX_FILE_BYTES", 100), ("MAX_ROWS", 2), ("MAX_UNCOMPRESSED_BYTES", 1000), ("MAX_RATIO", 2),
+     ("MAX_TEXT_CHARS", 10)],
+)  # fmt: skip
+def test_each_bound_is_named_in_its_refusal(tmp_path, monkeypatch, name, value):
+    """Each bound of cotdyn.audit.bounds, set low, refuses a small raw file naming itself and its value."""
+    from cotdyn.audit import bounds
+
+    monkeypatch.setattr(bounds, name, value)
+    path = tmp_path / "samples.parquet"
+    table = pd.DataFrame({"text": ["a" * 5000, "b", "c"]})
+    pq.write_table(pa.Table.from_pandas(table, preserve_index=False), path, compression="zstd")
+    problem = bounds.raw_file_problem(path) or bounds.long_text(table, "samples.parquet")
+    assert problem and f"{name} = {value} in cotdyn.audit.bounds" in problem, problem

@@ -22,9 +22,9 @@ RST = ".. raw:: html\n\n   <iframe src='file:///etc/passwd'></iframe>\n\n.. incl
 
 # (where the payload goes, the payload): each is placed in a plan check / hypotheses read by the header
 PAYLOADS = [
-    ("cell", SCRIPT),
+    ("cell", SCRIPT + "`` `x <javascript:alert(1)>`_"),  # closes a literal the name was put in
     ("cell", IMG + "``:raw:`x`"),
-    ("date", "2026-12-02' injected: <script>alert(1)</script>"),
+    ("date", "2026-12-02' injected: `x <javascript:alert(1)>`_ <script>alert(1)</script>"),
     ("used", "javascript:alert(document.domain)"),
     ("used", "`click <javascript:alert(1)>`_ |sub| *x* [1]_"),
     ("reason", RST),
@@ -64,13 +64,15 @@ def page_text(page: str) -> str:
     return " ".join("".join(parsed.text).split())
 
 
-def hostile_header(where: str, payload: str) -> str:
-    cell = payload if where == "cell" else "c1"
-    deviation = {"cell": cell, "parameter": "m", "registered": 5, "used": payload if where == "used" else 10,
-                 "reason": payload if where == "reason" else "r"}  # fmt: skip
+def hostile_header(where: str, payload: str, **more: str) -> str:
+    """A header page whose plan check carries ``payload`` at ``where`` (and each of ``more``)."""
+    at = {where: payload, **more}
+    cell = at.get("cell", "c1")
+    deviation = {"cell": cell, "parameter": "m", "registered": 5, "used": at.get("used", 10),
+                 "reason": at.get("reason", "r")}  # fmt: skip
     check = {
         "plan_sha256": "abc",
-        "registered": {"date": payload if where == "date" else "2026-12-02"},
+        "registered": {"date": at.get("date", "2026-12-02")},
         "cells": {cell: {"confirmatory": True, "deviations": [deviation, payload]}},
     }
     return report_header("registered", {"plan_sha256": "abc"}, check)
@@ -149,7 +151,10 @@ def test_every_caption_renders_without_a_docutils_message(caption):
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="headless Chromium (Debian's chromium) not installed")
 def test_headless_chromium_shows_the_payloads_as_text_and_runs_none(tmp_path):
     page = tmp_path / "header.html"
-    page.write_bytes(header_html(hostile_header("cell", SCRIPT + IMG)))
+    # every payload that ran or embedded a file on 0a6cecf: a script, a javascript: link, an include
+    hostile = hostile_header("reason", RST, cell=SCRIPT + IMG + "`` `x <javascript:alert(1)>`_",
+                             used="javascript:alert(1)", date="2026-12-02 `y <javascript:alert(2)>`_")  # fmt: skip
+    page.write_bytes(header_html(hostile))
     dom = subprocess.run(
         ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", page.as_uri()],
         capture_output=True, text=True, timeout=120,
@@ -157,8 +162,9 @@ def test_headless_chromium_shows_the_payloads_as_text_and_runs_none(tmp_path):
     assert "<body" in dom, "chromium wrote no DOM"
     # no script ran: the title is docutils' own and the body gained no attribute
     assert "<title>pwned</title>" not in dom and not re.search(r"<body[^>]*data-pwned", dom)
-    assert "<script" not in dom and "<img" not in dom
-    assert SCRIPT in html.unescape(page_text(dom))
+    assert "<script" not in dom and "<img" not in dom and "<iframe" not in dom and "root:x:0:0" not in dom
+    assert live_markup(dom) == [] and 'href="javascript' not in dom.lower()
+    assert SCRIPT in html.unescape(page_text(dom)) and ".. include:: /etc/passwd" in page_text(dom)
 
 
 def test_a_verdict_flipped_on_a_page_fails_the_audit(small_simulated_study, tmp_path):
@@ -218,3 +224,74 @@ def test_cotdyn_register_names_a_bad_date_and_a_missing_plan(tmp_path, capsys):
     assert main(["register", "--plan", str(ROOT / "preregistration/plan.yaml"), "--registered",
                  str(tmp_path / "R"), "--date", "2026-12-02'\nextra: 1"]) == 1  # fmt: skip
     assert "expected an ISO date" in capsys.readouterr().err and not (tmp_path / "R").exists()
+
+
+# --- every other page the project writes: payloads from model output, ids, names and config values
+
+
+def test_the_table_pages_escape_titles_names_and_cells():
+    """The grading page, the exploratory and secondary tables and the sweeps page are all
+    tables_html: a payload as the variant, the cell, a column or a value (model output) is text."""
+    import pandas as pd
+
+    from cotdyn.report.exploratory_tables import sweeps_html, tables_html
+    from cotdyn.report.grading import grading_page
+
+    text = pd.DataFrame({"text": [SCRIPT, IMG, RST], IMG: ["javascript:alert(1)", "a", "b"]})
+    grading = {SCRIPT: {"parse_status": text, "disagreements": text, "graded_sample": text}}
+    sweeps = pd.DataFrame({"variant": [SCRIPT, "registered"], "cell": [IMG, "c"], "delta": [0.5, 0.0]})
+    no_sweep = sweeps_html(sweeps.assign(variant=SCRIPT), registered=SCRIPT)  # says so, naming the variant
+    for page in (grading_page(grading, IMG), tables_html({SCRIPT: text}, IMG), sweeps_html(sweeps), no_sweep):
+        assert live_markup(page) == [] and "<script" not in page and "<img" not in page
+        assert SCRIPT in page_text(page) and (page is no_sweep or IMG in page_text(page))
+
+
+def test_the_registered_results_page_escapes_cells_reasons_and_the_variant(result_with_payloads):
+    from cotdyn.report.pages import registered_results_html
+
+    page = registered_results_html(IMG, result_with_payloads, None, None).decode()
+    assert live_markup(page) == [] and "<script" not in page and "<img" not in page
+    assert page.count(SCRIPT) == 0 and SCRIPT in page_text(page) and IMG in page_text(page)
+
+
+@pytest.fixture
+def result_with_payloads():
+    """A registered analysis of two simulated cells, one renamed to a payload, its reasons payloads."""
+    from test_report_pages import PLAN_PATH, RUN
+
+    from cotdyn.analysis import hypotheses
+    from cotdyn.analysis.calibration import paper_panel, simulate_panel
+    from cotdyn.plan.load import load_plan
+
+    records = simulate_panel(paper_panel(scale=0.1), seed=3)
+    analysed = hypotheses.analyze(records[records["cell"].isin(RUN)].reset_index(drop=True), load_plan(PLAN_PATH), "s")
+    cells = analysed["cells"]
+    first = next(iter(cells))
+    cells[SCRIPT] = cells.pop(first)
+    for value in cells[SCRIPT].values():
+        if isinstance(value, dict) and "reason" in value:
+            value["reason"] = IMG
+    analysed["plan_version"] = SCRIPT
+    return analysed
+
+
+@pytest.mark.parametrize("answer", [r"$x^{$", r"$\frac{1$", "$5 and $6", "a" * 300])
+def test_a_figure_draws_an_answer_with_dollar_signs_as_text(answer):
+    """A model's answer is a legend label and a problem id part of a panel title: a '$' in them is
+    drawn, never parsed as mathtext (which stopped the figure with a parse error)."""
+    from matplotlib.cbook import is_math_text
+
+    from cotdyn.files.writers import png_bytes
+    from cotdyn.methods import dynamics as dyn
+    from cotdyn.report.dynamics_plots import LABEL_CHARS, shortened, trajectory_figure
+
+    states = ({answer: 0.5, "7": 0.5}, {answer: 1.0})
+    trace = dyn.Trace("m-t", "m", "t", answer, (16, 32), states, 2, "7", False, 32.0)
+    fig = trajectory_figure([trace])
+    assert png_bytes(fig)  # drawn
+    label = fig.axes[0].get_legend().get_texts()[0].get_text()
+    assert label == shortened(answer) and not is_math_text(label)
+    shown = label.replace(r"\$", "$")  # what matplotlib draws of a text that is not mathtext
+    assert shown == answer or (len(answer) > LABEL_CHARS and shown.startswith(answer[:LABEL_CHARS])
+                               and "cut to LABEL_CHARS = 60" in shown)  # fmt: skip
+    assert not is_math_text(fig.axes[0].get_title())

@@ -24,6 +24,11 @@ MAX_TEXT_CHARS = 200_000  # one chain or continuation: some 50,000 tokens, beyon
 COLUMNS = ("text",)  # what every raw table holds and the audit reads
 
 
+def bound(name: str) -> str:
+    """A bound as a refusal names it: the constant of this module and its value."""
+    return f"{name} = {globals()[name]} in cotdyn.audit.bounds"
+
+
 def footer_problem(path: Path) -> str | None:
     """What the parquet footer of ``path`` shows beyond the bounds, or None; reads no row."""
     import pyarrow.parquet as pq
@@ -37,14 +42,15 @@ def footer_problem(path: Path) -> str | None:
     if missing:
         return f"has no column {', '.join(missing)} (a raw table holds each row's text)"
     if meta.num_rows > MAX_ROWS:
-        return f"{meta.num_rows} rows, more than the audit reads ({MAX_ROWS})"
+        return f"{meta.num_rows} rows, more than the audit reads ({bound('MAX_ROWS')})"
     chunks = [meta.row_group(g).column(c) for g in range(meta.num_row_groups) for c in range(meta.num_columns)]
     plain = sum(c.total_uncompressed_size for c in chunks)
     packed = max(1, sum(c.total_compressed_size for c in chunks))
     if plain > MAX_UNCOMPRESSED_BYTES:
-        return f"decompresses to {plain} bytes, more than the audit reads ({MAX_UNCOMPRESSED_BYTES})"
+        return f"decompresses to {plain} bytes, more than the audit reads ({bound('MAX_UNCOMPRESSED_BYTES')})"
     if plain > MAX_RATIO * packed:
-        return f"decompresses {plain // packed}-fold ({packed} bytes to {plain}); generation output does not exceed {MAX_RATIO}"
+        fold = f"decompresses {plain // packed}-fold ({packed} bytes to {plain})"
+        return f"{fold}; generation output does not exceed {MAX_RATIO}-fold ({bound('MAX_RATIO')})"
     return None
 
 
@@ -54,7 +60,7 @@ def raw_file_problem(path: Path) -> str | None:
         return "not a plain file: a raw file is never read through a link"
     size = path.stat().st_size
     if size > MAX_FILE_BYTES:
-        return f"{size} bytes, more than the audit reads ({MAX_FILE_BYTES})"
+        return f"{size} bytes, more than the audit reads ({bound('MAX_FILE_BYTES')})"
     return footer_problem(path)
 
 
@@ -76,7 +82,8 @@ def long_text(table: pd.DataFrame, path: str) -> str | None:
         return f"{path}: column text holds a value that is not a string"
     longest = int(texts.str.len().max()) if len(texts) else 0
     if longest > MAX_TEXT_CHARS:
-        return f"{path}: a text of {longest} characters, more than any generation writes ({MAX_TEXT_CHARS}); not read further"
+        limit = bound("MAX_TEXT_CHARS")
+        return f"{path}: a text of {longest} characters, more than any generation writes ({limit}); not read further"
     return None
 
 

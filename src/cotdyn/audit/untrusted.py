@@ -73,7 +73,9 @@ def read_manifest(path: Path) -> dict:
     if not path.is_file():
         raise Refused(f"{path} not found: the study has no manifest to audit against")
     if path.stat().st_size > MAX_MANIFEST_BYTES:
-        raise Refused(f"{path}: {path.stat().st_size} bytes, more than a manifest may hold ({MAX_MANIFEST_BYTES})")
+        raise Refused(
+            f"{path}: {path.stat().st_size} bytes, more than a manifest may hold (MAX_MANIFEST_BYTES = {MAX_MANIFEST_BYTES} in cotdyn.audit.untrusted)"
+        )
     try:
         manifest = json.loads(path.read_bytes().decode("utf-8"), parse_constant=_no_constant)
     except (UnicodeDecodeError, ValueError, RecursionError) as e:

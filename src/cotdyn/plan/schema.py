@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 
+from cotdyn.files.terminal import printable
 from cotdyn.plan.config import ConfigError
 
 # The checkout this code runs from (src/cotdyn/plan/schema.py lies three folders below it).
@@ -72,7 +73,10 @@ def validate_config(config, source: str, schema: str | Path = SCHEMA) -> dict:
         _filling_validator(rules).validate(config)
     except jsonschema.ValidationError as error:
         message = error.message
-        if len(message) > SHOWN:  # the value cut, what the schema expected kept
+        described = error.schema.get("description") if isinstance(error.schema, dict) else None
+        if error.validator == "pattern" and described:  # the schema's words, not its regex
+            message = f"{printable(repr(error.instance))[:SHOWN]}: expected {described}"
+        elif len(message) > SHOWN:  # the value cut, what the schema expected kept
             message = f"{message[:SHOWN]}... (expected {error.validator}: {error.validator_value!r})"
         raise ConfigError(f"{source}: field {field_name(error.absolute_path)}: {message}") from None
     return config

@@ -26,8 +26,13 @@ LABEL_CHARS = 60
 
 
 def shortened(text) -> str:
+    """An answer or id as a figure draws it: cut to LABEL_CHARS (named where cut), and its dollar
+    signs escaped, so matplotlib draws them rather than parse what lies between as mathtext (a
+    model's ``$\\frac{1$`` stopped the figure with a parse error)."""
     text = str(text)
-    return text if len(text) <= LABEL_CHARS else f"{text[:LABEL_CHARS]}... ({len(text)} characters, cut)"
+    if len(text) > LABEL_CHARS:
+        text = f"{text[:LABEL_CHARS]}... ({len(text)} characters, cut to LABEL_CHARS = {LABEL_CHARS})"
+    return text.replace("$", r"\$")
 
 
 MECHANISM_COLORS = {

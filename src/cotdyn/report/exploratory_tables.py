@@ -7,6 +7,7 @@ records and seeds give byte-identical files.
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
 from typing import Mapping
 
@@ -178,8 +179,7 @@ def sweeps_html(frame: pd.DataFrame, registered: str = "registered") -> str:
     title = "Sensitivity sweeps against the registered cell"
     if set(frame.get("variant", [])) <= {registered}:
         note = f"This study runs no sweep variant: there is nothing to compare with the {registered} cells."
-        html = tables_html({}, title)
-        return html.replace("</body>", f"<p>{note}</p></body>")
+        return tables_html({}, title).replace("</body>", f"<p>{html.escape(note, quote=False)}</p></body>")
     return tables_html({"sweeps": frame}, title)
 
 
@@ -200,6 +200,8 @@ def _cell_text(value) -> str:
 def tables_html(tables: Mapping[str, pd.DataFrame], title: str) -> str:
     """The tables as one standalone HTML page, so the Snakemake report shows them inline (it
     offers CSV files for download only). Numbers to 4 significant digits; the CSVs hold them in full."""
+    # title and names carry cell and variant names, the cells model output: all escaped (to_html's default)
+    title = html.escape(title, quote=False)
     parts = [
         f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title>",
         "<style>body{font-family:sans-serif;font-size:13px}table{border-collapse:collapse;margin-bottom:2em}"
@@ -207,8 +209,8 @@ def tables_html(tables: Mapping[str, pd.DataFrame], title: str) -> str:
         f"<h1>{title}</h1>",
     ]
     for name, frame in tables.items():
-        parts.append(f"<h2 id='{name}'>{name}</h2>")
-        parts.append(frame.map(_cell_text).to_html(index=False, border=0))
+        parts.append(f"<h2 id='{html.escape(name)}'>{html.escape(name, quote=False)}</h2>")
+        parts.append(frame.map(_cell_text).to_html(index=False, border=0, escape=True))
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
 
