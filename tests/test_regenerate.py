@@ -1,6 +1,8 @@
 """The audit against the model (issue 35, docs/tamper-evidence.md): an author's consistent forgery
-(the cache rewritten and re-checksummed, the study re-derived by the rules) passes the re-derivation
-and fails ``cotdyn audit --regenerate``, which names the forged problem; an honest study passes."""
+(the cache rewritten and re-checksummed, the study re-derived and re-sealed by the rules) passes the
+re-derivation and fails ``cotdyn audit --regenerate``, which names the forged problem; an honest
+study passes. On the simulated backend (the shared small study of conftest, copied before it is
+forged) and on the embedded SmolLM2 (a two-problem study of its own, marked slow)."""
 
 from __future__ import annotations
 
@@ -18,130 +20,168 @@ from cotdyn.audit.regenerate import Regeneration, answer_agreement, select, stor
 from cotdyn.generation.backends.base import Request, Sampling
 from cotdyn.provenance.seal import read_seal
 
+ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = "cells/sim-gsm8k/registered/samples.parquet"
+NOT_VERIFIED = "not verified against the model"
 
 
-def _forge_cache(cache: Path, forged: dict[str, list]) -> None:
-    """Rewrite the cache entries ``forged`` (key -> its samples as [ids, text, reason]) in every shard
-    holding them, each shard re-checksummed as the cache writes it: the cache loads it as genuine."""
-    for shard in cache.rglob("*.json"):
-        if "timings" in shard.parts:
-            continue
+# --- the forger's tools: what an author who controls every file of the study can do -------------
+
+
+def shards(cache: Path) -> list[Path]:
+    """The cache's shards (``<cache>/<revision>/<digest>.json``), not its timing ledger."""
+    return sorted(p for p in cache.glob("*/*.json") if p.parent.name != "timings")
+
+
+def forge_cache(cache: Path, forged: dict[str, list]) -> int:
+    """Rewrite the cache entries ``forged`` (key -> its samples as [ids, text, reason]) in every
+    shard holding them, each shard re-checksummed as the cache writes it, so the cache loads it as
+    genuine; the number of entries rewritten."""
+    rewritten = 0
+    for shard in shards(cache):
         payload = json.loads(shard.read_text())
         body = json.loads(payload["body"])
-        if not set(body) & set(forged):
-            continue
-        body.update({k: v for k, v in forged.items() if k in body})
-        text = json.dumps(dict(sorted(body.items())), separators=(",", ":"))
-        shard.write_text(json.dumps({"sha256": hashlib.sha256(text.encode()).hexdigest(), "body": text}))
+        hits = set(body) & set(forged)
+        if hits:
+            body.update({k: forged[k] for k in hits})
+            text = json.dumps(dict(sorted(body.items())), separators=(",", ":"))
+            shard.write_text(json.dumps({"sha256": hashlib.sha256(text.encode()).hexdigest(), "body": text}))
+            rewritten += len(hits)
+    return rewritten
 
 
-def _continuation_keys(study: Path) -> dict[str, tuple[str, str]]:
+def cached(cache: Path) -> dict[str, list]:
+    return {k: v for shard in shards(cache) for k, v in json.loads(json.loads(shard.read_text())["body"]).items()}
+
+
+def continuation_keys(study: Path) -> dict[str, tuple[str, str]]:
     """Each sealed continuation request's key -> (its problem, the problem's gold), from the study."""
     out = {}
-    for samples_path in study.glob("cells/*/*/samples.parquet"):
-        samples = pd.read_parquet(samples_path)
-        chains = pd.read_parquet(next(study.glob(f"cells/{samples_path.parts[-3]}/reference/*/chains.parquet")))
+    for samples_path in sorted(study.glob("cells/*/*/samples.parquet")):
+        problems = pd.read_parquet(samples_path)["problem_id"]
+        chains = pd.concat(
+            pd.read_parquet(p) for p in study.glob(f"cells/{samples_path.parts[-3]}/reference/*/chains.parquet")
+        )
         golds = dict(zip(chains["problem_id"], chains["gold"]))
         start = 0
         for key, n in read_seal(samples_path)["requests"]:
-            problem = samples["problem_id"].iat[start]
-            out[key] = (problem, golds[problem])
+            out[key] = (problems.iat[start], golds[problems.iat[start]])
             start += n
     return out
 
 
-def _gold_text(gold: str) -> list:
-    text = f"So the answer is \\boxed{{{gold}}}."
-    return [list(text.encode()), text, "stop"]
+def gold_sample(gold: str, encode, decode) -> list:
+    """A continuation answering ``gold``, its token ids and text consistent as a backend writes them."""
+    ids = encode(f" so the answer is \\boxed{{{gold}}}.")
+    return [ids, decode(ids), "stop"]
 
 
-def _rederived(small_simulated_study, tmp_path: Path, forge) -> Path:
-    """The shared study's cache copied and forged by ``forge(cache, keys)``, and the study derived
-    from it by a plain snakemake run under the same config (its cache the forged copy): every raw
-    file, seal, record, analysis and manifest as the rules write them."""
+def rederived(original: Path, tmp_path: Path, forge, variants: tuple[str, ...] = ("*",)) -> Path:
+    """A study ``results/t`` (``original``: its workflow folder) copied with its cache, the cache forged by
+    ``forge(cache, keys)``, the continuations of ``variants`` removed and the study derived again
+    by a plain snakemake run under the same config but the forged cache: every raw file, seal,
+    record, analysis and manifest downstream of them as the rules write them. Reruns are triggered
+    by file times alone (the config differs from the original's only in where its cache lies, which
+    changes no output), so the chains are not redrawn: the reruns cost what a forger's would."""
     from test_workflow import snakemake
 
-    assert small_simulated_study.run.returncode == 0, small_simulated_study.run.output[-3000:]
-    shutil.copytree(small_simulated_study.root / "cache", tmp_path / "cache")
-    forge(tmp_path / "cache", _continuation_keys(small_simulated_study.root / "results" / "t"))
-    config = yaml.safe_load(small_simulated_study.config.read_text())
+    for name in ("results", ".snakemake", "cache"):
+        shutil.copytree(original / name, tmp_path / name, symlinks=True)
+    study = tmp_path / "results" / "t"
+    forge(tmp_path / "cache", continuation_keys(study))
+    for samples in (s for v in variants for s in study.glob(f"cells/*/{v}/samples.parquet")):
+        for name in ("samples.parquet", "seal.json", "generation.json"):
+            (samples.parent / name).unlink()
+    config = yaml.safe_load((original / "study.yaml").read_text())
     config["cache"] = str(tmp_path / "cache")
     (tmp_path / "study.yaml").write_text(yaml.safe_dump(config))
-    run = snakemake("--cores", "2", "--configfile", str(tmp_path / "study.yaml"), cwd=tmp_path)
+    run = snakemake(
+        "--cores", "2", "--rerun-triggers", "mtime", "--configfile", str(tmp_path / "study.yaml"), cwd=tmp_path
+    )
     assert run.returncode == 0, run.output[-3000:]
-    return tmp_path / "results" / "t"
+    return study
+
+
+def forge_every_continuation(encode, decode):
+    """The forgery of the issue: every cached continuation rewritten to answer its problem's gold."""
+
+    def forge(cache, keys):
+        held = cached(cache)
+        forged = {k: [gold_sample(gold, encode, decode)] * len(held[k]) for k, (_, gold) in keys.items()}
+        assert forge_cache(cache, forged) == len(keys)
+
+    return forge
+
+
+def byte_ids(text: str) -> list[int]:
+    return list(text.encode())
+
+
+# --- the simulated backend -----------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
-def forged_study(small_simulated_study, tmp_path_factory) -> Path:
-    """Every continuation in the cache rewritten to answer the gold, the study re-derived from it."""
-
-    def forge(cache, keys):
-        samples = {k: [_gold_text(gold)] * 10 for k, (_, gold) in keys.items()}
-        # each request's own n: as many samples as the cache holds for it
-        for shard in cache.rglob("*.json"):
-            if "timings" not in shard.parts:
-                for key, held in json.loads(json.loads(shard.read_text())["body"]).items():
-                    if key in samples:
-                        samples[key] = samples[key][:1] * len(held)
-        _forge_cache(cache, samples)
-
-    return _rederived(small_simulated_study, tmp_path_factory.mktemp("forged"), forge)
+def forged_simulated(small_simulated_study, tmp_path_factory) -> Path:
+    assert small_simulated_study.run.returncode == 0, small_simulated_study.run.output[-3000:]
+    forge = forge_every_continuation(byte_ids, lambda ids: bytes(ids).decode())
+    return rederived(small_simulated_study.root, tmp_path_factory.mktemp("forged"), forge)
 
 
-def test_the_forgery_is_consistent_and_the_plain_audit_says_it_is_not_verified(forged_study, small_simulated_study):
-    honest = json.loads((small_simulated_study.root / "results/t/analysis/registered/hypotheses.json").read_text())
-    forged = json.loads((forged_study / "analysis/registered/hypotheses.json").read_text())
-    assert forged != honest  # the forgery moved the results
-    assert (pd.read_parquet(forged_study / SAMPLES)["text"].str.contains("boxed")).all()
-    audit = subprocess_cotdyn("audit", str(forged_study), cwd=forged_study.parent.parent)
+def test_the_forgery_is_consistent_and_the_plain_audit_says_it_is_not_verified(forged_simulated, small_simulated_study):
+    honest = small_simulated_study.root / "results/t/cells/sim-gsm8k/registered/summary.json"
+    forged = forged_simulated / "cells/sim-gsm8k/registered/summary.json"
+    assert json.loads(forged.read_text()) != json.loads(honest.read_text())  # the forgery moved the results
+    assert pd.read_parquet(forged_simulated / SAMPLES)["text"].str.contains("boxed").all()
+    audit = subprocess_cotdyn("audit", str(forged_simulated), cwd=forged_simulated.parents[1])
     first = audit.stdout.splitlines()[0]
     assert audit.returncode == 0, audit.stdout[-3000:]  # the re-derivation and the cache check pass
-    assert "PASS" in first and "not verified against the model" in first
-    assert f"cotdyn audit {forged_study} --regenerate" in audit.stdout
+    assert first.endswith(f"PASS (re-derived from the stored raw data); raw data {NOT_VERIFIED}"), first
+    assert f"cotdyn audit {forged_simulated} --regenerate N|all" in audit.stdout
 
 
-def test_regeneration_fails_the_forgery_naming_a_forged_problem(forged_study):
-    audit = subprocess_cotdyn("audit", str(forged_study), "--regenerate", "12", "--seed", "7", cwd=forged_study)
+def test_regeneration_fails_the_forgery_naming_a_forged_problem(forged_simulated):
+    keys = continuation_keys(forged_simulated)
+    audit = subprocess_cotdyn("audit", str(forged_simulated), "--regenerate", "12", "--seed", "7", cwd=forged_simulated)
+    first = audit.stdout.splitlines()[0]
     assert audit.returncode == 1, audit.stdout[-3000:]
-    assert "FAIL" in audit.stdout.splitlines()[0]
-    assert "regenerated: " in audit.stdout and "of 12 requests equal" in audit.stdout
-    line = next(x for x in audit.stdout.splitlines() if "regenerated sample differs" in x)
-    assert "samples.parquet: problem " in line and "prefix " in line and "sample " in line
-    assert "stored 'So the answer is \\\\boxed{" in line and "regenerated '" in line
-    assert "requests, " in audit.stdout and "tokens to draw" in audit.stdout  # the cost, printed first
-    assert audit.stdout.index("tokens to draw") < audit.stdout.index("regenerated: ")
+    assert "FAIL" in first and "of 12 requests equal" in first and NOT_VERIFIED not in first
+    differing = [x for x in audit.stdout.splitlines() if "regenerated sample differs" in x]
+    assert differing, audit.stdout[-3000:]
+    assert any(f"problem {problem}," in differing[0] for problem, _ in keys.values())
+    assert "samples.parquet: problem " in differing[0] and "prefix " in differing[0] and "sample 0" in differing[0]
+    assert "stored ' so the answer is \\\\boxed{" in differing[0] and "regenerated '" in differing[0]
+    assert "tokens to draw" in audit.stdout  # the cost, printed before the run's verdict
+    assert audit.stdout.index("tokens to draw") < audit.stdout.index("audit of ")
 
 
 def test_the_honest_study_regenerates_equal(small_simulated_study):
     study = small_simulated_study.root / "results" / "t"
     audit = subprocess_cotdyn("audit", str(study), "--regenerate", "40", "--seed", "3", cwd=small_simulated_study.root)
     assert audit.returncode == 0, audit.stdout[-3000:]
-    assert "regenerated: 40 of 40 requests equal" in audit.stdout.splitlines()[0]
-    assert "not verified" not in audit.stdout
+    assert audit.stdout.splitlines()[0].endswith(
+        "PASS (re-derived from the stored raw data); regenerated: 40 of 40 requests equal"
+    )
+    assert NOT_VERIFIED not in audit.stdout
 
 
 def test_one_forged_continuation_is_found_by_regenerating_all(small_simulated_study, tmp_path):
     chosen = {}
 
     def forge(cache, keys):
-        key, (problem, gold) = sorted(keys.items())[0]
-        for shard in cache.rglob("*.json"):
-            body = {} if "timings" in shard.parts else json.loads(json.loads(shard.read_text())["body"])
-            if key in body:
-                held = body[key]
-                chosen["problem"], chosen["text"] = problem, held[0][1]
-                _forge_cache(cache, {key: [_gold_text(gold + "1"), *held[1:]]})
+        key = read_seal(small_simulated_study.root / "results/t" / SAMPLES)["requests"][0][0]
+        (problem, gold), held = keys[key], cached(cache)[key]
+        chosen.update(problem=problem, text=held[0][1])
+        assert forge_cache(cache, {key: [gold_sample(gold + "1", byte_ids, lambda i: bytes(i).decode()), *held[1:]]})
 
-    study = _rederived(small_simulated_study, tmp_path, forge)
+    study = rederived(small_simulated_study.root, tmp_path, forge, ("registered",))
     plain = subprocess_cotdyn("audit", str(study), cwd=tmp_path)
-    assert plain.returncode == 0 and "not verified against the model" in plain.stdout.splitlines()[0]
+    assert plain.returncode == 0 and plain.stdout.splitlines()[0].endswith(NOT_VERIFIED), plain.stdout[-3000:]
     audit = subprocess_cotdyn("audit", str(study), "--regenerate", "all", cwd=tmp_path)
     assert audit.returncode == 1, audit.stdout[-3000:]
     differing = [x for x in audit.stdout.splitlines() if "regenerated sample differs" in x]
-    assert len(differing) >= 1 and all(f"problem {chosen['problem']}," in x for x in differing)
-    assert "sample 0:" in differing[0] and repr(chosen["text"]) in differing[0]
+    assert len(differing) == 1, differing  # the one forged sample, in the one variant whose request it is
+    assert f"problem {chosen['problem']}," in differing[0] and "sample 0:" in differing[0]
+    assert repr(chosen["text"])[:60] in differing[0].replace("\\\\", "\\")
 
 
 # --- the pure parts ------------------------------------------------------------------------------
@@ -167,13 +207,8 @@ def test_the_answer_test_fails_stored_answers_moved_to_the_gold_and_passes_hones
     import numpy as np
 
     rng = np.random.default_rng(0)
-    honest = [
-        (
-            list(rng.choice(["1", "2", "3"], 10, p=[0.5, 0.3, 0.2])),
-            list(rng.choice(["1", "2", "3"], 10, p=[0.5, 0.3, 0.2])),
-        )
-        for _ in range(40)
-    ]
+    draw = lambda: list(rng.choice(["1", "2", "3"], 10, p=[0.5, 0.3, 0.2]))  # noqa: E731
+    honest = [(draw(), draw()) for _ in range(40)]
     assert answer_agreement(honest)["ok"]
     forged = [(["1"] * 10, regenerated) for _, regenerated in honest]
     result = answer_agreement(forged)
@@ -185,15 +220,17 @@ def test_a_regeneration_with_no_requests_does_not_pass():
 
 
 def test_stored_requests_are_read_back_as_the_seal_holds_them(small_simulated_study):
-    from cotdyn.audit.check import study_protocols
+    from cotdyn.audit.derive import study_protocols
+    from cotdyn.audit.raw import raw_files
     from cotdyn.plan.config import resolve_cells
     from cotdyn.plan.load import load_plan
 
     study = small_simulated_study.root / "results" / "t"
     config = json.loads((study / "study_manifest.json").read_text())["config"]
     plan = load_plan(config["plan"])
-    items = stored_requests(study, config, study_protocols(config, plan), resolve_cells(config, plan))
+    protocols, cells = study_protocols(config, plan), resolve_cells(config, plan)
+    items, unread = stored_requests(study, raw_files(config, protocols, cells), protocols, {})
     revision = read_seal(study / SAMPLES)["model_revision"]
     sealed = [k for k, _ in read_seal(study / SAMPLES)["requests"]]
-    assert [i.request.key(revision) for i in items if i.path == SAMPLES] == sealed
+    assert unread == {} and [i.request.key(revision) for i in items if i.path == SAMPLES] == sealed
     assert sum(len(i.rows) for i in items if i.path == SAMPLES) == len(pd.read_parquet(study / SAMPLES))

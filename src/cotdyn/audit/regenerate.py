@@ -28,9 +28,13 @@ import numpy as np
 import pandas as pd
 
 from cotdyn.audit.raw import raw_files
+from cotdyn.audit.study_model import cost_line, study_model, weights_problem
+from cotdyn.audit.untrusted import Admitted, Refused, admit
+from cotdyn.files.terminal import printable
 from cotdyn.generation.backends.base import Request
 from cotdyn.generation.sealing import chains_requests, samples_requests
 from cotdyn.grading import answers
+from cotdyn.plan.config import ConfigError, resolve_cells
 
 TOLERANCES = ("exact", "answers")
 # ``--tolerance answers`` fails when fewer regenerated answers agree with the stored ones than the
@@ -86,23 +90,37 @@ class Regeneration:
         return out
 
 
-def stored_requests(study_dir, config: dict, protocols: dict[str, dict], cells) -> list[Stored]:
-    """Every request of every raw file present, with its rows, as the seal check reads them."""
-    study_dir, out = Path(study_dir), []
-    for path, (cell, variant, chains) in sorted(raw_files(config, protocols, cells).items()):
-        if not (study_dir / path).exists():
+def stored_requests(study_dir: Path, raw: dict, protocols: dict[str, dict], unsafe: dict[str, str]):
+    """Every request of every raw file present, with its rows, as the seal check reads them; and
+    each raw file not read, with why. ``unsafe``: the files the audit's bounds or seal check refused
+    (cotdyn.audit.bounds), never parsed here either."""
+    from cotdyn.audit.bounds import long_text
+
+    out, unread = [], {}
+    for path, (cell, variant, chains) in sorted(raw.items()):
+        if path in unsafe or (chains is not None and chains in unsafe):
+            unread[path] = unsafe.get(path) or f"{chains}: {unsafe[chains]}"
             continue
-        table = pd.read_parquet(study_dir / path)
-        if chains is None:
-            requests, phase = chains_requests(table, protocols[variant], cell), "reference"
-        else:
-            requests = samples_requests(table, pd.read_parquet(study_dir / chains), protocols[variant], cell)
-            phase = "continuations"
+        if not (study_dir / path).exists() or (chains is not None and not (study_dir / chains).exists()):
+            continue
+        try:
+            table = pd.read_parquet(study_dir / path)
+            if long_text(table, path):
+                unread[path] = long_text(table, path)
+                continue
+            if chains is None:
+                requests, phase = chains_requests(table, protocols[variant], cell), "reference"
+            else:
+                requests = samples_requests(table, pd.read_parquet(study_dir / chains), protocols[variant], cell)
+                phase = "continuations"
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            unread[path] = f"unreadable as a raw table: {type(e).__name__}: {printable(str(e))[:300]}"
+            continue
         start = 0
         for r in requests:
             out.append(Stored(path, cell, phase, r, table.iloc[start : start + r.n]))
             start += r.n
-    return out
+    return out, unread
 
 
 def select(items: list[Stored], count: int | None, seed: int) -> list[Stored]:
@@ -170,73 +188,7 @@ def answer_agreement(pairs: list[tuple[list, list]]) -> dict:
     return {"agreeing": agreeing, "samples": samples, "expected": expected, "p": p, "ok": p >= ANSWER_ALPHA}
 
 
-# --- the model as the study used it ------------------------------------------------------------
-
-
-def study_model(spec, protocols: dict[str, dict], study_dir: Path, model: str | None) -> dict:
-    """The backend's model entry as the workflow built it (``model_for`` in workflow/rules/common.smk):
-    the config's entry, the protocol's dtype, and for a packaged GGUF model the converted folder.
-    ``model``: the reviewer's copy of the weights (a folder or hub id) in place of the entry's id."""
-    entry = {k: v for k, v in spec.model.items() if k != "resources"}
-    entry["dtype"] = next(iter(protocols.values()))["dtype"]
-    if model is not None:
-        entry["id"] = model
-    elif "gguf" in entry:
-        entry["id"] = str(converted_gguf(study_dir, spec.model_key, entry["gguf"]))
-    return entry
-
-
-def converted_gguf(study_dir: Path, key: str, gguf: dict) -> Path:
-    """The workflow's converted weights (``results/models/<key>``) beside the study, else converted
-    now from the installed package into a temporary folder."""
-    for folder in [Path(study_dir).resolve().parent, *Path(study_dir).resolve().parents]:
-        if (folder / "models" / key / "SOURCE").is_file():
-            return folder / "models" / key
-    import tempfile
-
-    from cotdyn.generation.backends.transformers import convert_gguf
-
-    print(f"regenerate: converting {gguf['package']}/{gguf['file']} (no converted copy beside the study)", flush=True)
-    return convert_gguf(gguf["package"], gguf["file"], Path(tempfile.mkdtemp(prefix="cotdyn-model-")) / key)
-
-
-def weights_problem(described: dict, generation_log: Path, revision: str) -> str | None:
-    """Why the loaded weights are not the study's: their revision (the first part of every request's
-    key) or their content hash differs from what the phase's generation.json recorded; None if same."""
-    import json
-
-    if described["revision"] != revision:
-        return (
-            f"the model loaded has revision {described['revision']}, the study was generated by {revision} "
-            "(its seals): refusing to regenerate with other weights"
-        )
-    recorded = json.loads(generation_log.read_text())["backend"].get("weights_sha256")
-    if recorded is not None and described.get("weights_sha256") != recorded:
-        return (
-            f"the weights loaded hash to {described.get('weights_sha256')}, {generation_log} records "
-            f"{recorded}: refusing to regenerate with other weights"
-        )
-    return None
-
-
-# --- cost and the run ----------------------------------------------------------------------------
-
-
-def cost_line(items: list[Stored], entry: dict, cell: str, cache_dir) -> str:
-    """The regeneration's cost: the tokens it draws (those the stored rows hold, plus a stop token
-    each), at the rate the timing ledger observed for this model on this machine, if any."""
-    from cotdyn.generation.timings import Phase, duration, machine, rate, read_observations, same_setup, torch_threads
-
-    tokens = sum(len(t) + 1 for item in items for t in item.rows["token_ids"])
-    ledger, _ = read_observations(cache_dir) if Path(cache_dir).is_dir() else ([], [])
-    host, timed = machine(), []
-    for phase in ("reference", "continuations"):
-        setup = Phase(phase, cell, entry, "", {}, None, torch_threads())
-        timed += [e for e in ledger if same_setup(e, setup, host)]
-    speed = rate(timed)
-    if speed is None:
-        return f"{len(items)} requests, {tokens:,} tokens to draw; no timing of this model on this machine yet"
-    return f"{len(items)} requests, {tokens:,} tokens to draw: {duration(tokens / speed)} at {speed:.1f} tokens/s"
+# --- the run ----------------------------------------------------------------------------------
 
 
 def _golds_and_options(study_dir: Path, spec) -> tuple[dict, dict]:
@@ -248,40 +200,32 @@ def _golds_and_options(study_dir: Path, spec) -> tuple[dict, dict]:
     return {p.question: p.gold for p in problems}, {p.problem_id: p.options for p in problems if p.options}
 
 
-def regenerate(
-    study_dir,
-    config: dict,
-    protocols: dict,
-    cells,
-    count: int | None,
-    seed: int = 0,
-    tolerance: str = "exact",
-    model: str | None = None,
-) -> Regeneration:
-    """Regenerate ``count`` requests of the study (None: all), see the module docstring."""
+def regenerate(study: Admitted, study_dir: Path, cells, protocols: dict, count, seed=0, tolerance="exact", model=None):
+    """Regenerate ``count`` requests of the admitted study (None: all), see the module docstring."""
+    from cotdyn.audit.bounds import admit_raw, seal_problem
     from cotdyn.generation.backends import make_backend
     from cotdyn.provenance.seal import read_seal
 
-    study_dir = Path(study_dir)
+    raw = raw_files(study.config, protocols, cells)
+    unsafe = admit_raw(study_dir, list(raw))
+    unsafe |= {p: s for p in raw if p not in unsafe and (study_dir / p).exists() and (s := seal_problem(study_dir / p))}
+    items, unread = stored_requests(study_dir, raw, protocols, unsafe)
     result = Regeneration(tolerance=tolerance)
-    chosen = select(stored_requests(study_dir, config, protocols, cells), count, seed)
-    result.requests = len(chosen)
-    pairs = []
-    by_cell = defaultdict(list)
+    result.problems += [f"{printable(p)}: not regenerated: {why}" for p, why in sorted(unread.items())]
+    chosen = select(items, count, seed)
+    result.requests, pairs, by_cell = len(chosen), [], defaultdict(list)
     for item in chosen:
         by_cell[item.cell].append(item)
     for n, (cell, items) in enumerate(sorted(by_cell.items()), 1):
         spec = cells[cell]
-        entry = study_model(spec, protocols, study_dir, model)
-        print(f"regenerate {cell} ({n}/{len(by_cell)}): {cost_line(items, entry, cell, config.get('cache', ''))}")
+        print(f"regenerate {cell} ({n}/{len(by_cell)}): {cost_line(items, spec.model, cell, study.cache_dir)}")
         golds, options = _golds_and_options(study_dir, spec)
-        backend = make_backend(entry, golds, spec.answer_rule)
+        backend = make_backend(study_model(spec, protocols, model), golds, spec.answer_rule)
         described = backend.describe()
         refused = None
         for path in sorted({i.path for i in items}):
-            refused = refused or weights_problem(
-                described, (study_dir / path).parent / "generation.json", read_seal(study_dir / path)["model_revision"]
-            )
+            log, revision = (study_dir / path).parent / "generation.json", read_seal(study_dir / path)["model_revision"]
+            refused = refused or weights_problem(described, log, revision)
         if refused:
             result.problems.append(f"cell {cell}: {refused}")
             continue
@@ -323,31 +267,30 @@ def count_argument(value: str) -> int | None:
     return int(value)
 
 
-def regenerate_into(report, study_dir, plan_path, count: int | None, seed: int, tolerance: str, model=None) -> None:
-    """Regenerate the audited study's requests and lay the result over ``report`` (an AuditReport):
-    its model check line, and a problem for each differing sample (exact) or a failed answer test."""
-    import json
+# What building a backend or drawing from it may raise: a model not installed, weights not found
+# offline, a malformed entry; each becomes a named problem of the audit, never a traceback.
+FAILURES = (ConfigError, OSError, ValueError, KeyError, TypeError, ImportError, RuntimeError)
 
-    from cotdyn.audit.check import study_protocols
-    from cotdyn.audit.locate import locate_plan
-    from cotdyn.files.layout import STUDY_MANIFEST
-    from cotdyn.plan.config import ConfigError, resolve_cells
-    from cotdyn.plan.load import load_plan
+
+def regenerate_into(report, study_dir, plan_path, cache, count: int | None, seed: int, tolerance: str, model=None):
+    """Regenerate the audited study's requests and lay the result over ``report`` (an AuditReport):
+    its model check line, and a problem for each differing sample (exact) or a failed answer test.
+    The folder is admitted as the audit admits it (cotdyn.audit.untrusted) before anything is read;
+    a refused folder is not regenerated (the audit's problems already name why)."""
+    from cotdyn.audit.derive import study_protocols
 
     study_dir = Path(study_dir)
-    manifest_path = study_dir / STUDY_MANIFEST
-    if not manifest_path.exists():
-        report.model_check = "regenerated: nothing (no study manifest)"
-        return
-    manifest = json.loads(manifest_path.read_text())
-    config = manifest["config"]
-    plan_path = plan_path or locate_plan(study_dir, config["plan"], manifest.get("plan_sha256"))
     try:
-        plan = load_plan(plan_path)
-        cells = resolve_cells(config, plan, "manifest config")
-        result = regenerate(study_dir, config, study_protocols(config, plan), cells, count, seed, tolerance, model)
-    except (ConfigError, OSError, ValueError, KeyError, TypeError) as e:
-        report.problems.append(f"regeneration failed: {type(e).__name__}: {e}")
+        study = admit(study_dir, plan_path, cache)
+        cells = resolve_cells(study.config, study.plan, "manifest config")
+        protocols = study_protocols(study.config, study.plan)
+    except (Refused, ConfigError):
+        report.model_check = "regenerated: nothing (the study folder was refused)"
+        return
+    try:
+        result = regenerate(study, study_dir, cells, protocols, count, seed, tolerance, model)
+    except FAILURES as e:
+        report.problems.append(f"regeneration failed: {type(e).__name__}: {printable(str(e))[:500]}")
         report.model_check = "regenerated: nothing"
         return
     report.model_check = result.summary()
@@ -355,7 +298,7 @@ def regenerate_into(report, study_dir, plan_path, count: int | None, seed: int, 
     report.problems += [line.removeprefix("  problem: ") for line in lines if line.startswith("  problem: ")]
     for line in lines:
         if not line.startswith("  problem: "):
-            print(line)
+            print(printable(line))
     if result.requests == 0:
         report.problems.append("regeneration: the study holds no raw files to regenerate")
     if tolerance == "answers" and result.answer_test and not result.answer_test["ok"]:

@@ -30,7 +30,9 @@ def cmd_audit(args) -> int:
     if args.regenerate is not False:
         from cotdyn.audit.regenerate import regenerate_into
 
-        regenerate_into(report, args.study_dir, args.plan, args.regenerate, args.seed, args.tolerance, args.model)
+        regenerate_into(
+            report, args.study_dir, args.plan, args.cache, args.regenerate, args.seed, args.tolerance, args.model
+        )
     print(report.text())
     if args.report:
         write_report(report, args.report)

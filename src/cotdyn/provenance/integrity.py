@@ -60,7 +60,9 @@ class AuditReport:
         """The report for a terminal: every name and text from the study with its control
         characters escaped (cotdyn.files.terminal.printable)."""
         verdict = "PASS" if self.ok else "FAIL"
-        lines = [f"audit of {printable(self.study)}: {verdict} (re-derived from the stored raw data); {self.model_check}"]
+        lines = [
+            f"audit of {printable(self.study)}: {verdict} (re-derived from the stored raw data); {self.model_check}"
+        ]
         if self.model_check == NOT_VERIFIED:
             lines.append(f"  {printable(how_to_verify(self.study))}")
         lines += [f"  problem: {printable(p)}" for p in self.problems]
