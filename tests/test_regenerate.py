@@ -339,3 +339,24 @@ def test_stored_requests_are_read_back_as_the_seal_holds_them(small_simulated_st
     sealed = [k for k, _ in read_seal(study / SAMPLES)["requests"]]
     assert unread == {} and [i.request.key(revision) for i in items if i.path == SAMPLES] == sealed
     assert sum(len(i.rows) for i in items if i.path == SAMPLES) == len(pd.read_parquet(study / SAMPLES))
+
+
+def test_the_report_header_says_whether_the_raw_data_were_verified_against_the_model():
+    from cotdyn.provenance.integrity import NOT_VERIFIED as LINE
+    from cotdyn.provenance.integrity import AuditReport
+    from cotdyn.report.header import model_check_sentence
+
+    assert AuditReport("s").model_check == LINE and LINE.endswith(NOT_VERIFIED)
+    assert "were not verified against the model" in model_check_sentence({"model_check": LINE})
+    assert "--regenerate" in model_check_sentence(None)
+    checked = model_check_sentence({"model_check": "regenerated: 8 of 8 requests equal"})
+    assert checked == "The raw data were checked against the model: regenerated: 8 of 8 requests equal."
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "some", ""])
+def test_a_bad_regenerate_count_is_refused_naming_the_option(value, tmp_path):
+    audit = subprocess_cotdyn("audit", str(tmp_path), "--regenerate", value, cwd=tmp_path)
+    assert (
+        audit.returncode == 2
+        and f"--regenerate takes a positive number of requests or 'all', not '{value}'" in audit.stderr
+    )

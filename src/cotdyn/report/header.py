@@ -57,7 +57,7 @@ def model_check_sentence(audit: dict | None) -> str:
             "the study from them. To verify them, regenerate from the model: "
             "``cotdyn audit results/<study> --regenerate N``."
         )
-    return f"The raw data were checked against the model: {check}."
+    return f"The raw data were checked against the model: {rst_text(str(check))}."
 
 
 def scope_and_integrity(hypotheses: dict, audit: dict | None, stored: dict | None) -> list[str]:
