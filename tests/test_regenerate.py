@@ -164,6 +164,21 @@ def test_the_honest_study_regenerates_equal(small_simulated_study):
     assert NOT_VERIFIED not in audit.stdout
 
 
+def test_the_answer_level_check_fails_the_forgery_and_passes_the_honest_study(forged_simulated, small_simulated_study):
+    """--tolerance answers (for a backend that is not bit-reproducible) ignores token differences
+    and still fails answers moved to the gold: they agree with the regenerated ones less often
+    than the stored answers predict (one-sided p below 0.001)."""
+    args = ("--regenerate", "60", "--seed", "1", "--tolerance", "answers")
+    forged = subprocess_cotdyn("audit", str(forged_simulated), *args, cwd=forged_simulated)
+    assert forged.returncode == 1, forged.stdout[-3000:]
+    assert "regenerated answers agree with the stored ones less than predicted" in forged.stdout
+    assert "regenerated sample differs" not in forged.stdout  # token differences alone do not fail it
+    study = small_simulated_study.root / "results" / "t"
+    honest = subprocess_cotdyn("audit", str(study), *args, cwd=small_simulated_study.root)
+    first = honest.stdout.splitlines()[0]
+    assert honest.returncode == 0 and "regenerated: 60 of 60 requests equal (100.0% token-exact)" in first, first
+
+
 def test_one_forged_continuation_is_found_by_regenerating_all(small_simulated_study, tmp_path):
     chosen = {}
 
