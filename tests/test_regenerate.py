@@ -117,6 +117,11 @@ def byte_ids(text: str) -> list[int]:
     return list(text.encode())
 
 
+def verdict(stdout: str) -> str:
+    """The audit's first line (the regeneration's cost and progress lines come before it)."""
+    return next(line for line in stdout.splitlines() if line.startswith("audit of "))
+
+
 # --- the simulated backend -----------------------------------------------------------------------
 
 
@@ -133,7 +138,7 @@ def test_the_forgery_is_consistent_and_the_plain_audit_says_it_is_not_verified(f
     assert json.loads(forged.read_text()) != json.loads(honest.read_text())  # the forgery moved the results
     assert pd.read_parquet(forged_simulated / SAMPLES)["text"].str.contains("boxed").all()
     audit = subprocess_cotdyn("audit", str(forged_simulated), cwd=forged_simulated.parents[1])
-    first = audit.stdout.splitlines()[0]
+    first = verdict(audit.stdout)
     assert audit.returncode == 0, audit.stdout[-3000:]  # the re-derivation and the cache check pass
     assert first.endswith(f"PASS (re-derived from the stored raw data); raw data {NOT_VERIFIED}"), first
     assert f"cotdyn audit {forged_simulated} --regenerate N|all" in audit.stdout
@@ -142,7 +147,7 @@ def test_the_forgery_is_consistent_and_the_plain_audit_says_it_is_not_verified(f
 def test_regeneration_fails_the_forgery_naming_a_forged_problem(forged_simulated):
     keys = continuation_keys(forged_simulated)
     audit = subprocess_cotdyn("audit", str(forged_simulated), "--regenerate", "12", "--seed", "7", cwd=forged_simulated)
-    first = audit.stdout.splitlines()[0]
+    first = verdict(audit.stdout)
     assert audit.returncode == 1, audit.stdout[-3000:]
     assert "FAIL" in first and "of 12 requests equal" in first and NOT_VERIFIED not in first
     differing = [x for x in audit.stdout.splitlines() if "regenerated sample differs" in x]
@@ -158,7 +163,7 @@ def test_the_honest_study_regenerates_equal(small_simulated_study):
     study = small_simulated_study.root / "results" / "t"
     audit = subprocess_cotdyn("audit", str(study), "--regenerate", "40", "--seed", "3", cwd=small_simulated_study.root)
     assert audit.returncode == 0, audit.stdout[-3000:]
-    assert audit.stdout.splitlines()[0].endswith(
+    assert verdict(audit.stdout).endswith(
         "PASS (re-derived from the stored raw data); regenerated: 40 of 40 requests equal"
     )
     assert NOT_VERIFIED not in audit.stdout
@@ -175,7 +180,7 @@ def test_the_answer_level_check_fails_the_forgery_and_passes_the_honest_study(fo
     assert "regenerated sample differs" not in forged.stdout  # token differences alone do not fail it
     study = small_simulated_study.root / "results" / "t"
     honest = subprocess_cotdyn("audit", str(study), *args, cwd=small_simulated_study.root)
-    first = honest.stdout.splitlines()[0]
+    first = verdict(honest.stdout)
     assert honest.returncode == 0 and "regenerated: 60 of 60 requests equal (100.0% token-exact)" in first, first
 
 
@@ -197,7 +202,7 @@ def test_one_forged_continuation_is_found_by_regenerating_all(small_simulated_st
 
     study = rederived(small_simulated_study.root, tmp_path, forge, ("registered",))
     plain = subprocess_cotdyn("audit", str(study), cwd=tmp_path)
-    assert plain.returncode == 0 and plain.stdout.splitlines()[0].endswith(NOT_VERIFIED), plain.stdout[-3000:]
+    assert plain.returncode == 0 and verdict(plain.stdout).endswith(NOT_VERIFIED), plain.stdout[-3000:]
     audit = subprocess_cotdyn("audit", str(study), "--regenerate", "all", cwd=tmp_path)
     assert audit.returncode == 1, audit.stdout[-3000:]
     differing = [x for x in audit.stdout.splitlines() if "regenerated sample differs" in x]
@@ -246,7 +251,7 @@ def test_regeneration_on_smollm2_passes_the_honest_study_and_fails_the_forged_on
     study = rederived(smollm2_study, tmp_path, forge_every_continuation(encode, tokenizer.decode))
     keys = continuation_keys(study)
     plain = subprocess_cotdyn("audit", str(study), cwd=tmp_path)
-    assert plain.returncode == 0 and plain.stdout.splitlines()[0].endswith(NOT_VERIFIED), plain.stdout[-3000:]
+    assert plain.returncode == 0 and verdict(plain.stdout).endswith(NOT_VERIFIED), plain.stdout[-3000:]
     forged = subprocess_cotdyn("audit", str(study), "--regenerate", "all", cwd=tmp_path)
     assert forged.returncode == 1, forged.stdout[-3000:]
     differing = [x for x in forged.stdout.splitlines() if "regenerated sample differs" in x]
@@ -260,7 +265,7 @@ def test_regeneration_on_smollm2_passes_the_honest_study_and_fails_the_forged_on
         if p.name in ("chains.parquet", "samples.parquet")
     )
     assert honest.returncode == 0, honest.stdout[-3000:]
-    assert honest.stdout.splitlines()[0].endswith(f"regenerated: {requests} of {requests} requests equal")
+    assert verdict(honest.stdout).endswith(f"regenerated: {requests} of {requests} requests equal")
 
 
 # --- the weights ---------------------------------------------------------------------------------
