@@ -27,6 +27,12 @@ def cmd_audit(args) -> int:
     from cotdyn.audit.check import audit, write_report
 
     report = audit(args.study_dir, args.plan, args.scratch, args.cache)
+    if args.regenerate is not False:
+        from cotdyn.audit.regenerate import regenerate_into
+
+        regenerate_into(
+            report, args.study_dir, args.plan, args.cache, args.regenerate, args.seed, args.tolerance, args.model
+        )
     print(report.text())
     if args.report:
         write_report(report, args.report)
@@ -51,4 +57,22 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
         help="the generation cache to compare the raw files with, opened read-only (default: the study config's, "
         "if it lies in the study, the folder its results/ lies in, or this checkout)",
     )
+    from cotdyn.audit.regenerate import TOLERANCES, count_argument
+
+    a.add_argument(
+        "--regenerate",
+        metavar="N|all",
+        type=count_argument,
+        default=False,
+        help="also generate N of the study's requests again with its model (or all) and compare them with the rows",
+    )
+    a.add_argument("--seed", type=int, default=0, help="the reviewer's seed that picks the requests to regenerate")
+    a.add_argument(
+        "--tolerance",
+        choices=TOLERANCES,
+        default="exact",
+        help="exact: every sample token-identical; answers: for a backend that is not bit-reproducible, the "
+        "share of token-exact requests and an answer-agreement test (docs/tamper-evidence.md)",
+    )
+    a.add_argument("--model", default=None, help="the model's weights (a folder or hub id) in place of the config's")
     a.set_defaults(run=cmd_audit)

@@ -16,6 +16,13 @@ from cotdyn.provenance.manifests import ManifestError, file_sha256, output_hashe
 
 MATCH, MISMATCH, MISSING, UNLISTED = "match", "mismatch", "missing", "unlisted"
 STATUSES = (MATCH, MISMATCH, MISSING, UNLISTED)
+# The re-derivation proves the study consistent with its raw data, not the raw data drawn from the
+# model (docs/tamper-evidence.md); only ``cotdyn audit DIR --regenerate N|all`` checks that.
+NOT_VERIFIED = "raw data not verified against the model"
+
+
+def how_to_verify(study: str) -> str:
+    return f"to verify them, regenerate from the model: cotdyn audit {study} --regenerate N|all [--seed S]"
 
 
 @dataclass(frozen=True)
@@ -30,6 +37,7 @@ class AuditReport:
     study: str
     files: list[FileCheck] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # plan hash, config hash, undeclared deviations, ...
+    model_check: str = NOT_VERIFIED  # or the regeneration's "regenerated: K of N requests equal"
 
     @property
     def failures(self) -> list[FileCheck]:
@@ -40,12 +48,23 @@ class AuditReport:
         return not self.failures and not self.problems
 
     def as_dict(self) -> dict:
-        return {"study": self.study, "ok": self.ok, "problems": self.problems, "files": [asdict(f) for f in self.files]}
+        return {
+            "study": self.study,
+            "ok": self.ok,
+            "model_check": self.model_check,
+            "problems": self.problems,
+            "files": [asdict(f) for f in self.files],
+        }
 
     def text(self) -> str:
         """The report for a terminal: every name and text from the study with its control
         characters escaped (cotdyn.files.terminal.printable)."""
-        lines = [f"audit of {printable(self.study)}: {'PASS' if self.ok else 'FAIL'}"]
+        verdict = "PASS" if self.ok else "FAIL"
+        lines = [
+            f"audit of {printable(self.study)}: {verdict} (re-derived from the stored raw data); {self.model_check}"
+        ]
+        if self.model_check == NOT_VERIFIED:
+            lines.append(f"  {printable(how_to_verify(self.study))}")
         lines += [f"  problem: {printable(p)}" for p in self.problems]
         lines += [
             f"  {f.status:9s} {printable(f.path)}" + (f"  ({printable(f.detail)})" if f.detail else "")
@@ -61,6 +80,7 @@ def summary(study_dir: Path, report: AuditReport, how: str) -> dict:
         "check": how,
         "manifest_sha256": file_sha256(manifest) if manifest.exists() else None,
         "ok": report.ok,
+        "model_check": report.model_check,
         "counts": {s: counts.get(s, 0) for s in STATUSES},
         "problems": list(report.problems),
         # unlisted files (written after the manifest, such as the report's own pages) are not audited

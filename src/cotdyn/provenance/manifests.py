@@ -151,6 +151,9 @@ def model_entry(model: dict, generation: dict[str, dict]) -> dict:
         "device": described.get("device"),
         "tokenizer_sha256": described.get("tokenizer_sha256"),
         "chat_template_sha256": described.get("chat_template_sha256"),
+        # the content hash of the weight files loaded (transformers; regeneration refuses others)
+        "weights_sha256": described.get("weights_sha256"),
+        "weights_commit": described.get("weights_commit"),
     }
 
 

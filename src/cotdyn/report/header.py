@@ -9,7 +9,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from cotdyn.files.writers import write_bytes, write_text
-from cotdyn.provenance.integrity import audit_verdict, warning_text
+from cotdyn.provenance.integrity import NOT_VERIFIED, audit_verdict, warning_text
 from cotdyn.report.scope import NOT_RUN, cells_absent, cells_run, scope_lines
 
 # --- values from data as rst: text, never markup ------------------------------------------------
@@ -48,6 +48,18 @@ def _indented(text: str, by: int) -> list[str]:
     return [" " * by + line if line else "" for line in text.splitlines()]
 
 
+def model_check_sentence(audit: dict | None) -> str:
+    """Whether the raw data were regenerated from the model (cotdyn.audit.regenerate), in a sentence."""
+    check = (audit or {}).get("model_check", NOT_VERIFIED)
+    if check == NOT_VERIFIED:
+        return (
+            "The raw data (chains and continuations) were not verified against the model: the audit re-derives "
+            "the study from them. To verify them, regenerate from the model: "
+            "``cotdyn audit results/<study> --regenerate N``."
+        )
+    return f"The raw data were checked against the model: {rst_text(str(check))}."
+
+
 def scope_and_integrity(hypotheses: dict, audit: dict | None, stored: dict | None) -> list[str]:
     """The study's scope (cells run, registered cells not run, what each verdict rests on) and its
     integrity (manifest sha256, audit verdict, a warning when outputs no longer match), as rst."""
@@ -72,6 +84,7 @@ def scope_and_integrity(hypotheses: dict, audit: dict | None, stored: dict | Non
             f"Audit after the run: **{audit_verdict(audit, stored)}** ({counts} files; {rst_text(audit['check'])}).",
             "",
         ]
+    lines += [f"{model_check_sentence(audit)}", ""]
     return lines
 
 

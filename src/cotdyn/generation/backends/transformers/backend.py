@@ -17,7 +17,7 @@ from transformers.cache_utils import DynamicLayer
 from cotdyn.generation.backends import row_sizes
 from cotdyn.generation.backends.base import Completion, Request, Sampling
 from cotdyn.generation.backends.transformers.sampler import SeededSampler
-from cotdyn.generation.backends.transformers.weights import _sha256
+from cotdyn.generation.backends.transformers.weights import _sha256, loaded_weights
 from cotdyn.protocol.prompts import ChatTokenizer
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -53,6 +53,7 @@ class TransformersBackend:
         self.model = AutoModelForCausalLM.from_pretrained(model_id, revision=revision, dtype=DTYPES[dtype])
         self.model.to(device).eval()
         self.model_revision = revision or _local_revision(Path(model_id))
+        self.weights = loaded_weights(model_id, revision)  # the manifest's record; regeneration checks it
         stops = self.model.generation_config.eos_token_id
         stops = stops if isinstance(stops, list) else [stops]
         self.stop_ids = {i for i in stops + [hf_tokenizer.eos_token_id] if i is not None}
@@ -70,6 +71,7 @@ class TransformersBackend:
             "decode": self.decode,
             "chat_template_sha256": self.tokenizer.template_sha256(),
             "tokenizer_sha256": _tokenizer_sha256(self.tokenizer.hf),
+            **self.weights,
         }
 
     def generation_config(self, sampling: Sampling):

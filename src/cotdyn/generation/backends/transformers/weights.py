@@ -75,6 +75,26 @@ def random_llama(
     return LlamaForCausalLM(config)
 
 
+def folder_sha256(folder: str | Path) -> str:
+    """The content hash of a model folder: sha256 over its files' relative paths and contents, in
+    sorted path order (links followed, as from_pretrained follows a hub snapshot's links to blobs)."""
+    folder, h = Path(folder), hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and ".cache" not in p.relative_to(folder).parts):
+        h.update(path.relative_to(folder).as_posix().encode() + b"\0" + _sha256(path).encode() + b"\n")
+    return h.hexdigest()
+
+
+def loaded_weights(model_id: str, revision: str | None) -> dict:
+    """What a model's weights were loaded from: a local folder's content hash, or for a hub model
+    the resolved commit and the content hash of its snapshot's files (as the hub cache holds them)."""
+    if Path(model_id).is_dir():
+        return {"weights_sha256": folder_sha256(model_id), "weights_commit": None}
+    from huggingface_hub import snapshot_download
+
+    snapshot = Path(snapshot_download(model_id, revision=revision, local_files_only=True))
+    return {"weights_sha256": folder_sha256(snapshot), "weights_commit": snapshot.name}
+
+
 def _sha256(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:

