@@ -24,6 +24,7 @@ include: "workflow/rules/report.smk"
 include: "workflow/rules/grading.smk"
 include: "workflow/rules/infogain.smk"
 
+
 # Run by the main process, not submitted, on a cluster: each takes seconds and little memory (the plan
 # check, the problem tables, the manifests, the audit and the report pages), less than the two
 # Snakemake start-ups a SLURM job costs; the problem tables may download from the hub, which a login
@@ -40,8 +41,8 @@ localrules:
 
 
 rule all:
+    default_target: True
     input:
         study_targets(),
         f"{STUDY_DIR}/{STUDY_MANIFEST}",
         report_targets(),
-    default_target: True

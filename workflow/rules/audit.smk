@@ -2,19 +2,20 @@
 # check_plan heads the DAG: an edited plan or an undeclared deviation of a confirmatory cell stops
 # the run before any generation. hypotheses, manifest and audit close it.
 
+
 rule check_plan:
     input:
         preregistration_inputs,
     output:
         f"{STUDY_DIR}/{PLAN_CHECK}",
+    log:
+        f"{STUDY_DIR}/logs/check_plan.log",
+    conda:
+        "../../envs/analysis.yaml"
     params:
         code=code_of("check_plan.py"),
         plan=PLAN_PATH,
         config=PLAN_CHECK_CONFIG,
-    conda:
-        "../../envs/analysis.yaml"
-    log:
-        f"{STUDY_DIR}/logs/check_plan.log",
     script:
         "../scripts/check_plan.py"
 
@@ -35,26 +36,34 @@ rule hypotheses:
             )
             for name in ANALYSIS_FILES
         ],
-    params:
-        code=code_of("hypotheses.py"),
-        plan_sha256=PLAN_SHA256,
-    conda:
-        "../../envs/analysis.yaml"
     log:
         f"{STUDY_DIR}/logs/hypotheses/{{variant}}.log",
     benchmark:
-        f"{STUDY_DIR}/logs/benchmarks/hypotheses/{{variant}}.tsv",
+        f"{STUDY_DIR}/logs/benchmarks/hypotheses/{{variant}}.tsv"
+    conda:
+        "../../envs/analysis.yaml"
+    params:
+        code=code_of("hypotheses.py"),
+        plan_sha256=PLAN_SHA256,
     script:
         "../scripts/hypotheses.py"
 
 
 rule cell_manifest:
     input:
-        unpack(lambda w: {"problems": f"{STUDY_DIR}/problems/{CELL_SPECS[w.cell].benchmark_key}.parquet",
-                          "plan_check": f"{STUDY_DIR}/{PLAN_CHECK}",
-                          **{f"gen_{i}": p for i, p in enumerate(generation_logs(w.cell).values())}}),
+        unpack(
+            lambda w: {
+                "problems": f"{STUDY_DIR}/problems/{CELL_SPECS[w.cell].benchmark_key}.parquet",
+                "plan_check": f"{STUDY_DIR}/{PLAN_CHECK}",
+                **{f"gen_{i}": p for i, p in enumerate(generation_logs(w.cell).values())},
+            }
+        ),
     output:
         f"{STUDY_DIR}/manifest/cells/{{cell}}.json",
+    log:
+        f"{STUDY_DIR}/logs/manifest/{{cell}}.log",
+    conda:
+        "../../envs/analysis.yaml"
     params:
         code=code_of("cell_manifest.py"),
         spec=lambda w: CELL_SPECS[w.cell],
@@ -62,10 +71,6 @@ rule cell_manifest:
         generation=lambda w: generation_logs(w.cell),
         plan=PLAN_PATH,
         config=config,
-    conda:
-        "../../envs/analysis.yaml"
-    log:
-        f"{STUDY_DIR}/logs/manifest/{{cell}}.log",
     script:
         "../scripts/cell_manifest.py"
 
@@ -76,16 +81,16 @@ rule manifest:
         study_targets(),
     output:
         f"{STUDY_DIR}/{STUDY_MANIFEST}",
+    log:
+        f"{STUDY_DIR}/logs/manifest/study.log",
+    conda:
+        "../../envs/analysis.yaml"
     params:
         code=code_of("manifest.py"),
         study_dir=lambda w, output: str(Path(output[0]).parents[1]),
         study=config["study"],
         plan=PLAN_PATH,
         config=config,
-    conda:
-        "../../envs/analysis.yaml"
-    log:
-        f"{STUDY_DIR}/logs/manifest/study.log",
     script:
         "../scripts/manifest.py"
 
@@ -94,15 +99,15 @@ rule manifest:
 # No inputs on purpose: a tampered file must not trigger a re-run that would launder it into a
 # fresh manifest. No outputs, so it runs every time it is asked for; the report goes to the log.
 rule audit:
+    log:
+        f"{STUDY_DIR}/logs/audit/audit.log",
+    conda:
+        "../../envs/analysis.yaml"
     params:
         code=code_of("audit.py"),
         study_dir=STUDY_DIR,
         plan=PLAN_PATH,
         cache=CACHE_DIR,
         report=f"{STUDY_DIR}/logs/audit/audit.json",
-    conda:
-        "../../envs/analysis.yaml"
-    log:
-        f"{STUDY_DIR}/logs/audit/audit.log",
     script:
         "../scripts/audit.py"

@@ -42,6 +42,7 @@ from cotdyn.report.secondary_tables import has_secondary
 
 CONFIG_SOURCE = ", ".join(str(f) for f in getattr(workflow, "configfiles", [])) or "config"
 
+
 def typed_overrides(value, schema):
     """``value`` with the strings the schema types as integer, number or boolean converted: Snakemake
     parses a nested --config value (`infogain={size: full, seed: 0}`) into strings only."""
@@ -458,7 +459,10 @@ def start_of_run():
                 registered_sizes(PLAN),
                 generation_jobs,
                 # with chunk_size, as the jobs run it: the timing ledger keys on it
-                {cell: {**model_for(cell), "chunk_size": CELL_SPECS[cell].model.get("chunk_size", 0)} for cell in CELLS},
+                {
+                    cell: {**model_for(cell), "chunk_size": CELL_SPECS[cell].model.get("chunk_size", 0)}
+                    for cell in CELLS
+                },
             )
         )
     )

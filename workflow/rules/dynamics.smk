@@ -70,17 +70,17 @@ rule dynamics:
             subcategory="{variant}",
             labels={"variant": "{variant}", "output": "disagreement_figure"},
         ),
+    log:
+        f"{STUDY_DIR}/logs/dynamics/{{variant}}.log",
+    benchmark:
+        f"{STUDY_DIR}/logs/benchmarks/dynamics/{{variant}}.tsv"
+    conda:
+        "../../envs/analysis.yaml"
     params:
         code=code_of("dynamics.py"),
         cells=CELLS,
         benchmarks=[CELL_SPECS[c].answer_rule for c in CELLS],
         protocol=lambda w: PROTOCOLS[w.variant],
         plan_sha256=PLAN_SHA256,
-    conda:
-        "../../envs/analysis.yaml"
-    log:
-        f"{STUDY_DIR}/logs/dynamics/{{variant}}.log",
-    benchmark:
-        f"{STUDY_DIR}/logs/benchmarks/dynamics/{{variant}}.tsv",
     script:
         "../scripts/dynamics.py"

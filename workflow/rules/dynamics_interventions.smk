@@ -2,7 +2,6 @@
 # dynamics_comparisons names (cotdyn.methods.dynamics_interventions).
 from cotdyn.methods.dynamics_interventions import comparison_variants
 
-
 if config.get("dynamics_comparisons"):
     try:
         COMPARISON_VARIANTS = comparison_variants(config["dynamics_comparisons"], VARIANTS)
@@ -35,16 +34,16 @@ if config.get("dynamics_comparisons"):
                 subcategory="interventions",
                 labels={"output": "figure4"},
             ),
+        log:
+            f"{STUDY_DIR}/logs/dynamics_interventions.log",
+        benchmark:
+            f"{STUDY_DIR}/logs/benchmarks/dynamics_interventions.tsv"
+        conda:
+            "../../envs/analysis.yaml"
         params:
             code=code_of("dynamics_interventions.py"),
             variants=COMPARISON_VARIANTS,
             comparisons=config["dynamics_comparisons"],
             plan_sha256=PLAN_SHA256,
-        conda:
-            "../../envs/analysis.yaml"
-        log:
-            f"{STUDY_DIR}/logs/dynamics_interventions.log",
-        benchmark:
-            f"{STUDY_DIR}/logs/benchmarks/dynamics_interventions.tsv",
         script:
             "../scripts/dynamics_interventions.py"

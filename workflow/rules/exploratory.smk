@@ -11,6 +11,12 @@ rule exploratory:
         tables=[exploratory_item(f"{t}.csv", "table") for t in EXPLORATORY_TABLES],
         html=exploratory_item(TABLES_HTML, "tables"),
         figures=[exploratory_item(f, "figure") for f in EXPLORATORY_FIGURES],
+    log:
+        f"{STUDY_DIR}/logs/exploratory/{{variant}}.log",
+    benchmark:
+        f"{STUDY_DIR}/logs/benchmarks/exploratory/{{variant}}.tsv"
+    conda:
+        "../../envs/analysis.yaml"
     params:
         code=code_of("exploratory.py"),
         m=lambda w: PROTOCOLS[w.variant]["m"],
@@ -20,12 +26,6 @@ rule exploratory:
         level=PLAN["analysis"]["bootstrap"]["level"],
         plan_sha256=PLAN_SHA256,
         signals=caption_list(),  # read by the captions
-    conda:
-        "../../envs/analysis.yaml"
-    log:
-        f"{STUDY_DIR}/logs/exploratory/{{variant}}.log",
-    benchmark:
-        f"{STUDY_DIR}/logs/benchmarks/exploratory/{{variant}}.tsv",
     script:
         "../scripts/exploratory.py"
 
@@ -47,6 +47,12 @@ rule sweeps:
             category="3. Sensitivity sweeps",
             labels={"output": "sweeps", "format": "html"},
         ),
+    log:
+        f"{STUDY_DIR}/logs/sweeps.log",
+    benchmark:
+        f"{STUDY_DIR}/logs/benchmarks/sweeps.tsv"
+    conda:
+        "../../envs/analysis.yaml"
     params:
         code=code_of("sweeps.py"),
         cells=CELLS,
@@ -56,11 +62,5 @@ rule sweeps:
         resamples=PLAN["analysis"]["bootstrap"]["resamples"],
         level=PLAN["analysis"]["bootstrap"]["level"],
         plan_sha256=PLAN_SHA256,
-    conda:
-        "../../envs/analysis.yaml"
-    log:
-        f"{STUDY_DIR}/logs/sweeps.log",
-    benchmark:
-        f"{STUDY_DIR}/logs/benchmarks/sweeps.tsv",
     script:
         "../scripts/sweeps.py"

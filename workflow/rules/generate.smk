@@ -5,15 +5,15 @@
 rule prepare_model:
     output:
         "results/models/{model}/SOURCE",
-    params:
-        code=code_of("prepare_model.py"),
-        gguf=lambda w: config["models"][w.model]["gguf"],
     log:
         "results/logs/prepare_model/{model}.log",
     benchmark:
-        "results/logs/benchmarks/prepare_model/{model}.tsv",
+        "results/logs/benchmarks/prepare_model/{model}.tsv"
     conda:
         "../../envs/generate-cpu.yaml"
+    params:
+        code=code_of("prepare_model.py"),
+        gguf=lambda w: config["models"][w.model]["gguf"],
     script:
         "../scripts/prepare_model.py"
 
@@ -27,6 +27,15 @@ rule reference:
         chains=f"{STUDY_DIR}/cells/{{cell}}/reference/{{ref}}/chains.parquet",
         generation=f"{STUDY_DIR}/cells/{{cell}}/reference/{{ref}}/generation.json",
         seal=f"{STUDY_DIR}/cells/{{cell}}/reference/{{ref}}/seal.json",
+    log:
+        f"{STUDY_DIR}/logs/reference/{{cell}}/{{ref}}.log",
+    benchmark:
+        f"{STUDY_DIR}/logs/benchmarks/reference/{{cell}}/{{ref}}.tsv"
+    conda:
+        generation_env
+    threads: 2
+    resources:
+        **generation_resources("reference"),
     params:
         code=code_of("reference.py"),
         model=lambda w: model_for(w.cell),
@@ -35,15 +44,6 @@ rule reference:
         benchmark=lambda w: CELL_SPECS[w.cell].answer_rule,
         benchmark_entry=lambda w: CELL_SPECS[w.cell].benchmark,
         cache=CACHE_DIR,
-    resources:
-        **generation_resources("reference"),
-    threads: 2
-    conda:
-        generation_env
-    log:
-        f"{STUDY_DIR}/logs/reference/{{cell}}/{{ref}}.log",
-    benchmark:
-        f"{STUDY_DIR}/logs/benchmarks/reference/{{cell}}/{{ref}}.tsv",
     script:
         "../scripts/reference.py"
 
@@ -58,6 +58,15 @@ rule continuations:
         samples=f"{STUDY_DIR}/cells/{{cell}}/{{variant}}/samples.parquet",
         generation=f"{STUDY_DIR}/cells/{{cell}}/{{variant}}/generation.json",
         seal=f"{STUDY_DIR}/cells/{{cell}}/{{variant}}/seal.json",
+    log:
+        f"{STUDY_DIR}/logs/continuations/{{cell}}/{{variant}}.log",
+    benchmark:
+        f"{STUDY_DIR}/logs/benchmarks/continuations/{{cell}}/{{variant}}.tsv"
+    conda:
+        generation_env
+    threads: 2
+    resources:
+        **generation_resources("continuations"),
     params:
         code=code_of("continuations.py"),
         model=lambda w: model_for(w.cell),
@@ -66,14 +75,5 @@ rule continuations:
         benchmark=lambda w: CELL_SPECS[w.cell].answer_rule,
         benchmark_entry=lambda w: CELL_SPECS[w.cell].benchmark,
         cache=CACHE_DIR,
-    resources:
-        **generation_resources("continuations"),
-    threads: 2
-    conda:
-        generation_env
-    log:
-        f"{STUDY_DIR}/logs/continuations/{{cell}}/{{variant}}.log",
-    benchmark:
-        f"{STUDY_DIR}/logs/benchmarks/continuations/{{cell}}/{{variant}}.tsv",
     script:
         "../scripts/continuations.py"

@@ -23,15 +23,15 @@ rule grading:
             )
             for name in layout.GRADING_FILES
         ],
-    params:
-        code=code_of("grading.py"),
-        benchmark=lambda w: CELL_SPECS[w.cell].answer_rule,
-    conda:
-        "../../envs/analysis.yaml"
     log:
         f"{STUDY_DIR}/logs/grading/{{cell}}.log",
     benchmark:
-        f"{STUDY_DIR}/logs/benchmarks/grading/{{cell}}.tsv",
+        f"{STUDY_DIR}/logs/benchmarks/grading/{{cell}}.tsv"
+    conda:
+        "../../envs/analysis.yaml"
+    params:
+        code=code_of("grading.py"),
+        benchmark=lambda w: CELL_SPECS[w.cell].answer_rule,
     script:
         "../scripts/grading.py"
 
@@ -47,14 +47,14 @@ rule grading_page:
             subcategory="all cells",
             labels={"cell": "all", "output": "grading page"},
         ),
+    log:
+        f"{STUDY_DIR}/logs/grading/page.log",
+    conda:
+        "../../envs/analysis.yaml"
     params:
         code=code_of("grading_page.py"),
         cells=CELLS,
         folders=[f"{STUDY_DIR}/{layout.grading_file(c, '')}" for c in CELLS],
         variant=GRADING_VARIANT,
-    conda:
-        "../../envs/analysis.yaml"
-    log:
-        f"{STUDY_DIR}/logs/grading/page.log",
     script:
         "../scripts/grading_page.py"

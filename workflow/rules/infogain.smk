@@ -25,19 +25,19 @@ rule infogain_toy:
             labels={"output": "Figure 3 heatmaps"},
         ),
         ig_figure="results/{study}/infogain/toy/ig_heatmaps.png",
+    log:
+        "results/{study}/logs/infogain_toy.log",
+    benchmark:
+        "results/{study}/logs/benchmarks/infogain_toy.tsv"
+    wildcard_constraints:
+        study="[A-Za-z0-9_.-]+",
+    conda:
+        "../../envs/generate-cpu.yaml"
+    threads: 2
     params:
         code=code_of("infogain_toy.py"),
         size=lambda wildcards: config["infogain"]["size"],
         seed=lambda wildcards: config["infogain"]["seed"],
-    wildcard_constraints:
-        study="[A-Za-z0-9_.-]+",
-    threads: 2
-    conda:
-        "../../envs/generate-cpu.yaml"
-    log:
-        "results/{study}/logs/infogain_toy.log",
-    benchmark:
-        "results/{study}/logs/benchmarks/infogain_toy.tsv",
     script:
         "../scripts/infogain_toy.py"
 
@@ -58,17 +58,17 @@ rule math_shepherd:
         chains=lambda w: [chains_path(cell, w.variant) for cell in CELLS],
     output:
         f"{STUDY_DIR}/analysis/{{variant}}/math_shepherd.csv",
+    log:
+        f"{STUDY_DIR}/logs/math_shepherd/{{variant}}.log",
+    benchmark:
+        f"{STUDY_DIR}/logs/benchmarks/math_shepherd/{{variant}}.tsv"
+    conda:
+        "../../envs/analysis.yaml"
     params:
         code=code_of("math_shepherd.py"),
         cells=CELLS,
         benchmarks=[CELL_SPECS[c].answer_rule for c in CELLS],
         protocol=lambda w: PROTOCOLS[w.variant],
-    conda:
-        "../../envs/analysis.yaml"
-    log:
-        f"{STUDY_DIR}/logs/math_shepherd/{{variant}}.log",
-    benchmark:
-        f"{STUDY_DIR}/logs/benchmarks/math_shepherd/{{variant}}.tsv",
     script:
         "../scripts/math_shepherd.py"
 
@@ -82,14 +82,14 @@ rule infogain_split:
         f"{STUDY_DIR}/problems/{{benchmark}}.parquet",
     output:
         f"{IG_DIR}/split/{{benchmark}}.csv",
+    log:
+        f"{STUDY_DIR}/logs/infogain_split/{{benchmark}}.log",
+    conda:
+        "../../envs/generate-cpu.yaml"  # cotdyn.methods.infogain imports torch
     params:
         code=code_of("infogain_split.py"),
         fractions=lambda w: INFOGAIN_TRACES.get("split", [0.6, 0.2, 0.2]),
         seed=lambda w: INFOGAIN_TRACES.get("seed", 0),
-    conda:
-        "../../envs/generate-cpu.yaml"  # cotdyn.methods.infogain imports torch
-    log:
-        f"{STUDY_DIR}/logs/infogain_split/{{benchmark}}.log",
     script:
         "../scripts/infogain_split.py"
 
@@ -107,21 +107,21 @@ rule infogain_cell:
         detection=f"{IG_DIR}/{{cell}}/detection.csv",
         training=f"{IG_DIR}/{{cell}}/training_history.csv",
         summary=f"{IG_DIR}/{{cell}}/summary.json",
+    log:
+        f"{STUDY_DIR}/logs/infogain_cell/{{cell}}.log",
+    benchmark:
+        f"{STUDY_DIR}/logs/benchmarks/infogain_cell/{{cell}}.tsv"
+    conda:
+        infogain_env()
+    threads: 2
+    resources:
+        gpu=lambda w: 1 if str(INFOGAIN_TRACES["supervisor"].get("device", "cpu")).startswith("cuda") else 0,
     params:
         code=code_of("infogain_cell.py"),
         supervisor=lambda w: INFOGAIN_TRACES["supervisor"],
         seed=lambda w: INFOGAIN_TRACES.get("seed", 0),
         segmentation=lambda w: PROTOCOLS[IG_VARIANT]["segmentation"],
         cap=lambda w: PROTOCOLS[IG_VARIANT]["cap"],
-    threads: 2
-    resources:
-        gpu=lambda w: 1 if str(INFOGAIN_TRACES["supervisor"].get("device", "cpu")).startswith("cuda") else 0,
-    conda:
-        infogain_env()
-    log:
-        f"{STUDY_DIR}/logs/infogain_cell/{{cell}}.log",
-    benchmark:
-        f"{STUDY_DIR}/logs/benchmarks/infogain_cell/{{cell}}.tsv",
     script:
         "../scripts/infogain_cell.py"
 
@@ -144,15 +144,15 @@ rule infogain_tables:
             category="5. Information gain",
             labels={"output": "detection, own traces"},
         ),
-    params:
-        code=code_of("infogain_tables.py"),
-        cells=CELLS,
-    conda:
-        "../../envs/analysis.yaml"
     log:
         f"{STUDY_DIR}/logs/infogain_tables.log",
     benchmark:
-        f"{STUDY_DIR}/logs/benchmarks/infogain_tables.tsv",
+        f"{STUDY_DIR}/logs/benchmarks/infogain_tables.tsv"
+    conda:
+        "../../envs/analysis.yaml"
+    params:
+        code=code_of("infogain_tables.py"),
+        cells=CELLS,
     script:
         "../scripts/infogain_tables.py"
 

@@ -3,6 +3,7 @@
 # page; every other output is flagged with report() in the rule that produces it. Both pages follow
 # the study manifest and the audit, so they live under report/, outside the manifest.
 
+
 report: "../report/workflow.rst"
 
 
@@ -26,14 +27,14 @@ rule audit_result:
         plan=PLAN_PATH,
     output:
         f"{STUDY_DIR}/{layout.AUDIT_RESULT}",
+    log:
+        f"{STUDY_DIR}/logs/report/audit.log",
+    conda:
+        "../../envs/analysis.yaml"
     params:
         code=code_of("audit_result.py"),
         study_dir=lambda w, input: str(Path(input.manifest).parents[1]),
         cache=CACHE_DIR,
-    conda:
-        "../../envs/analysis.yaml"
-    log:
-        f"{STUDY_DIR}/logs/report/audit.log",
     script:
         "../scripts/audit_result.py"
 
@@ -51,14 +52,14 @@ rule report_header:
             subcategory="{variant}",
             labels={"variant": "{variant}", "output": "header"},
         ),
+    log:
+        f"{STUDY_DIR}/logs/report_header/{{variant}}.log",
+    conda:
+        "../../envs/analysis.yaml"
     params:
         code=code_of("report_header.py"),
         plan_sha256=PLAN_SHA256,
         study_dir=lambda w, input: str(Path(input.hypotheses).parents[2]),
-    conda:
-        "../../envs/analysis.yaml"
-    log:
-        f"{STUDY_DIR}/logs/report_header/{{variant}}.log",
     script:
         "../scripts/report_header.py"
 
@@ -76,12 +77,12 @@ rule registered_results:
             # "0." sorts the page before the analysis files, whose labels are their names
             labels={"variant": "{variant}", "output": "0. registered results"},
         ),
+    log:
+        f"{STUDY_DIR}/logs/registered_results/{{variant}}.log",
+    conda:
+        "../../envs/analysis.yaml"
     params:
         code=code_of("registered_results.py"),
         study_dir=lambda w, input: str(Path(input.hypotheses).parents[2]),
-    conda:
-        "../../envs/analysis.yaml"
-    log:
-        f"{STUDY_DIR}/logs/registered_results/{{variant}}.log",
     script:
         "../scripts/registered_results.py"

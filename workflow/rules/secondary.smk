@@ -10,20 +10,22 @@ rule secondary:
         hypotheses=f"{STUDY_DIR}/analysis/{{variant}}/hypotheses.json",
         plan=PLAN_PATH,
     output:
-        tables=[secondary_item(f"{STUDY_DIR}/analysis/{{variant}}/secondary", f"{t}.csv", "table", "{variant}")
-                for t in SECONDARY_TABLES],
+        tables=[
+            secondary_item(f"{STUDY_DIR}/analysis/{{variant}}/secondary", f"{t}.csv", "table", "{variant}")
+            for t in SECONDARY_TABLES
+        ],
         html=secondary_item(f"{STUDY_DIR}/analysis/{{variant}}/secondary", SECONDARY_HTML, "tables", "{variant}"),
+    log:
+        f"{STUDY_DIR}/logs/secondary/{{variant}}.log",
+    benchmark:
+        f"{STUDY_DIR}/logs/benchmarks/secondary/{{variant}}.tsv"
+    conda:
+        "../../envs/analysis.yaml"
     params:
         code=code_of("secondary.py"),
         epsilon=lambda w: PROTOCOLS[w.variant]["epsilon"],
         plan_sha256=PLAN_SHA256,
         signals=caption_list(registered_signals()),  # read by the captions
-    conda:
-        "../../envs/analysis.yaml"
-    log:
-        f"{STUDY_DIR}/logs/secondary/{{variant}}.log",
-    benchmark:
-        f"{STUDY_DIR}/logs/benchmarks/secondary/{{variant}}.tsv",
     script:
         "../scripts/secondary.py"
 
@@ -34,19 +36,21 @@ rule generations:
         hypotheses=expand(f"{STUDY_DIR}/analysis/{{variant}}/hypotheses.json", variant=VARIANTS),
         plan=PLAN_PATH,
     output:
-        tables=[secondary_item(f"{STUDY_DIR}/analysis/generations", f"{t}.csv", "table", "generations")
-                for t in GENERATION_TABLES],
+        tables=[
+            secondary_item(f"{STUDY_DIR}/analysis/generations", f"{t}.csv", "table", "generations")
+            for t in GENERATION_TABLES
+        ],
         html=secondary_item(f"{STUDY_DIR}/analysis/generations", SECONDARY_HTML, "tables", "generations"),
+    log:
+        f"{STUDY_DIR}/logs/generations.log",
+    benchmark:
+        f"{STUDY_DIR}/logs/benchmarks/generations.tsv"
+    conda:
+        "../../envs/analysis.yaml"
     params:
         code=code_of("generations.py"),
         protocols=PROTOCOLS,
         benchmarks={c: CELL_SPECS[c].answer_rule for c in CELLS},
         plan_sha256=PLAN_SHA256,
-    conda:
-        "../../envs/analysis.yaml"
-    log:
-        f"{STUDY_DIR}/logs/generations.log",
-    benchmark:
-        f"{STUDY_DIR}/logs/benchmarks/generations.tsv",
     script:
         "../scripts/generations.py"
