@@ -553,77 +553,68 @@ def test_the_machine_is_its_hardware_not_its_name(tmp_path):
     assert set(timings.machine()) == {"cpu_model", "cpus", "usable_cpus", "gpus"}
 
 
-# --- the timing probe, where the ledger has no timing ---------------------------------------------
+# --- the first chunk's forecast, where the ledger has no timing -----------------------------------
 
 
-def test_a_step_is_the_time_between_two_short_generations_by_hand():
-    # 2 steps in 1.3 s and 10 steps in 3.7 s: 0.3 s a step, 0.7 s of prefill and set-up
-    step, fixed = timings.step_seconds((1.3, 2), (3.7, 10))
-    assert step == pytest.approx(0.3) and fixed == pytest.approx(0.7)
-    assert timings.step_seconds((1.0, 2), (1.5, 2)) is None  # the rows stopped: no step to time
-    assert timings.step_seconds((2.0, 2), (1.0, 10)) == (0.0, 2.0)  # noise never gives a negative time
-    # 130 rows in batches of 64: 3 batches, each 0.7 s + 150 steps x 0.3 s
-    seconds, text = timings.probe_text(0.3, 0.7, 130, 64, 150)
-    assert seconds == pytest.approx(3 * (0.7 + 150 * 0.3))
-    assert "a probe of 64 rows ran 0.3 s a decode step, so about 2 min if all 130 rows ran" in text
+def test_the_rest_of_a_phase_is_forecast_at_its_first_chunks_rate_by_hand():
+    # 40 of 400 pending rows in 12 s: 0.3 s a row, so 108 s for the other 360
+    seconds, text = timings.first_chunk_text(12.0, 40, 400)
+    assert seconds == pytest.approx(108.0)
+    assert "its first 40 of 400 pending rows took 12 s, so about 2 min for the other 360 at that rate" in text
+    assert timings.first_chunk_text(3.0, 0, 10)[1].endswith("so an unknown time for the other 10 at that rate")
 
 
-def test_the_probe_takes_one_full_batch_of_rows():
-    from cotdyn.generation.backends import Request, Sampling
+class CountingBackend:
+    """A backend that counts the rows it is asked for, to show no generation is drawn and thrown away."""
 
-    requests = [Request((1, 2), 5, Sampling(0.7, 150), seed) for seed in range(4)]
-    assert [r.n for r in timings.one_batch(requests, 12)] == [5, 5, 2]
-    assert [r.seed for r in timings.one_batch(requests, 12)] == [0, 1, 2]
-    assert [r.n for r in timings.one_batch(requests, 64)] == [5, 5, 5, 5]  # fewer rows than a batch: all
-    assert [r.n for r in timings.one_batch(requests, 5)] == [5]
+    def __init__(self, backend):
+        self.backend, self.rows = backend, 0
+
+    def __getattr__(self, name):
+        return getattr(self.backend, name)
+
+    def generate(self, requests, desc=""):
+        self.rows += sum(r.n for r in requests)
+        return self.backend.generate(requests, desc=desc)
 
 
-def test_the_probe_prints_its_estimate_and_changes_no_sample(
-    tmp_path, plan, data_dir, tiny_model_dir, capsys, monkeypatch
+def test_the_first_chunk_is_real_work_its_forecast_is_printed_and_no_sample_changes(
+    tmp_path, plan, data_dir, tiny_model_dir, capsys
 ):
+    from cotdyn.generation.run import _backend, read_problems
+
     problems = tmp_path / "problems.parquet"
     table = problems_table(load_benchmark({"kind": "gsm8k", "path": str(data_dir / "gsm8k_test.jsonl"), "limit": 3}))
     table.to_parquet(problems, index=False)
     protocol = effective_protocol(plan, {"reference_max_tokens": 24, "continuation_max_tokens": 6, "m": 2})
-    model = {"backend": "transformers", "id": str(tiny_model_dir), "dtype": "float32", "batch_size": 4}
+    # chunks of 2 requests: the reference phase's 3 chains take two chunks, so a forecast follows the first
+    model = {"backend": "transformers", "id": str(tiny_model_dir), "dtype": "float32", "batch_size": 4, "chunk_size": 2}
 
-    def run(out: Path):
+    def run(out: Path, observer) -> tuple[bytes, bytes, int]:
+        backend = CountingBackend(_backend(model, read_problems(problems), "gsm8k"))
         cache = out / "cache"
-        observer = timings.TimingObserver()
         run_reference(
-            problems,
-            model,
-            protocol,
-            "t-gsm8k",
-            "gsm8k",
-            cache,
-            out / "chains.parquet",
-            out / "r.json",
-            observer=observer,
-        )
+            problems, model, protocol, "t-gsm8k", "gsm8k", cache, out / "chains.parquet", out / "r.json",
+            backend=backend, observer=observer,
+        )  # fmt: skip
         run_continuations(
-            problems,
-            out / "chains.parquet",
-            model,
-            protocol,
-            "t-gsm8k",
-            "gsm8k",
-            cache,
-            out / "s.parquet",
-            out / "c.json",
-            observer=observer,
-        )
-        return (out / "chains.parquet").read_bytes(), (out / "s.parquet").read_bytes()
+            problems, out / "chains.parquet", model, protocol, "t-gsm8k", "gsm8k", cache, out / "s.parquet",
+            out / "c.json", backend=backend, observer=observer,
+        )  # fmt: skip
+        logged = sum(json.loads((out / log).read_text())["samples"] for log in ("r.json", "c.json"))
+        return (out / "chains.parquet").read_bytes(), (out / "s.parquet").read_bytes(), backend.rows, logged
 
-    probed = run(tmp_path / "probed")
+    timed = run(tmp_path / "timed", timings.TimingObserver())
+    assert timed[2] == timed[3] > 3  # every row drawn is a row the phases keep: nothing drawn and thrown away
     printed = capsys.readouterr().out
-    assert "t-gsm8k reference chains: no timing of this model on this machine yet; a probe of 3 rows ran" in printed
-    assert "if all 3 rows ran to their 24-token budget" in printed
-    # the continuations job probes too: the ledger has only a reference timing, whose rate it never borrows
-    assert "t-gsm8k continuations: no timing of this model on this machine yet; a probe of 4 rows ran" in printed
-    monkeypatch.setattr(timings.observer, "run_probe", lambda *args: None)
-    assert run(tmp_path / "plain") == probed  # the probe's draws leave every sample as it was
-    # with a timing in the ledger, no probe runs
-    monkeypatch.undo()
-    run(tmp_path / "probed")  # the same cache and ledger: everything cached, nothing to probe
-    assert "a probe of" not in capsys.readouterr().out
+    assert (
+        "t-gsm8k reference chains: no timing of this model on this machine yet; its first 2 of 3 pending rows"
+        in printed
+    )
+    assert "so about" in printed or "so under a second" in printed
+    # the continuations are forecast too: the ledger has only a reference timing, whose rate they never borrow
+    assert "t-gsm8k continuations: no timing of this model on this machine yet; its first 4 of" in printed
+    assert run(tmp_path / "plain", None) == timed  # the observer changes no sample
+    # with a timing in the ledger, and everything cached, no forecast
+    assert run(tmp_path / "timed", timings.TimingObserver())[2] == 0
+    assert "pending rows took" not in capsys.readouterr().out

@@ -19,7 +19,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from tqdm import tqdm
 
@@ -121,13 +121,20 @@ class GenerationCache:
 
 
 def generate(
-    backend: Backend, requests: Sequence[Request], cache: GenerationCache | None, chunk_size: int = 0, desc: str = ""
+    backend: Backend,
+    requests: Sequence[Request],
+    cache: GenerationCache | None,
+    chunk_size: int = 0,
+    desc: str = "",
+    on_first_chunk: Callable[[int, int, float], None] | None = None,
 ) -> tuple[list[list[Completion]], GenerationStats]:
     """Completions for ``requests``, from the cache where present, else from the backend.
 
     Pending requests go to the backend in chunks of ``chunk_size`` (0 = one call for all), each
     chunk cached as it finishes; the chunks are a fixed partition of the request list, so a
-    resumed run hands the backend the same batches as an uninterrupted one.
+    resumed run hands the backend the same batches as an uninterrupted one. ``on_first_chunk(rows,
+    pending_rows, seconds)``: told once the first chunk with pending requests is generated and cached,
+    its rows (samples) and seconds beside all the pending rows of the call (the timing forecast's).
     """
     stats = GenerationStats(requests=len(requests))
     started = time.time()
@@ -137,17 +144,22 @@ def generate(
     size = chunk_size or max(1, len(unique))
     chunks = [unique[i : i + size] for i in range(0, len(unique), size)]
     results: dict[str, list[Completion]] = {}
+    pending_rows = sum(by_key[k].n for k in unique if cache is None or k not in cache)
     with tqdm(total=len(unique), desc=desc or "generate", unit="request", disable=len(chunks) < 2) as bar:
         for chunk in chunks:
             pending = [k for k in chunk if cache is None or k not in cache]
             stats.cached_requests += len(chunk) - len(pending)
             if pending:
+                chunk_started = time.perf_counter()
                 fresh = dict(zip(pending, backend.generate([by_key[k] for k in pending], desc=desc)))
                 stats.calls += 1
                 stats.generated_tokens += sum(len(c.token_ids) for out in fresh.values() for c in out)
                 if cache is not None:
                     stats.shards[cache.put(fresh)] = len(fresh)
                 results.update(fresh)
+                if on_first_chunk and stats.calls == 1:
+                    rows = sum(by_key[k].n for k in pending)
+                    on_first_chunk(rows, pending_rows, time.perf_counter() - chunk_started)
             bar.update(len(chunk))
     completions = [results[k] if k in results else cache.get(k) for k in keys]  # type: ignore[union-attr]
     stats.samples = sum(r.n for r in requests)

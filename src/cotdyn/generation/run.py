@@ -73,8 +73,20 @@ class Unobserved:
     def before(self, job: GenerationJob) -> None:
         pass
 
+    def first_chunk(self, job: GenerationJob, rows: int, pending_rows: int, seconds: float) -> None:
+        pass
+
     def after(self, job: GenerationJob, stats: GenerationStats) -> None:
         pass
+
+
+def _generate(job: GenerationJob, model: dict, observer):
+    def first_chunk(rows: int, pending_rows: int, seconds: float) -> None:
+        observer.first_chunk(job, rows, pending_rows, seconds)
+
+    return generate(
+        job.backend, job.requests, job.cache, model.get("chunk_size", 0), desc=job.label, on_first_chunk=first_chunk
+    )
 
 
 def run_reference(
@@ -91,7 +103,8 @@ def run_reference(
     observer=None,
 ) -> None:
     """``backend``: one already built from ``model`` (a check that times one engine across phases);
-    ``observer``: told ``before(job)`` the generation and ``after(job, stats)`` the writes (the timing
+    ``observer``: told ``before(job)`` the generation, ``first_chunk(job, rows, pending_rows, seconds)``
+    once the first chunk of fresh rows is drawn, and ``after(job, stats)`` the writes (the timing
     ledger's ``cotdyn.generation.timings.TimingObserver``)."""
     problems = read_problems(problems_path)[:limit]
     backend = backend or _backend(model, problems, benchmark)
@@ -113,7 +126,7 @@ def run_reference(
     )
     observer = observer or Unobserved()
     observer.before(job)
-    completions, stats = generate(backend, requests, cache, model.get("chunk_size", 0), desc=job.label)
+    completions, stats = _generate(job, model, observer)
     write_parquet(P.chains_table(problems, prompts, completions, benchmark), chains_out)
     write_json(_generation_log(backend, stats, P.reference_sampling(protocol), "reference"), log_out)
     observer.after(job, stats)
@@ -157,7 +170,7 @@ def run_continuations(
     )
     observer = observer or Unobserved()
     observer.before(job)
-    completions, stats = generate(backend, requests, cache, model.get("chunk_size", 0), desc=job.label)
+    completions, stats = _generate(job, model, observer)
     options = {p.problem_id: p.options for p in problems if p.options}
     write_parquet(P.samples_table(plan, requests, completions, benchmark, options), samples_out)
     write_json(_generation_log(backend, stats, P.continuation_sampling(protocol), "continuations"), log_out)

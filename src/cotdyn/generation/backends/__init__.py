@@ -21,6 +21,7 @@ _RATE = {"$ref": "#/$defs/rate"}
     "simulated",
     summary="simulated: planted answers, to try the whole path in a minute",
     options_key="planted",  # its options have always been its planted truth
+    first_chunk_forecast=False,  # it takes no time
     options_schema={
         "type": "object",
         "description": "the simulated backend's planted truth and misbehaviour rates (fields of "
@@ -107,7 +108,6 @@ def _weights_entry(backend: str, with_device: bool = True):
     needs_id=True,
     speed=_transformers_speed,
     batching="rows",
-    timing_probe=True,
     init_entry=_weights_entry("transformers"),
     default_key="smollm2",
     cpu_dtype="float32",

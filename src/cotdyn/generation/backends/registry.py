@@ -5,7 +5,7 @@ inspect_ai's ``@modelapi`` and lm-evaluation-harness's ``@register_model`` decla
 declaration is the one place that names a backend: the config schema (``config_schema``), the
 model-entry checks (``check_entry``), ``cotdyn init --backend``, the timing ledger's model identity
 and speed settings (``cotdyn.generation.timings.identity``), the estimate's batching caveat, the
-timing probe and the generation job's conda environment (workflow/rules/common.smk) all read it.
+first-chunk forecast and the generation job's conda environment (workflow/rules/common.smk) all read it.
 
 A model entry holds the settings every backend shares (``backend``, ``id``, ``revision``, ``gguf``,
 ``device``, ``chunk_size``, ``resources``; ``dtype`` comes from the protocol) and the backend's own
@@ -58,7 +58,9 @@ class BackendSpec:
     # how a timed rate depends on how full batches were (estimates._batch_caveat): None (it does not),
     # "rows" (batches of the ``batch_size`` option), "scheduler" (the engine or server batches)
     batching: str | None = None
-    timing_probe: bool = False  # time a decode step on one batch where no timing exists (timings.probe)
+    # where no timing exists, forecast the rest of a phase from its first chunk (timings.first_chunk);
+    # off for a backend that takes no time
+    first_chunk_forecast: bool = True
     environment: Callable[[dict], str] = torch_environment  # one of ENVIRONMENTS, from the entry
     identity: Callable[[dict, dict], str] | None = None  # the model before it loads; None = id/gguf/revision
     # cotdyn init's entry: (model id, revision, device) -> the entry without options; a ValueError

@@ -15,9 +15,10 @@ while those shards exist, that work's requests are in the cache (``coverage``).
 
 The package: ``identity`` (what an observation is keyed by: model, speed settings, machine, work),
 ``ledger`` (observations: their fields, writing and reading them), ``estimates`` (a phase's expected
-time from the ledger), ``probe`` (a first timing where the ledger has none), ``observer`` (the
-observer the workflow passes to ``cotdyn.generation.run``: the estimate or the probe before a phase,
-its observation after it). Every public name is importable from here.
+time from the ledger), ``first_chunk`` (a first timing where the ledger has none: the rest of the
+phase at its first chunk's rate), ``observer`` (the observer the workflow passes to
+``cotdyn.generation.run``: the estimate before a phase, the first chunk's forecast during it, its
+observation after it). Every public name is importable from here.
 """
 
 from cotdyn.generation.timings.estimates import (
@@ -35,6 +36,7 @@ from cotdyn.generation.timings.estimates import (
     token_bound,
     tokens_per_problem,
 )
+from cotdyn.generation.timings.first_chunk import first_chunk_text
 from cotdyn.generation.timings.identity import (
     CONTINUATION_FIELDS,
     _cpu_model,
@@ -58,7 +60,6 @@ from cotdyn.generation.timings.ledger import (
     write_observation,
 )
 from cotdyn.generation.timings.observer import TimingObserver
-from cotdyn.generation.timings.probe import PROBE_STEPS, one_batch, probe_text, run_probe, step_seconds
 
 __all__ = [
     "CONTINUATION_FIELDS",
@@ -68,7 +69,6 @@ __all__ = [
     "NO_TIMING",
     "OBSERVATIONS",
     "PHASES",
-    "PROBE_STEPS",
     "Phase",
     "TimingObserver",
     "_cpu_model",
@@ -78,21 +78,18 @@ __all__ = [
     "coverage",
     "duration",
     "estimate",
+    "first_chunk_text",
     "machine",
     "model_identity",
     "now",
     "observation",
-    "one_batch",
     "per_second",
-    "probe_text",
     "problem_source",
     "rate",
     "read_observations",
     "request_fields",
-    "run_probe",
     "same_setup",
     "speed_settings",
-    "step_seconds",
     "token_bound",
     "tokens_per_problem",
     "torch_threads",
