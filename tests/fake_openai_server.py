@@ -13,6 +13,7 @@ prompt that is not token ids or asks for n != 1, and can misbehave on purpose: f
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import random
@@ -36,11 +37,17 @@ def chain_text(prompt_ids: Sequence[int], seed: int) -> str:
     return "\n".join(lines) + f"\nThe answer is {total}."
 
 
+@functools.cache
+def _tokenizer(tokenizer_dir: Path):
+    """Read once for every server of a session: the servers only encode with it, under their lock."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(tokenizer_dir)
+
+
 class FakeServer:
     def __init__(self, tokenizer_dir: Path, fail_first: int = 0, omit_ids: bool = False, rejects=()):
-        from transformers import AutoTokenizer
-
-        self.tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+        self.tokenizer = _tokenizer(tokenizer_dir)
         self.fail_first, self.omit_ids, self.rejects = fail_first, omit_ids, set(rejects)
         self.bodies: list[tuple[str, dict]] = []  # (path, body) of every completion request received
         self._lock = threading.Lock()
@@ -55,7 +62,8 @@ class FakeServer:
         return (ids[:max_tokens], False) if len(ids) > max_tokens else (ids, True)
 
     def __enter__(self) -> FakeServer:
-        threading.Thread(target=self._http.serve_forever, daemon=True).start()
+        # shutdown() waits for the next poll: 0.5 s by default, per test
+        threading.Thread(target=self._http.serve_forever, args=(0.02,), daemon=True).start()
         return self
 
     def __exit__(self, *exc) -> None:

@@ -14,6 +14,7 @@ COMMANDS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("snakemake") is None, reason="snakemake not installed")
 @pytest.mark.parametrize("args", COMMANDS, ids=["plan", "infogain"])
 def test_config_override_keeps_the_default(args):

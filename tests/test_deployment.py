@@ -53,6 +53,7 @@ def run_in(folder: Path, *args):
     return result
 
 
+@pytest.mark.slow
 def test_the_module_dry_runs_the_default_and_the_simulated_config_in_another_folder(deployment):
     default, simulated = side_by_side(
         lambda: run_in(deployment, "-n"),
@@ -67,6 +68,7 @@ def test_the_module_dry_runs_the_default_and_the_simulated_config_in_another_fol
     assert not (deployment / "results").exists()  # a dry run writes no result
 
 
+@pytest.mark.slow
 def test_the_modules_start_of_run_is_shown_by_the_deployments_onstart(deployment, tmp_path):
     folder = tmp_path / "study"
     shutil.copytree(deployment, folder)
@@ -107,6 +109,7 @@ def test_a_relative_path_is_the_working_directorys_then_the_checkouts(tmp_path):
     assert with_bundled_paths(config, ROOT, cwd=ROOT) == config  # in the checkout nothing changes
 
 
+@pytest.mark.slow
 def test_containerize_takes_every_rules_environment():
     result = subprocess.run(
         [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"), "--workflow-profile", "none"]
@@ -125,6 +128,7 @@ def test_containerize_takes_every_rules_environment():
         assert "conda info" in result.stderr, result.stderr[-2000:]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("env", sorted(p.name for p in (ROOT / "envs").glob("*.yaml")))
 def test_an_env_files_paths_hold_from_the_copy_snakemake_builds_it_from(env, tmp_path):
     """Snakemake builds an environment from a copy of the file in .snakemake/conda/, and conda runs

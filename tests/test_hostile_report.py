@@ -40,6 +40,7 @@ def hostile_config(config: dict, where: str, folder) -> dict:
     return config
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "where,field",
     [("plan", "plan"), ("cache", "cache"), ("benchmarks.gsm8k.path", "benchmarks.gsm8k.path"),

@@ -176,6 +176,7 @@ def fast_plan(plan):
     return fast
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(records=records_frames())
 def test_the_registered_analysis_gives_a_value_or_a_reason_for_every_field(fast_plan, records):

@@ -172,6 +172,7 @@ def test_a_dry_run_over_a_study_with_a_truncated_records_file_changes_no_file(co
 # --- one import path ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_jobs_import_the_package_beside_the_snakefile_as_the_run_does(tmp_path):
     """A cotdyn earlier on the path (an installed copy, another checkout) is not what the jobs run:
     a stand-in that refuses to load sits first on PYTHONPATH, and the check_plan job still runs."""

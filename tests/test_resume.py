@@ -24,6 +24,9 @@ import pytest
 from cotdyn.dataset.benchmarks import load_benchmark, problems_table
 from cotdyn.plan.load import effective_protocol
 
+# Every test here runs a study in processes of its own (seconds each): the slow tier.
+pytestmark = pytest.mark.slow
+
 ARTIFACTS = ("chains.parquet", "samples.parquet", "records.parquet")
 # Children come from a fork server that has imported the library once: a run costs its work,
 # not a fresh interpreter's imports, and nothing from the test process's threads is inherited.
@@ -205,7 +208,6 @@ def test_a_torn_or_altered_shard_is_redone_not_trusted(simulated):
     assert {p.name for p in Path(args["cache"]).glob("*/*.json")} == {p.name for p in shards}  # rewritten whole
 
 
-@pytest.mark.slow
 def test_transformers_backend_resumes_byte_identically(tiny_model_dir, data_dir, plan, tmp_path):
     problems = load_benchmark({"kind": "gsm8k", "path": str(data_dir / "gsm8k_test.jsonl"), "limit": 2})
     problems_table(problems).to_parquet(tmp_path / "problems.parquet", index=False)

@@ -91,6 +91,7 @@ def test_safe_names_pass(where):
     validate_config(config)
 
 
+@pytest.mark.slow
 def test_the_workflow_refuses_an_escaping_variant_before_planning(tmp_path):
     from test_workflow import _write, snakemake
 

@@ -82,6 +82,7 @@ def test_the_workflow_passes_snakemakes_linter():
     assert result.returncode == 0 and "Lints for" not in result.output, result.output[-3000:]
 
 
+@pytest.mark.slow
 def test_a_missing_key_is_named_with_the_file(tmp_path):
     config = _simulated_config(tmp_path)
     del config["cells"]
@@ -90,6 +91,7 @@ def test_a_missing_key_is_named_with_the_file(tmp_path):
     assert "'cells' is a required property" in result.output and "study.yaml" in result.output
 
 
+@pytest.mark.slow
 def test_an_unknown_key_and_an_unknown_rule_are_named(tmp_path):
     bad_rule = _simulated_config(tmp_path, variants={"registered": {}, "para": {"segmentation": "paragraph"}})
     paths = [_write(tmp_path / "key", _simulated_config(tmp_path, cellz=[])), _write(tmp_path / "rule", bad_rule)]
