@@ -30,10 +30,19 @@ RUNS_A_STUDY = {
 }
 
 
+# The suite runs on two pytest-xdist workers (`-n 2` in pyproject.toml). A worker takes whole groups:
+# a module, or every module that reads the shared study, so each session or module fixture that
+# runs a study (or a SLURM cluster) is built once, on one worker.
+SHARED_STUDY = "small_simulated_study"
+
+
 def pytest_collection_modifyitems(items):
+    shared = {item.module.__name__ for item in items if SHARED_STUDY in getattr(item, "fixturenames", ())}
     for item in items:
         if RUNS_A_STUDY & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+        module = item.module.__name__
+        item.add_marker(pytest.mark.xdist_group(SHARED_STUDY if module in shared else module))
 
 
 @pytest.fixture(scope="session")

@@ -6,6 +6,9 @@ import sys
 
 import pytest
 
+# Each test starts the cotdyn command (a second of imports): the slow tier.
+pytestmark = pytest.mark.slow
+
 
 def cotdyn(*args, stdin=""):
     return subprocess.run(

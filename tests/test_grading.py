@@ -352,6 +352,7 @@ def cotdyn(*args, stdin=""):
     )
 
 
+@pytest.mark.slow
 def test_cotdyn_extract_and_equivalent_take_the_new_forms():
     texts = ["so the final answer is $14{,}916$", "The ratio is 2/3.", "\\boxed{C}", "The answer is 12 apples, or 3."]
     stdin = "\n".join(json.dumps({"text": t}) for t in texts)

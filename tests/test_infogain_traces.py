@@ -330,6 +330,7 @@ def _toy_cell(n=16):
     return step_chains(chains, problems, "blank_line", 8), ids
 
 
+@pytest.mark.slow
 def test_run_cell_trains_on_train_problems_and_scores_the_others(tiny_model_dir):
     from cotdyn.methods.infogain.real import run_cell
 

@@ -140,6 +140,7 @@ def test_summaries_dynamics_and_math_shepherd_read_missing_answers(plan):
     assert ends["soft"].tolist() == [1.0, 0.0, 0.0] and ends["endpoint"].all()
 
 
+@pytest.mark.slow
 def test_the_command_line_takes_null_and_numeric_answers():
     import subprocess
     import sys

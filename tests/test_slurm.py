@@ -308,9 +308,9 @@ def test_a_study_survives_a_failed_job_a_cancel_a_preemption_and_its_controller_
     seconds = time.monotonic() - start
     requests = cluster.accounting_requests()
     rules = sorted(requests[i]["comment"].split("_wildcards")[0] for i in set(requests) - before)
-    with capsys.disabled():
+    with capsys.disabled():  # on stderr: a pytest-xdist worker's stdout does not reach the terminal
         print(f"\nSLURM run: {len(rules)} submissions ({', '.join(rules)}), {seconds:.0f} s through every accident;"
-              f" local --cores 2: {WALL_SECONDS['local']:.0f} s")  # fmt: skip
+              f" local --cores 2: {WALL_SECONDS['local']:.0f} s", file=sys.stderr)  # fmt: skip
     submitted = {rule: sum(r.startswith(rule) for r in rules) for rule in ("rule_reference", "rule_continuations")}
     # three reference jobs (two ended by the test); the requeued job keeps its id, its resubmission
     # by the second controller is one more unless the orphan finished first
