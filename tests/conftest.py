@@ -27,6 +27,7 @@ RUNS_A_STUDY = {
     "weak_model_dir",
     "local_study",
     "config_dry_runs",
+    "smollm2_study",
 }
 
 
@@ -152,3 +153,20 @@ def small_simulated_study(tmp_path_factory) -> SimpleNamespace:
     root = built_once(tmp_path_factory, "small_simulated_study", build)
     run = SimpleNamespace(**json.loads(Path(f"{root}.run.json").read_text()))
     return SimpleNamespace(root=root, config=root / "study.yaml", run=run)
+
+
+@pytest.fixture(scope="session")
+def smollm2_study(tmp_path_factory) -> Path:
+    """test_user_benchmark's multiple-choice study on the embedded SmolLM2 through every rule (in
+    process, tests/inprocess.py), run once for the tests that read it (test_user_benchmark,
+    test_regenerate); its workflow folder (study.yaml; the study under results/mc)."""
+    import yaml
+
+    def build(root):
+        from inprocess import run_study
+        from test_user_benchmark import embedded_mc_config
+
+        (root / "study.yaml").write_text(yaml.safe_dump(embedded_mc_config(root)))
+        run_study(root / "study.yaml", root)
+
+    return built_once(tmp_path_factory, "smollm2_study", build)

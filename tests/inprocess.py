@@ -10,7 +10,9 @@ with monkeypatch, say) reaches every job.
 
 It reaches into Snakemake's workflow object (``_workflow``, ``_prepare_dag``, ``_build_dag``), which
 the pinned snakemake 9 series provides; a Snakemake that changes them fails here, not silently.
-It is a test helper, not a way to run a study: no locking, no metadata, no reruns, no resources.
+Only the jobs Snakemake finds need to run are run (its rerun triggers, all by default, as a plain
+`snakemake` has them), each after its old outputs are removed, as Snakemake prepares a job. It is a
+test helper, not a way to run a study: no locking, no metadata recorded, no resources, no retries.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _dag_levels(api, config: Path, workdir: Path):
+def _dag_levels(api, config: Path, workdir: Path, rerun_triggers):
+    from snakemake.settings.enums import RerunTrigger
     from snakemake.settings.types import ConfigSettings, DAGSettings, ResourceSettings
 
     workflow_api = api.workflow(
@@ -32,19 +35,22 @@ def _dag_levels(api, config: Path, workdir: Path):
         snakefile=ROOT / "Snakefile",
         workdir=workdir,
     )
-    workflow_api.dag(DAGSettings())  # installs the DAG settings on the workflow
+    triggers = RerunTrigger.all() if rerun_triggers is None else {RerunTrigger[t.upper()] for t in rerun_triggers}
+    workflow_api.dag(DAGSettings(rerun_triggers=frozenset(triggers)))  # installs the DAG settings on the workflow
     workflow = workflow_api._workflow
     workflow._prepare_dag(forceall=False, ignore_incomplete=True, lock_warn_only=True, nolock=True)
     workflow._build_dag()
-    return workflow, list(workflow.dag.toposorted())
+    needed = set(workflow.dag.needrun_jobs())
+    return workflow, [[job for job in level if job in needed] for level in workflow.dag.toposorted()]
 
 
 def _run_script(job, config: dict) -> None:
     from snakemake.script import Snakemake
 
     script = Path(job.rule.basedir.get_path_or_uri(secret_free=True)) / job.rule.script
-    for path in [*job.output, *job.log]:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)  # as Snakemake prepares a job
+    for path in map(Path, [*job.output, *job.log]):  # as Snakemake prepares a job: old outputs go
+        path.unlink(missing_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
     handed = Snakemake(
         job.input, job.output, job.params, job.wildcards, job.threads, job.resources, job.log, config,
         job.rule.name, None, scriptdir=str(script.parent),
@@ -59,8 +65,10 @@ def _run_script(job, config: dict) -> None:
             stream.close()
 
 
-def run_study(config: Path, workdir: Path) -> dict[str, float]:
-    """Run the default target's jobs of ``config`` from ``workdir``; the seconds each rule's jobs took."""
+def run_study(config: Path, workdir: Path, rerun_triggers: list[str] | None = None) -> dict[str, float]:
+    """Run the jobs of the default target of ``config`` that Snakemake finds need to run from
+    ``workdir`` (``rerun_triggers``: its --rerun-triggers, all by default); the seconds each rule's
+    jobs took."""
     from snakemake.api import SnakemakeApi
     from snakemake.settings.types import OutputSettings
 
@@ -68,7 +76,7 @@ def run_study(config: Path, workdir: Path) -> dict[str, float]:
     os.chdir(workdir)  # Snakemake's paths are relative to the working directory
     try:
         with SnakemakeApi(OutputSettings()) as api:
-            workflow, levels = _dag_levels(api, Path(config).resolve(), Path(workdir).resolve())
+            workflow, levels = _dag_levels(api, Path(config).resolve(), Path(workdir).resolve(), rerun_triggers)
             seconds: dict[str, float] = {}
             for level in levels:
                 for job in level:

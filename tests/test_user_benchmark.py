@@ -1,5 +1,6 @@
-"""A researcher's own multiple-choice JSONL through the whole DAG on the simulated backend: answers
-extracted and scored as choices, and the audit passes (cotdyn.grading.registry, kind jsonl)."""
+"""A researcher's own multiple-choice JSONL through every rule of the DAG (in process,
+tests/inprocess.py), on the simulated backend and on the embedded SmolLM2: answers extracted and
+scored as choices, and the audit passes (cotdyn.grading.registry, kind jsonl)."""
 
 import json
 
@@ -7,8 +8,9 @@ import pandas as pd
 import pytest
 import yaml
 from conftest import ROOT
-from test_workflow import snakemake
+from inprocess import run_study
 
+from cotdyn.audit.check import audit
 from cotdyn.grading.answers import answers_or_none
 
 OPTIONS = ["red", "green", "blue", "yellow"]
@@ -48,8 +50,7 @@ def test_a_multiple_choice_jsonl_runs_through_the_dag_and_is_scored_as_choices(t
     }
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(config))
-    run = snakemake("--cores", "2", "--configfile", str(path), cwd=tmp_path)
-    assert run.returncode == 0, run.output[-3000:]
+    run_study(path, tmp_path)
     study = tmp_path / "results" / "mc"
     problems = pd.read_parquet(study / "problems/mc.parquet")
     assert problems["gold"].tolist() == ["ABCD"[i % 4] for i in range(N)]
@@ -63,8 +64,8 @@ def test_a_multiple_choice_jsonl_runs_through_the_dag_and_is_scored_as_choices(t
     scored = records[records["pred"].notna()]
     assert (scored["correct"] == (scored["pred"] == scored["gold"])).all()
     assert scored["correct"].any() and not scored["correct"].all()
-    audit = snakemake("audit", "--cores", "1", "--configfile", str(path), cwd=tmp_path)
-    assert audit.returncode == 0, audit.output[-3000:]
+    audited = audit(study, config["plan"], cache=config["cache"])
+    assert audited.ok, audited.text()
 
 
 EASY = [
@@ -73,17 +74,16 @@ EASY = [
 ]
 
 
-@pytest.mark.slow
-def test_a_multiple_choice_jsonl_runs_through_the_dag_on_the_embedded_model(tmp_path):
+def embedded_mc_config(root) -> dict:
     """SmolLM2-135M (the embedded default's model) on two easy questions, with budgets cut to keep
-    it to minutes: every rule finishes, every answer is a letter or none, and the audit passes."""
-    data = tmp_path / "mc.jsonl"
+    it to minutes; conftest's ``smollm2_study`` runs it once for this module and test_regenerate."""
+    data = root / "mc.jsonl"
     data.write_text("".join(json.dumps({"q": q, "opts": o, "key": k}) + "\n" for q, o, k in EASY))
     embedded = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
-    config = {
+    return {
         "study": "mc",
         "plan": str(ROOT / "preregistration" / "plan.yaml"),
-        "cache": str(tmp_path / "cache"),
+        "cache": str(root / "cache"),
         "cells": ["smollm2-mc"],
         "protocol": {"dtype": "float32", "reference_max_tokens": 64, "continuation_max_tokens": 24, "m": 3},
         "models": {"smollm2": embedded["models"]["smollm2"]},
@@ -96,11 +96,11 @@ def test_a_multiple_choice_jsonl_runs_through_the_dag_on_the_embedded_model(tmp_
             }
         },
     }
-    path = tmp_path / "study.yaml"
-    path.write_text(yaml.safe_dump(config))
-    run = snakemake("--cores", "2", "--configfile", str(path), cwd=tmp_path)
-    assert run.returncode == 0, run.output[-3000:]
-    cell = tmp_path / "results" / "mc" / "cells" / "smollm2-mc"
+
+
+def test_a_multiple_choice_jsonl_runs_through_the_dag_on_the_embedded_model(smollm2_study):
+    """Every rule finishes, every answer is a letter or none, and the audit passes."""
+    cell = smollm2_study / "results" / "mc" / "cells" / "smollm2-mc"
     samples = pd.read_parquet(cell / "registered" / "samples.parquet")
     assert set(answers_or_none(samples["answer"])) <= {"A", "B", "C", None}
     assert samples["answer"].notna().any()  # the model names options, and they are read
@@ -109,5 +109,6 @@ def test_a_multiple_choice_jsonl_runs_through_the_dag_on_the_embedded_model(tmp_
     assert records["gold"].tolist() == ["B", "C"]
     scored = records[records["pred"].notna()]
     assert (scored["correct"] == (scored["pred"] == scored["gold"])).all()
-    audit = snakemake("audit", "--cores", "1", "--configfile", str(path), cwd=tmp_path)
-    assert audit.returncode == 0, audit.output[-3000:]
+    config = yaml.safe_load((smollm2_study / "study.yaml").read_text())
+    audited = audit(smollm2_study / "results" / "mc", config["plan"], cache=config["cache"])
+    assert audited.ok, audited.text()
