@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _dag_levels(api, config: Path, workdir: Path, rerun_triggers):
+def _dag_levels(api, config: Path, workdir: Path, targets, rerun_triggers):
     from snakemake.settings.enums import RerunTrigger
     from snakemake.settings.types import ConfigSettings, DAGSettings, ResourceSettings
 
@@ -36,7 +36,8 @@ def _dag_levels(api, config: Path, workdir: Path, rerun_triggers):
         workdir=workdir,
     )
     triggers = RerunTrigger.all() if rerun_triggers is None else {RerunTrigger[t.upper()] for t in rerun_triggers}
-    workflow_api.dag(DAGSettings(rerun_triggers=frozenset(triggers)))  # installs the DAG settings on the workflow
+    settings = DAGSettings(targets=frozenset(targets), rerun_triggers=frozenset(triggers))
+    workflow_api.dag(settings)  # installs the DAG settings on the workflow
     workflow = workflow_api._workflow
     workflow._prepare_dag(forceall=False, ignore_incomplete=True, lock_warn_only=True, nolock=True)
     workflow._build_dag()
@@ -65,10 +66,12 @@ def _run_script(job, config: dict) -> None:
             stream.close()
 
 
-def run_study(config: Path, workdir: Path, rerun_triggers: list[str] | None = None) -> dict[str, float]:
-    """Run the jobs of the default target of ``config`` that Snakemake finds need to run from
-    ``workdir`` (``rerun_triggers``: its --rerun-triggers, all by default); the seconds each rule's
-    jobs took."""
+def run_study(
+    config: Path, workdir: Path, targets: tuple[str, ...] = (), rerun_triggers: list[str] | None = None
+) -> dict[str, float]:
+    """Run the jobs of ``targets`` (rules or files; the default target when empty) under ``config``
+    that Snakemake finds need to run from ``workdir`` (``rerun_triggers``: its --rerun-triggers, all
+    by default); the seconds each rule's jobs took."""
     from snakemake.api import SnakemakeApi
     from snakemake.settings.types import OutputSettings
 
@@ -76,7 +79,9 @@ def run_study(config: Path, workdir: Path, rerun_triggers: list[str] | None = No
     os.chdir(workdir)  # Snakemake's paths are relative to the working directory
     try:
         with SnakemakeApi(OutputSettings()) as api:
-            workflow, levels = _dag_levels(api, Path(config).resolve(), Path(workdir).resolve(), rerun_triggers)
+            workflow, levels = _dag_levels(
+                api, Path(config).resolve(), Path(workdir).resolve(), targets, rerun_triggers
+            )
             seconds: dict[str, float] = {}
             for level in levels:
                 for job in level:

@@ -1,5 +1,6 @@
 """Seed 000 on the study's own traces: split, steps, Math-Shepherd endpoint, detection, the tiny
-supervisor, and the rules through the DAG (docs/design.md section 9)."""
+supervisor, and the rules through the DAG (in process, tests/inprocess.py; the report by Snakemake)
+(docs/design.md section 9)."""
 
 import json
 
@@ -9,6 +10,7 @@ import pytest
 import yaml
 from conftest import DATA, ROOT
 from factories import records_frame
+from inprocess import run_study
 from scipy import stats
 from sklearn.metrics import confusion_matrix
 from test_workflow import side_by_side, snakemake
@@ -413,8 +415,7 @@ def test_infogain_rules_run_on_the_simulated_panel(tmp_path, tiny_model_dir):
     }
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(config))
-    result = snakemake("--cores", "2", "infogain_traces", "--configfile", str(path), cwd=tmp_path)
-    assert result.returncode == 0, result.output[-3000:]
+    run_study(path, tmp_path, targets=("infogain_traces",))
     study = tmp_path / "results" / "t"
     ig, detection = _check_study(study, config["cells"])
     assert (ig["split"] == "test").all() and set(ig["subset"]) <= {"all", "correct_answer", "wrong_answer"}
@@ -445,8 +446,7 @@ def test_infogain_rules_run_on_the_embedded_defaults_traces(tmp_path, tiny_model
     config["infogain"] = _traces_entry(tiny_model_dir, split=[0.34, 0.33, 0.33])
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(config))
-    result = snakemake("--cores", "2", "infogain_traces", "--configfile", str(path), cwd=tmp_path)
-    assert result.returncode == 0, result.output[-3000:]
+    run_study(path, tmp_path, targets=("infogain_traces",))
     _check_study(tmp_path / "results" / "default", config["cells"])
 
 

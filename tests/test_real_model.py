@@ -2,8 +2,8 @@
 
 The tiny trained Llama of tests/weak_model.py writes what real models write: arithmetic of its
 own, answers that are wrong, chains cut by the token budget, and chains that never state a number.
-On 8 GSM8K and 8 MATH-500 problems every rule must finish, the audit must pass, and a chain
-without an answer must be recorded as such, not dropped.
+On 8 GSM8K and 8 MATH-500 problems every rule must finish (run in this process, tests/inprocess.py),
+the audit must pass, and a chain without an answer must be recorded as such, not dropped.
 """
 
 import json
@@ -12,7 +12,9 @@ import pandas as pd
 import pytest
 import yaml
 from conftest import ROOT
-from test_workflow import snakemake
+from inprocess import run_study
+
+from cotdyn.audit.check import audit
 
 pytestmark = pytest.mark.slow
 
@@ -44,10 +46,9 @@ def weak_study(tmp_path_factory, weak_model_dir, data_dir):
     tmp_path = tmp_path_factory.mktemp("weak_study")
     config = tmp_path / "study.yaml"
     config.write_text(yaml.safe_dump(study_config(tmp_path, weak_model_dir, data_dir)))
-    run = snakemake("--cores", "2", "--configfile", str(config), cwd=tmp_path)
-    assert run.returncode == 0, run.output[-4000:]
-    audit = snakemake("--cores", "1", "audit", "--configfile", str(config), cwd=tmp_path)
-    return tmp_path / "results" / "weak", audit
+    run_study(config, tmp_path)
+    study = tmp_path / "results" / "weak"
+    return study, audit(study, ROOT / "preregistration" / "plan.yaml", cache=tmp_path / "cache")
 
 
 def _cell_tables(study, name: str) -> pd.DataFrame:
@@ -95,7 +96,7 @@ def test_continuations_without_an_answer_are_kept_with_their_status(weak_study, 
 
 
 def test_analysis_covers_both_cells_and_the_study_is_audited(weak_study):
-    study, audit = weak_study
+    study, audited = weak_study
     hypotheses = json.loads((study / "analysis/registered/hypotheses.json").read_text())
     for cell in CELLS:
         summary = hypotheses["cells"][cell]["summary"]
@@ -108,5 +109,5 @@ def test_analysis_covers_both_cells_and_the_study_is_audited(weak_study):
     assert (study / "analysis/registered/exploratory/tables.html").exists()
     assert (study / "analysis/registered/math_shepherd.csv").exists()
     assert (study / "manifest/manifest.json").exists()
-    assert audit.returncode == 0, audit.output[-4000:]
-    assert json.loads((study / "logs/audit/audit.json").read_text())["ok"]
+    assert audited.ok, audited.text()
+    assert json.loads((study / "report/audit.json").read_text())["ok"]  # the run's own audit

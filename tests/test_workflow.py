@@ -142,13 +142,16 @@ def test_a_small_simulated_study_runs_through_the_dag(small_simulated_study):
 @pytest.mark.slow
 def test_a_study_whose_every_chain_is_excluded_runs_to_the_end(tmp_path):
     """Every continuation empty: no prefix bears an answer, every chain is excluded, and every rule
-    still finishes, its outputs saying why nothing was estimated; the audit passes."""
+    still finishes (in this process, tests/inprocess.py), its outputs saying why nothing was
+    estimated; the audit passes."""
+    from inprocess import run_study
+
+    from cotdyn.audit.check import audit
+
     config = _simulated_config(tmp_path)
     config["benchmarks"]["gsm8k"]["limit"] = 12
     config["models"]["sim"]["planted"] = {"empty_rate": 1.0}
-    path = _write(tmp_path, config)
-    result = snakemake("--cores", "2", "--configfile", str(path), cwd=tmp_path)
-    assert result.returncode == 0, result.output[-3000:]
+    run_study(_write(tmp_path, config), tmp_path)
     study = tmp_path / "results" / "t"
     records = pd.read_parquet(study / "cells/sim-gsm8k/registered/records.parquet")
     assert len(records) == 12 and records["excluded"].all()
@@ -161,8 +164,8 @@ def test_a_study_whose_every_chain_is_excluded_runs_to_the_end(tmp_path):
     assert selective["selective_accuracy"].isna().all() and selective["reason"].notna().all()
     for figure in ("exploratory/example_trajectories.png", "dynamics/trajectories.png", "forest_gaps.png"):
         assert (study / "analysis/registered" / figure).stat().st_size > 0
-    audit = snakemake("audit", "--cores", "1", "--configfile", str(path), cwd=tmp_path)
-    assert audit.returncode == 0, audit.output[-3000:]
+    audited = audit(study, config["plan"], cache=config["cache"])
+    assert audited.ok, audited.text()
 
 
 @pytest.mark.slow
