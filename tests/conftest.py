@@ -31,8 +31,8 @@ RUNS_A_STUDY = {
 }
 
 
-# The suite runs on two pytest-xdist workers (`-n 2 --dist loadgroup --no-loadscope-reorder` in
-# pyproject.toml). A worker takes a whole module, so a module fixture is built once; a session fixture
+# The suite runs on three pytest-xdist workers (`-n 3 --dist loadgroup --no-loadscope-reorder` in
+# pyproject.toml; three on 2 cores, so the SLURM module's waits on its cluster leave no core idle). A worker takes a whole module, so a module fixture is built once; a session fixture
 # that builds a study or a model is shared by the workers through `built_once`. Modules go out in the
 # order of HEAVY_FIRST, then the collection's: the longest start first, so no worker is left with one
 # at the end (longest-processing-time-first; xdist's own reorder counts tests, not seconds).
