@@ -143,7 +143,7 @@ def test_a_small_simulated_study_runs_through_the_dag(small_simulated_study):
 def test_a_study_whose_every_chain_is_excluded_runs_to_the_end(tmp_path):
     """Every continuation empty: no prefix bears an answer, every chain is excluded, and every rule
     still finishes (in this process, tests/inprocess.py), its outputs saying why nothing was
-    estimated; the audit passes."""
+    estimated; the audit passes, in process and as the rule `snakemake audit` runs it."""
     from inprocess import run_study
 
     from cotdyn.audit.check import audit
@@ -151,7 +151,8 @@ def test_a_study_whose_every_chain_is_excluded_runs_to_the_end(tmp_path):
     config = _simulated_config(tmp_path)
     config["benchmarks"]["gsm8k"]["limit"] = 12
     config["models"]["sim"]["planted"] = {"empty_rate": 1.0}
-    run_study(_write(tmp_path, config), tmp_path)
+    path = _write(tmp_path, config)
+    run_study(path, tmp_path)
     study = tmp_path / "results" / "t"
     records = pd.read_parquet(study / "cells/sim-gsm8k/registered/records.parquet")
     assert len(records) == 12 and records["excluded"].all()
@@ -166,6 +167,10 @@ def test_a_study_whose_every_chain_is_excluded_runs_to_the_end(tmp_path):
         assert (study / "analysis/registered" / figure).stat().st_size > 0
     audited = audit(study, config["plan"], cache=config["cache"])
     assert audited.ok, audited.text()
+    # the reviewer's `snakemake audit` (workflow/rules/audit.smk), the rule's own run
+    rule = snakemake("audit", "--cores", "1", "--configfile", str(path), cwd=tmp_path)
+    assert rule.returncode == 0, rule.output[-3000:]
+    assert json.loads((study / "logs/audit/audit.json").read_text())["ok"] is True
 
 
 @pytest.mark.slow
