@@ -26,7 +26,6 @@ RUNS_A_STUDY = {
     "weak_study",
     "weak_model_dir",
     "local_study",
-    "config_dry_runs",
     "smollm2_study",
 }
 

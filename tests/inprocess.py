@@ -25,7 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _dag_levels(api, config: Path, workdir: Path, targets, rerun_triggers):
+def _dag(api, config: Path, workdir: Path, targets=(), rerun_triggers=None, forceall: bool = False):
+    """The workflow with its DAG built, as ``snakemake [--forceall] --configfile config`` builds it."""
     from snakemake.settings.enums import RerunTrigger
     from snakemake.settings.types import ConfigSettings, DAGSettings, ResourceSettings
 
@@ -36,11 +37,34 @@ def _dag_levels(api, config: Path, workdir: Path, targets, rerun_triggers):
         workdir=workdir,
     )
     triggers = RerunTrigger.all() if rerun_triggers is None else {RerunTrigger[t.upper()] for t in rerun_triggers}
-    settings = DAGSettings(targets=frozenset(targets), rerun_triggers=frozenset(triggers))
+    settings = DAGSettings(targets=frozenset(targets), rerun_triggers=frozenset(triggers), forceall=forceall)
     workflow_api.dag(settings)  # installs the DAG settings on the workflow
     workflow = workflow_api._workflow
-    workflow._prepare_dag(forceall=False, ignore_incomplete=True, lock_warn_only=True, nolock=True)
+    workflow._prepare_dag(forceall=forceall, ignore_incomplete=True, lock_warn_only=True, nolock=True)
     workflow._build_dag()
+    return workflow
+
+
+def planned_rules(config: Path, workdir: Path = ROOT) -> set[str]:
+    """The rules of the jobs ``snakemake -n --forceall --configfile config`` plans from ``workdir``
+    (a dry run without the interpreter and imports a Snakemake process starts with)."""
+    from snakemake.api import SnakemakeApi
+    from snakemake.settings.types import OutputSettings
+
+    here = Path.cwd()
+    os.chdir(workdir)
+    try:
+        with SnakemakeApi(OutputSettings()) as api:
+            return {
+                job.rule.name
+                for job in _dag(api, Path(config).resolve(), Path(workdir).resolve(), forceall=True).dag.jobs
+            }
+    finally:
+        os.chdir(here)
+
+
+def _dag_levels(api, config: Path, workdir: Path, targets, rerun_triggers):
+    workflow = _dag(api, config, workdir, targets, rerun_triggers)
     needed = set(workflow.dag.needrun_jobs())
     return workflow, [[job for job in level if job in needed] for level in workflow.dag.toposorted()]
 

