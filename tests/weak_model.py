@@ -29,7 +29,7 @@ from pathlib import Path
 import torch
 
 # Share of training chains that never state a number. The model's own share on benchmark
-# questions drifts from it (7 of 16 reference chains with the defaults below; tests assert a mix).
+# questions drifts from it (4 of 16 reference chains with the defaults below; tests assert a mix).
 NO_ANSWER_SHARE = 0.4
 
 # Chains with no number in them: the model learns to write these too, so some chains never answer.
@@ -207,7 +207,7 @@ def build_weak_model(
     system_prompt: str,
     questions: list[str],
     seed: int = 0,
-    steps: int = 300,
+    steps: int = 150,
     batch_size: int = 16,
     lr: float = 3e-3,
 ) -> dict:
