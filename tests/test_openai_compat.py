@@ -200,13 +200,14 @@ def test_the_time_estimate_uses_timings_of_the_same_server_and_says_the_server_b
 
 @pytest.mark.slow
 def test_a_study_on_a_served_model_runs_through_the_dag_to_audit_pass(smol_tokenizer_dir, tmp_path):
-    """docs/your-study.md's four steps with `cotdyn init --backend openai_compat`, against the fake server."""
+    """docs/your-study.md's four steps with `cotdyn init --backend openai_compat`, against the fake server;
+    every rule run in this process (tests/inprocess.py; test_your_study runs the steps with Snakemake's own)."""
     import subprocess
     import sys
 
     import yaml
     from conftest import ROOT
-    from test_workflow import snakemake
+    from inprocess import run_study
     from test_your_study import additions
 
     def cotdyn(*words):
@@ -239,8 +240,8 @@ def test_a_study_on_a_served_model_runs_through_the_dag_to_audit_pass(smol_token
             "--date",
             "2026-12-01",
         )
-        result = snakemake("--cores", "2", "--configfile", "studies/served/config.yaml", cwd=tmp_path)
-        assert result.returncode == 0, result.output[-3000:]
+        ran = run_study(tmp_path / "studies/served/config.yaml", tmp_path)
+        assert {"reference", "continuations", "hypotheses", "manifest"} <= set(ran), sorted(ran)
         asked = len(server.bodies)
     assert asked > 12 and all(path == "/v1/completions" for path, _ in server.bodies)
     audit = cotdyn("audit", "results/served")
