@@ -38,6 +38,17 @@ RUNS_A_STUDY = {
 HEAVY_FIRST = ["test_slurm", "test_regenerate", "test_real_model", "test_user_benchmark", "test_infogain_traces"]
 
 
+def pytest_configure(config):
+    """Torch on one intra-op thread in each xdist worker and what it starts (OMP_NUM_THREADS, read when
+    torch loads): three workers share two cores, and torch's two threads per process, its default
+    here, spin waiting on each other when the cores are oversubscribed (the SmolLM2 regeneration
+    test took 26 s alone and 96 s beside two other workers). A job Snakemake starts gets its own."""
+    import os
+
+    if "PYTEST_XDIST_WORKER" in os.environ:
+        os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
 # tryfirst: xdist's worker reads the xdist_group marks in its own hook of the same name, which would
 # otherwise run before this one and see none.
 @pytest.hookimpl(tryfirst=True)

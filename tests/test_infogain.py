@@ -96,14 +96,19 @@ def test_supervisor_training_is_reproducible_and_restores_torch_settings(tiny_lm
     ]
     params = supervisor.TrainParams(max_epochs=2, batch_size=8, seed=5, num_threads=1)
     threads = torch.get_num_threads()
+    torch.set_num_threads(2)  # not the training's one thread, so a setting left behind shows
     outs = []
-    for _ in range(2):
-        model = supervisor.build_gpt2_lm(vocab, supervisor.ModelSize(n_layer=1, n_head=2, n_embd=16), seed=1)
-        result = supervisor.train_supervisor(model, insts[:48], insts[48:], vocab.pad, params)
-        outs.append((supervisor.answer_cross_entropy(model, insts, vocab.pad).tobytes(), result.history))
+    try:
+        for _ in range(2):
+            model = supervisor.build_gpt2_lm(vocab, supervisor.ModelSize(n_layer=1, n_head=2, n_embd=16), seed=1)
+            result = supervisor.train_supervisor(model, insts[:48], insts[48:], vocab.pad, params)
+            outs.append((supervisor.answer_cross_entropy(model, insts, vocab.pad).tobytes(), result.history))
+        restored = torch.get_num_threads()
+    finally:
+        torch.set_num_threads(threads)
     assert outs[0] == outs[1]
     assert outs[0][1][-1]["step"] > 0
-    assert torch.get_num_threads() == threads and not torch.are_deterministic_algorithms_enabled()
+    assert restored == 2 and not torch.are_deterministic_algorithms_enabled()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -178,7 +178,9 @@ def test_the_honest_study_regenerates_equal(small_simulated_study):
     report = regenerated(small_simulated_study.root / "results" / "t", 40, seed=3)
     assert report.ok, report.text()[-3000:]
     assert report.model_check == "regenerated: 40 of 40 requests equal"
-    assert verdict(report.text()).endswith("PASS (re-derived from the stored raw data); regenerated: 40 of 40 requests equal")
+    assert verdict(report.text()).endswith(
+        "PASS (re-derived from the stored raw data); regenerated: 40 of 40 requests equal"
+    )
     assert NOT_VERIFIED not in report.text()
 
 
@@ -191,7 +193,9 @@ def test_the_answer_level_check_fails_the_forgery_and_passes_the_honest_study(fo
     assert "regenerated answers agree with the stored ones less than predicted" in forged.text()
     assert "regenerated sample differs" not in forged.text()  # token differences alone do not fail it
     honest = regenerated(small_simulated_study.root / "results" / "t", 60, seed=1, tolerance="answers")
-    assert honest.ok and "regenerated: 60 of 60 requests equal (100.0% token-exact)" in honest.model_check, honest.text()
+    assert honest.ok and "regenerated: 60 of 60 requests equal (100.0% token-exact)" in honest.model_check, (
+        honest.text()
+    )
 
 
 def test_one_forged_continuation_is_found_by_regenerating_all(small_simulated_study, tmp_path):
