@@ -468,3 +468,25 @@ def test_a_forged_prefix_is_caught_by_the_requests_the_seal_holds(study):
     forge(study, SAMPLES, samples)
     check = status(audit(study), SAMPLES)
     assert check.status == MISMATCH and "1 of its requests (prompt ids, seeds, prefixes) differ" in check.detail
+
+
+def test_the_manifest_loads_torch_for_its_cuda_device_only_where_a_cuda_driver_is_installed(monkeypatch):
+    """Without the driver's library no device is named and torch is not imported (it costs a job
+    seconds); with it, torch names the first device."""
+    import ctypes.util
+    import subprocess
+    import sys
+    from types import SimpleNamespace
+
+    from cotdyn.provenance.manifests import cuda_device
+
+    if ctypes.util.find_library("cuda") is None and ctypes.util.find_library("nvcuda") is None:
+        probe = "import sys; from cotdyn.provenance import manifests as m; print(m.hardware()['cuda_device'], 'torch' in sys.modules)"
+        done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+        assert done.stdout.split() == ["None", "False"], done.stdout + done.stderr
+    gpu = SimpleNamespace(is_available=lambda: True, get_device_name=lambda index: f"GPU {index}")
+    monkeypatch.setitem(sys.modules, "torch", SimpleNamespace(cuda=gpu))
+    monkeypatch.setattr(ctypes.util, "find_library", lambda name: "libcuda.so.1" if name == "cuda" else None)
+    assert cuda_device() == "GPU 0"
+    monkeypatch.setattr(ctypes.util, "find_library", lambda name: None)
+    assert cuda_device() is None

@@ -265,7 +265,7 @@ def test_the_closure_follows_transitive_and_function_level_imports():
     assert {"torch", "transformers", "tqdm"} <= set(model), model
     problems = third_party("workflow/scripts/problems.py", {})  # read_hub's and answers' lazy imports
     assert {"datasets", "math_verify", "numpy"} <= set(problems), problems
-    # provenance.hardware's `try: import torch / except ImportError` is optional: the manifest,
+    # provenance.cuda_device's `try: import torch / except ImportError` is optional: the manifest,
     # without the backends that never run in analysis.yaml, needs no torch.
     manifest = third_party("workflow/scripts/manifest.py", NEVER_RUN["analysis.yaml"])
     assert "torch" not in manifest and "snakemake" in manifest, manifest
