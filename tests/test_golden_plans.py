@@ -22,7 +22,7 @@ GOLDEN = ROOT / "tests" / "fixtures" / "golden"
 PLANS = {
     "v1": ROOT / "preregistration" / "v1" / "plan.yaml",
     "v2": ROOT / "preregistration" / "v2" / "plan.yaml",
-    "v3": ROOT / "preregistration" / "plan.yaml",
+    "v3": ROOT / "preregistration" / "v3" / "plan.yaml",
 }
 # v1's registration-era code (3b9f0a3) gave a constant label a gap of 0, CI [0, 0], p = 1; the code
 # since 87f7308 reports them null with the reason. The one known difference, stated, not hidden.
