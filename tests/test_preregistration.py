@@ -11,6 +11,7 @@ import yaml
 
 from cotdyn.audit.check import write_plan_check
 from cotdyn.plan.load import load_plan, plan_sha256
+from cotdyn.plan.plan_md import render_plan_md
 from cotdyn.plan.registration import (
     Deviation,
     PreregistrationError,
@@ -20,8 +21,8 @@ from cotdyn.plan.registration import (
     protocol_differences,
     read_registered,
     register,
-    render_plan_md,
 )
+from cotdyn.plan.timelock import PLAN_LOCK_KEY
 
 ROOT = Path(__file__).resolve().parents[1]
 PREREG = ROOT / "preregistration"
@@ -37,17 +38,25 @@ def prereg(tmp_path) -> Path:
     return d
 
 
-V1, V2 = PREREG / "v1", PREREG / "v2"
+V1, V2, V3 = PREREG / "v1", PREREG / "v2", PREREG / "v3"
 # The earlier registrations' hashes, frozen: each version is kept byte for byte in its own folder.
 V1_SHA256 = "9d84e020dacb8503b0ab9b0d94848f7aba57b1d2ccca2b86097f343930d097dd"
 V2_SHA256 = "babb73081c7d12ce4275636269cd95df18b94c2cb2e4cfe168e5c49d68942f85"
+V3_SHA256 = "169faaf0b59bfe700e8e979afa9387b1bf053879b26bbf6dc071597dd75c778d"
 
 
 def test_committed_registration_matches_the_plan():
     assert check_registered(PREREG / "plan.yaml", PREREG / "REGISTERED") == plan_sha256(PREREG / "plan.yaml")
-    assert read_registered(PREREG / "REGISTERED")["date"] == "2026-12-02"
-    assert load_plan(PREREG / "plan.yaml")["plan_version"] == 3
+    assert read_registered(PREREG / "REGISTERED")["date"] == "2026-12-06"
+    assert load_plan(PREREG / "plan.yaml")["plan_version"] == 4
     assert load_deviations(PREREG / "deviations.yaml") == []
+
+
+def test_plan_version_3_is_kept_registered_and_unchanged():
+    assert check_registered(V3 / "plan.yaml", V3 / "REGISTERED") == V3_SHA256
+    assert read_registered(V3 / "REGISTERED")["date"] == "2026-12-02"
+    assert load_plan(V3 / "plan.yaml")["plan_version"] == 3
+    assert load_deviations(V3 / "deviations.yaml") == []
 
 
 def test_plan_version_2_is_kept_registered_and_unchanged():
@@ -64,13 +73,18 @@ def test_plan_version_1_is_kept_registered_and_unchanged():
     assert load_deviations(V1 / "deviations.yaml") == []
 
 
-@pytest.mark.parametrize("directory", [PREREG, V1, V2, PREREG / "examples" / "default"])
+@pytest.mark.parametrize("directory", [PREREG, V1, V2, V3, PREREG / "examples" / "default"])
 def test_committed_plan_md_is_the_rendering_of_plan_yaml(directory):
     assert (directory / "plan.md").read_text() == render_plan_md(load_plan(directory / "plan.yaml"))
 
 
 @pytest.mark.parametrize(
-    "previous, this, blocks", [(V1, V2, ("holm", "analysis", "hypotheses")), (V2, PREREG, ("analysis", "verdict_rule"))]
+    "previous, this, blocks",
+    [
+        (V1, V2, ("holm", "analysis", "hypotheses")),
+        (V2, V3, ("analysis", "verdict_rule")),
+        (V3, PREREG, ("time_lock", "protocol", "analysis", "verdict_rule", "hypotheses")),
+    ],
 )
 def test_plan_md_lists_every_deviation_from_the_previous_version(previous, this, blocks):
     v1, v2 = load_plan(previous / "plan.yaml"), load_plan(this / "plan.yaml")
@@ -80,7 +94,8 @@ def test_plan_md_lists_every_deviation_from_the_previous_version(previous, this,
         assert f"| {change['key']} |" in text
     listed = {c["key"].split(".")[0].split(" ")[0] for c in changes}
     # every top-level block whose registered values differ is named by at least one change
-    differing = {k for k in set(v1) | set(v2) if v1.get(k) != v2.get(k)} - {"changes_from_previous_version"}
+    derived = {"changes_from_previous_version", PLAN_LOCK_KEY}  # not registered values themselves
+    differing = {k for k in set(v1) | set(v2) if v1.get(k) != v2.get(k)} - derived
     assert differing <= listed | {"verdict_rule"}, differing - listed
     for block in blocks:
         assert block in listed

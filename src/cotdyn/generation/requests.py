@@ -53,7 +53,7 @@ def reference_requests(problems: list[Problem], prompts: list[list[int]], protoc
             tuple(ids),
             1,
             sampling,
-            request_seed(protocol["seed"], cell, p.problem_id, 0, "reference"),
+            request_seed(protocol["seed"], cell, p.problem_id, 0, "reference", protocol.get("time_lock")),
             role="reference",
         )
         for p, ids in zip(problems, prompts)
@@ -126,7 +126,9 @@ def continuation_requests(
     requests = []
     for row in plan.itertuples():
         prompt, chain = ids[row.problem_id]
-        seed = request_seed(protocol["seed"], cell, row.problem_id, row.prefix_tokens, "continuation")
+        seed = request_seed(
+            protocol["seed"], cell, row.problem_id, row.prefix_tokens, "continuation", protocol.get("time_lock")
+        )
         requests.append(Request(prefix_ids(prompt, chain, row.prefix_tokens), n or protocol["m"], sampling, seed))
     return requests
 

@@ -35,7 +35,7 @@ def chains_requests(chains: pd.DataFrame, protocol: dict, cell: str) -> list[Req
             _ints(c.prompt_ids),
             1,
             sampling,
-            request_seed(protocol["seed"], cell, c.problem_id, 0, "reference"),
+            request_seed(protocol["seed"], cell, c.problem_id, 0, "reference", protocol.get("time_lock")),
             role="reference",
         )
         for c in chains.itertuples()
@@ -61,7 +61,7 @@ def samples_requests(samples: pd.DataFrame, chains: pd.DataFrame, protocol: dict
             prompt_ids = prefix_ids(prompt, chain, int(tokens))
         except ValueError as e:
             raise ValueError(f"row {start}: {e}") from None
-        seed = request_seed(protocol["seed"], cell, problem, int(tokens), "continuation")
+        seed = request_seed(protocol["seed"], cell, problem, int(tokens), "continuation", protocol.get("time_lock"))
         requests.append(Request(prompt_ids, i - start, sampling, seed))
         start = i
     return requests

@@ -10,6 +10,7 @@ from typing import Any
 import yaml
 
 from cotdyn.grading.types import REGISTERED_EXTRACTION
+from cotdyn.plan import timelock
 
 # Protocol parameters the plan does not name (it was registered before they were parameters): each
 # defaults to the rule the registered protocol describes (docs/design.md section 4), so a study that
@@ -44,7 +45,16 @@ def load_plan(path: str | Path) -> dict[str, Any]:
         if key not in plan:
             raise ValueError(f"{path}: missing top-level key '{key}'")
     check_panel_benchmarks(plan, path)
-    return plan
+    return with_generation_lock(plan, path)
+
+
+def with_generation_lock(plan: dict, path: Path) -> dict:
+    """The plan with the lock its generation is held to (plan v4's ``time_lock``; cotdyn.plan.timelock),
+    derived from the plan file and the timestamp token its REGISTERED records."""
+    from cotdyn.plan.registration import registered_token_sha256  # registration imports this module
+
+    locked = timelock.declared_lock(plan, path, registered_token_sha256(path))
+    return {**plan, timelock.PLAN_LOCK_KEY: locked.lock} if locked is not None else plan
 
 
 def check_panel_benchmarks(plan: dict, path) -> None:
@@ -66,7 +76,8 @@ def check_panel_benchmarks(plan: dict, path) -> None:
 def registered_protocol(plan: dict) -> dict[str, Any]:
     """The plan's frozen protocol, with the parameters it does not name at their registered rule
     (``UNNAMED_DEFAULTS``)."""
-    return {**plan["protocol"], **{k: v for k, v in UNNAMED_DEFAULTS.items() if k not in plan["protocol"]}}
+    unnamed = {k: v for k, v in UNNAMED_DEFAULTS.items() if k not in plan["protocol"]}
+    return {**plan["protocol"], **unnamed, **timelock.protocol_lock(plan)}
 
 
 def effective_protocol(plan: dict, *overrides: dict | None) -> dict[str, Any]:
@@ -78,6 +89,8 @@ def effective_protocol(plan: dict, *overrides: dict | None) -> dict[str, Any]:
     protocol = registered_protocol(plan)
     for override in overrides:
         for key, value in (override or {}).items():
+            if key == timelock.LOCK_FIELD:
+                raise KeyError(f"protocol parameter '{key}' is the registration's lock, never set by a config")
             if key not in protocol:
                 raise KeyError(f"unknown protocol parameter '{key}' (registered: {sorted(protocol)})")
             protocol[key] = value

@@ -64,24 +64,66 @@ def registration_date(date) -> str:
     raise PreregistrationError(f"--date {text!r}: expected an ISO date, YYYY-MM-DD")
 
 
-def registered_text(sha256: str, date: str) -> str:
+# The timestamp token's file, beside REGISTERED (what `openssl ts -reply` and a TSA's HTTP answer hold).
+TOKEN_NAME = "REGISTERED.tsr"
+REGISTERED_FIELDS = ("plan_sha256", "date", "timestamp_token", "timestamp_token_sha256", "registry_url")
+
+
+def registered_text(sha256: str, date: str, token_sha256: str | None = None, registry_url: str | None = None) -> str:
     """REGISTERED's text, written by the YAML dumper (a value cannot add keys); the date stays a
-    quoted string, as in the registered plans' files."""
-    body = yaml.safe_dump({"plan_sha256": sha256, "date": registration_date(date)}, sort_keys=False)
+    quoted string, as in the registered plans' files. ``date`` is the author's; a token's time is
+    read from the token itself, never copied here."""
+    fields = {"plan_sha256": sha256, "date": registration_date(date)}
+    if token_sha256 is not None:
+        fields |= {"timestamp_token": TOKEN_NAME, "timestamp_token_sha256": token_sha256}
+    if registry_url is not None:
+        fields["registry_url"] = str(registry_url)
+    body = yaml.safe_dump(fields, sort_keys=False, allow_unicode=False)
     return "# The registration of plan.yaml: its sha256 and date (cotdyn.plan.registration.register).\n" + body
 
 
-def register(plan_path: str | Path, registered_path: str | Path, date: str) -> str:
-    """Freeze the plan: write its sha256 and ``date`` to ``registered_path``; return the hash.
+def register(
+    plan_path: str | Path,
+    registered_path: str | Path,
+    date: str | None = None,
+    token: bytes | None = None,
+    registry_url: str | None = None,
+) -> str:
+    """Freeze the plan: write its sha256 and the author's ``date`` to ``registered_path``, and a
+    timestamp ``token`` over the plan (RFC 3161, cotdyn.plan.timestamp) beside it; return the hash.
 
-    Refuses to overwrite: a plan is registered once, and a new plan is a new registration.
-    """
+    Without ``date`` the token's day is the author's date. Refuses to overwrite: a plan is
+    registered once, and a new plan is a new registration. Refuses a token over another plan, and
+    an author's date earlier than the token's (a registration cannot predate its attestation)."""
+    from cotdyn.plan.timestamp import TimestampError, parse_token
+
     registered_path = Path(registered_path)
-    date = registration_date(date)
-    if registered_path.exists():
-        raise PreregistrationError(f"{registered_path} exists: a registration is never overwritten")
+    token_path = registered_path.with_name(TOKEN_NAME)
+    for existing in (registered_path, token_path):
+        if existing.exists() or existing.is_symlink():
+            raise PreregistrationError(f"{existing} exists: a registration is never overwritten")
+    load_plan(plan_path)  # a plan that does not load (duplicate keys, bad YAML) is never registered
     sha = plan_sha256(plan_path)
-    registered_path.write_text(registered_text(sha, date))
+    token_sha = None
+    if token is not None:
+        try:
+            parsed = parse_token(token, "the timestamp token")
+        except TimestampError as e:
+            raise PreregistrationError(str(e)) from None
+        if parsed.imprint_sha256 != sha:
+            raise PreregistrationError(
+                f"the timestamp token is over sha256 {parsed.imprint_sha256}, but {plan_path} has sha256 {sha}: "
+                "it attests another plan"
+            )
+        attested = parsed.gen_time.date().isoformat()
+        date = attested if date is None else registration_date(date)
+        if date < attested:
+            raise PreregistrationError(f"--date {date} is earlier than the timestamp token's time ({attested})")
+        token_path.write_bytes(token)
+        token_sha = parsed.sha256
+    if date is None:
+        raise PreregistrationError("--date YYYY-MM-DD is required without a timestamp token")
+    registered_path.write_text(registered_text(sha, date, token_sha, registry_url))
     return sha
 
 
@@ -96,7 +138,23 @@ def read_registered(registered_path: str | Path) -> dict:
     for key in ("plan_sha256", "date"):
         if not isinstance(data, dict) or key not in data:
             raise PreregistrationError(f"{path}: missing field '{key}'")
-    return {"plan_sha256": str(data["plan_sha256"]), "date": str(data["date"])}
+    unknown = sorted(set(data) - set(REGISTERED_FIELDS))
+    if unknown:
+        raise PreregistrationError(f"{path}: unknown field(s) {', '.join(map(str, unknown))}")
+    if ("timestamp_token" in data) != ("timestamp_token_sha256" in data):
+        raise PreregistrationError(f"{path}: timestamp_token and timestamp_token_sha256 come together")
+    if data.get("timestamp_token", TOKEN_NAME) != TOKEN_NAME:
+        raise PreregistrationError(f"{path}: timestamp_token must be {TOKEN_NAME}, the file beside it")
+    return {k: str(data[k]) for k in REGISTERED_FIELDS if data.get(k) is not None}
+
+
+def registered_token_sha256(plan_path: str | Path) -> str | None:
+    """The sha256 of the timestamp token the plan's REGISTERED records; None without a token or
+    before registration (the lock of a plan not yet registered is its sha256 alone)."""
+    registered = sibling_paths(plan_path)[0]
+    if not registered.exists():
+        return None
+    return read_registered(registered).get("timestamp_token_sha256")
 
 
 def check_registered(plan_path: str | Path, registered_path: str | Path) -> str:
@@ -255,89 +313,3 @@ def write_plan_check(plan_path, config: dict, out) -> dict:
 
 
 PLAN_CHECK_KEYS = ("cells", "confirmatory", "protocol", "variants")
-
-
-# --- plan.md ------------------------------------------------------------------------------
-
-
-def _value(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (list, tuple)):
-        return ", ".join(_value(v) for v in value)
-    if isinstance(value, dict):
-        return "; ".join(f"{k}: {_value(v)}" for k, v in value.items())
-    return str(value).replace("|", "\\|")
-
-
-def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
-    lines += ["| " + " | ".join(_value(c) for c in row) + " |" for row in rows]
-    return lines + [""]
-
-
-def render_plan_md(plan: dict) -> str:
-    """plan.md: every registered value of plan.yaml as text, generated so they cannot drift."""
-    lines = [
-        f"# {plan.get('title', 'Registered plan')}",
-        "",
-        "<!-- Generated from plan.yaml by cotdyn.plan.registration.render_plan_md; do not edit. -->",
-        "",
-        f"Plan version {plan.get('plan_version')}. The sha256 of plan.yaml and the registration date are in "
-        "REGISTERED; declared deviations are in deviations.yaml.",
-        "",
-        "## Frozen protocol",
-        "",
-    ]
-    lines += _table(["parameter", "registered value"], [[k, v] for k, v in plan["protocol"].items()])
-    lines += ["## Exclusion", ""]
-    lines += _table(["rule", "value"], [[k, v] for k, v in plan["exclusion"].items()])
-    panel = plan.get("panel", {})
-    if panel:
-        lines += [
-            "## Panel",
-            "",
-            f"Anchor: {panel.get('anchor')}; distilled: {panel.get('distilled')}; "
-            f"standard: {_value(panel.get('standard', []))}.",
-            "",
-        ]
-        lines += _table(
-            ["model", "id", "revision"],
-            [[k, m.get("id"), m.get("revision")] for k, m in panel.get("models", {}).items()],
-        )
-        lines += _table(
-            ["benchmark", "hub", "n", "content sha256"],
-            [[k, b.get("hub"), b.get("n"), b.get("content_sha256")] for k, b in panel.get("benchmarks", {}).items()],
-        )
-    lines += ["## Hypotheses", ""]
-    lines += _table(
-        ["id", "role", "statistic", "cells", "criterion"],
-        [[h["id"], h["role"], h["statistic"], h["cells"], h["criterion"]] for h in plan["hypotheses"]],
-    )
-    lines += [f"## Holm family (alpha = {plan['holm']['alpha']})", ""]
-    lines += _table(["hypothesis", "cell", "p-value"], [[f["id"], f["cell"], f["p"]] for f in plan["holm"]["family"]])
-    if "undefined_p" in plan["holm"]:
-        lines += [
-            f"A member whose p-value is undefined enters the correction as p = {plan['holm']['undefined_p']}.",
-            "",
-        ]
-    lines += ["## Analysis parameters", ""]
-    lines += _table(
-        ["group", "parameter", "value"],
-        [[g, k, v] for g, params in plan["analysis"].items() for k, v in params.items()],
-    )
-    if "verdict_rule" in plan:
-        lines += ["## Verdict rule", ""]
-        lines += _table(["rule", "value"], [[k, v] for k, v in plan["verdict_rule"].items()])
-    if "changes_from_previous_version" in plan:
-        lines += ["## Deviations from the previous plan version", ""]
-        lines += _table(
-            ["key", "previous version", "this version", "why"],
-            [
-                [c["key"], c.get("previous", c.get("v1")), c.get("this", c.get("v2")), c["why"]]
-                for c in plan["changes_from_previous_version"]
-            ],  # fmt: skip
-        )
-    return "\n".join(lines).rstrip("\n") + "\n"

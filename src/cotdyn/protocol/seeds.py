@@ -1,6 +1,8 @@
 """Per-request sampler seeds (docs/design.md section 4: seeds reach the sampler).
 
-A request's seed is a hash of (run seed, cell, problem id, prefix position, role). Sample j of a
+A request's seed is a hash of (run seed, cell, problem id, prefix position, role) and, from plan v4 on,
+the registration's lock (``cotdyn.plan.timelock``: the plan's sha256 and its timestamp token's), so
+no seed exists before the plan it is analysed under was fixed. Sample j of a
 request uses seed + j, as vLLM does for n > 1, so base seeds are multiples of 2**SAMPLE_BITS:
 two requests' sample ranges never overlap unless their 54-bit hashes collide.
 """
@@ -14,10 +16,12 @@ SAMPLE_BITS = 8  # up to 256 samples per request
 MAX_SAMPLES = 1 << SAMPLE_BITS
 
 
-def request_seed(run_seed: int, cell: str, problem_id: str, prefix: int, role: str) -> int:
+def request_seed(run_seed: int, cell: str, problem_id: str, prefix: int, role: str, lock: str | None = None) -> int:
     """Seed of one request; ``prefix`` is the prefix's token count (the same prefix gets the
-    same seed under every segmentation rule, so variants share its samples)."""
-    key = json.dumps([int(run_seed), cell, str(problem_id), int(prefix), role])
+    same seed under every segmentation rule, so variants share its samples). ``lock``: the
+    protocol's ``time_lock`` (plan v4 on); None keeps v1-v3's key, byte for byte."""
+    parts = [int(run_seed), cell, str(problem_id), int(prefix), role]
+    key = json.dumps(parts if lock is None else [*parts, str(lock)])
     digest = int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big")
     return (digest >> (64 - 54)) << SAMPLE_BITS
 
