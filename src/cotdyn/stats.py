@@ -99,14 +99,15 @@ def accepted_share(tiers: np.ndarray, k: int) -> np.ndarray:
     return (accepted / np.maximum(per_tier, 1))[tiers]
 
 
-def percentile_interval(values: np.ndarray, level: float) -> Interval:
-    """Percentile interval of the defined (finite) resample values; NaNs are dropped and counted."""
+def percentile_interval(values: np.ndarray, level: float, quantile_rule: str = "linear") -> Interval:
+    """Percentile interval of the defined (finite) resample values; NaNs are dropped and counted.
+    ``quantile_rule`` is numpy.quantile's method (plan analysis.bootstrap.quantile_rule)."""
     values = np.asarray(values, dtype=float)
     kept = values[np.isfinite(values)]
     if kept.size == 0:
         return Interval(None, None, 0, int(values.size))
     alpha = 1.0 - level
-    lo, hi = np.quantile(kept, [alpha / 2, 1 - alpha / 2])
+    lo, hi = np.quantile(kept, [alpha / 2, 1 - alpha / 2], method=quantile_rule)
     return Interval(float(lo), float(hi), int(kept.size), int(values.size))
 
 
@@ -240,6 +241,36 @@ def spearman_p(x: np.ndarray, y: np.ndarray, alternative: str) -> float:
     from scipy import stats as sps
 
     return float(sps.spearmanr(x, y, alternative=alternative).pvalue)
+
+
+def spearman_permutation_p(x: np.ndarray, y: np.ndarray, alternative: str, resamples: int, seed: int) -> float:
+    """Permutation p-value of Spearman's rho (scipy.stats.permutation_test, pairings): valid at any n
+    and with ties, where scipy's t approximation is not (issue 49). Randomized, it is
+    (1 + #{null as extreme}) / (1 + resamples), scipy's convention; exact enumeration where
+    n! <= resamples. NaN where either vector is constant.
+
+    x and y are ranked once (average ranks): permuting the pairing permutes the ranks, so the
+    statistic need not re-rank. It is sum((rank x - mean) * (rank y - mean)), which is rho times the
+    permutation-invariant sqrt(sxx * syy): rho's order, hence its p-value, with sums of quarter-
+    integers that are exact in floating point, so tied rhos tie exactly (tests/test_stats_permutation.py
+    checks the p-values equal scipy's own spearman statistic)."""
+    x = np.asarray(x, dtype=float)
+    y = np.asarray(y, dtype=float)
+    if x.size < 3 or x.min() == x.max() or y.min() == y.max():
+        return float("nan")
+    from scipy import stats as sps
+
+    centred_x = sps.rankdata(x) - (x.size + 1) / 2
+    centred_y = sps.rankdata(y) - (y.size + 1) / 2
+
+    def cross_product(ranks_x: np.ndarray, axis: int = -1) -> np.ndarray:
+        return np.moveaxis(ranks_x, axis, -1) @ centred_y
+
+    result = sps.permutation_test(
+        (centred_x,), cross_product, permutation_type="pairings", vectorized=True,
+        n_resamples=resamples, alternative=alternative, rng=np.random.default_rng(seed),
+    )  # fmt: skip
+    return float(result.pvalue)
 
 
 def contingency_2x2(flag: np.ndarray, correct: np.ndarray) -> np.ndarray:

@@ -49,15 +49,32 @@ def kept_flags(interval: Interval, s: Settings) -> list[str]:
     return []
 
 
-def zero_width_rule(interval: Interval, s: Settings) -> dict:
-    """Under plan version 3 (analysis.degenerate: not_estimable) an interval [x, x] is a value fixed
-    by construction, not a precise estimate: it is flagged and decides no verdict (``ci_trusted``)."""
-    if s.degenerate != "not_estimable":
+# The bound of each statistic's range: a zero-width interval there is perfect separation (plan
+# verdict_rule.perfect_separation), the data's answer rather than a value fixed by construction.
+RANGE_BOUNDS = {"H1": 100.0, "H2": 1.0, "H3": 1.0}
+
+
+def zero_width_rule(interval: Interval, s: Settings, hid: str = "H1") -> dict:
+    """Under verdict_rule.degenerate: not_estimable (plan version 3 on) an interval [x, x] of a
+    hypothesis in verdict_rule.zero_width (v3: H1-H4; v4: H1-H5) is a value fixed by construction,
+    not a precise estimate: it is flagged and decides no verdict (``ci_trusted``). Under
+    verdict_rule.perfect_separation: estimate (v4), one at the bound of the statistic's range (a gap
+    of +-100 pp, a rho of +-1; its groups already passed min_group_size, or there is no interval) is
+    perfect separation: kept as an estimate, with the reason, and decided by its criterion."""
+    if s.degenerate != "not_estimable" or hid not in s.zero_width:
         return {}
-    if interval.lo is not None and interval.lo == interval.hi:
-        flag = f"not estimable: zero-width interval [{interval.lo:g}, {interval.hi:g}], a value fixed by construction"
-        return {"ci_trusted": False, "flags": [flag]}
-    return {"ci_trusted": True, "flags": []}
+    if interval.lo is None or interval.lo != interval.hi:
+        return {"ci_trusted": True, "flags": []}
+    bound = RANGE_BOUNDS.get(hid)
+    if s.perfect_separation == "estimate" and bound is not None and abs(interval.lo) == bound:
+        return {
+            "ci_trusted": True,
+            "flags": [],
+            "separation": f"perfect separation: every resample gives {interval.lo:g}, the bound of the "
+            "statistic's range (its groups are at least min_group_size): an estimate, decided by its criterion",
+        }
+    flag = f"not estimable: zero-width interval [{interval.lo:g}, {interval.hi:g}], a value fixed by construction"
+    return {"ci_trusted": False, "flags": [flag]}
 
 
 def group_rule(sizes: dict[str, int], s: Settings) -> tuple[str | None, list[str]]:
@@ -95,11 +112,13 @@ def h1_shape_contrast(d: CellData, idx: np.ndarray | None, s: Settings) -> tuple
     odds_ratio = p_fisher = None
     if estimated:
         resamples = 100 * stats.accuracy_gap_rows(d.monotone, d.correct, idx)
-        interval = stats.percentile_interval(resamples, s.level)
+        interval = stats.percentile_interval(resamples, s.level, s.quantile_rule)
         flags += kept_flags(interval, s)
     elif idx is not None:
         interval = Interval(None, None, 0, idx.shape[0])
-    zero_width = zero_width_rule(interval, s)
+    zero_width = zero_width_rule(interval, s, "H1")
+    if "separation" in zero_width:
+        notes.append(zero_width.pop("separation"))
     if defined:
         odds_ratio, p_fisher = stats.fisher_test(d.monotone, d.correct, s.alternatives["fisher"])
         if not math.isfinite(odds_ratio):
@@ -123,9 +142,17 @@ def h1_shape_contrast(d: CellData, idx: np.ndarray | None, s: Settings) -> tuple
     }, resamples
 
 
-def _spearman_block(
-    x: np.ndarray, correct: np.ndarray, idx: np.ndarray | None, s: Settings, name: str, alternative: str
-) -> dict:
+def spearman_test_p(x: np.ndarray, correct: np.ndarray, alternative: str, test: dict, cell: str, hid: str):
+    """The Spearman p-value as the plan computes it (analysis.p_values.spearman_tests): scipy's t
+    approximation, or (plan version 4, H3) a permutation test seeded per cell and hypothesis."""
+    if test["kind"] == "permutation":
+        seed = stats.derive_seed(test["seed"], cell, f"{hid} permutation")
+        return stats.spearman_permutation_p(x, correct, alternative, test["resamples"], seed)
+    return stats.spearman_p(x, correct, alternative)
+
+
+def _spearman_block(x: np.ndarray, d: CellData, idx: np.ndarray | None, s: Settings, name: str, hid: str) -> dict:
+    correct, alternative = d.correct, s.alternatives[hid]
     reason = None if x.size >= 3 else f"{x.size} usable problems (a rank correlation needs >= 3)"
     reason = reason or _constant_reason(name, x) or _constant_reason("correct", correct.astype(float))
     block = {
@@ -142,24 +169,26 @@ def _spearman_block(
     if reason:
         return block
     # The test stays defined on a small group; rho and its CI are not estimates there.
-    block["p_spearman"] = _num(stats.spearman_p(x, correct, alternative))
+    block["p_spearman"] = _num(spearman_test_p(x, correct, alternative, s.spearman_tests[hid], d.cell, hid))
     n_correct = int(correct.sum())
     small, flags = group_rule({"correct": n_correct, "incorrect": int(x.size) - n_correct}, s)
     if small:
         return block | {"reason": small}
-    interval = stats.percentile_interval(stats.spearman_binary_rows(x, correct, idx), s.level)
-    zero_width = zero_width_rule(interval, s)
+    interval = stats.percentile_interval(stats.spearman_binary_rows(x, correct, idx), s.level, s.quantile_rule)
+    zero_width = zero_width_rule(interval, s, hid)
+    separation = zero_width.pop("separation", None)
     return block | {
         "rho": _num(stats.spearman_binary(x, correct)),
         **_ci_fields(interval),
         "flags": flags + kept_flags(interval, s) + zero_width.pop("flags", []),
+        **({"reason": separation} if separation else {}),
         **zero_width,
     }
 
 
 def h2_magnitude_null(d: CellData, idx: np.ndarray | None, s: Settings) -> dict:
     """H2: Spearman rho of coherence C = H_0 - H_N with correctness, with CI (seed 003 section 4.2)."""
-    return _spearman_block(d.coherence, d.correct, idx, s, "coherence", s.alternatives["H2"])
+    return _spearman_block(d.coherence, d, idx, s, "coherence", "H2")
 
 
 def violation_buckets(violations: np.ndarray, correct: np.ndarray, s: Settings | None = None) -> list[dict]:
@@ -182,6 +211,6 @@ def violation_buckets(violations: np.ndarray, correct: np.ndarray, s: Settings |
 def h3_graded_signal(d: CellData, idx: np.ndarray | None, s: Settings) -> dict:
     """H3: Spearman rho of the violation count with correctness, with CI, and accuracy by bucket
     (seed 003 section 4.3)."""
-    block = _spearman_block(d.violations, d.correct, idx, s, "violations", s.alternatives["H3"])
+    block = _spearman_block(d.violations, d, idx, s, "violations", "H3")
     block["buckets"] = violation_buckets(d.violations, d.correct, s)
     return block

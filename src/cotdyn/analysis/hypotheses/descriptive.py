@@ -41,8 +41,8 @@ def h2_against_shape(d: CellData, idx: np.ndarray | None, s: Settings, h2: dict)
     rows = stats.cell_resamples(s.seed, d.cell, d.n, s.resamples) if idx is None else idx
     shape_rows = stats.spearman_binary_rows(flag, d.correct, rows)
     coherence_rows = stats.spearman_binary_rows(d.coherence, d.correct, rows)
-    shape_ci = stats.percentile_interval(shape_rows, s.level)
-    diff_ci = stats.percentile_interval(np.abs(shape_rows) - np.abs(coherence_rows), s.level)
+    shape_ci = stats.percentile_interval(shape_rows, s.level, s.quantile_rule)
+    diff_ci = stats.percentile_interval(np.abs(shape_rows) - np.abs(coherence_rows), s.level, s.quantile_rule)
     return block | {
         "rho_shape": _num(rho_shape),
         "rho_shape_ci": shape_ci.as_list(),

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from cotdyn import stats
-from cotdyn.analysis.hypotheses.cells import _ci_fields, _num, group_rule, kept_flags
+from cotdyn.analysis.hypotheses.cells import _ci_fields, _num, group_rule, kept_flags, zero_width_rule
 from cotdyn.analysis.hypotheses.inputs import CellData, Settings
 
 H5_KEYS = (
@@ -139,11 +139,15 @@ def h5_triage_filter(d: CellData, s: Settings, idx: np.ndarray | None = None) ->
     member[test_rows], tier_all[test_rows] = True, tiers
     split = h5_ci_resamples(d, s, idx, member, test_rows)
     acc_baseline_rows, acc_filter_rows = stats.exact_coverage_rows(tier_all, d.monotone, d.correct, split, member)
-    interval = stats.percentile_interval(100 * (acc_filter_rows - acc_baseline_rows), s.level)
+    interval = stats.percentile_interval(100 * (acc_filter_rows - acc_baseline_rows), s.level, s.quantile_rule)
     flags += kept_flags(interval, s)
     discordant = discordant_minority(tiers, k, mono_test, y_test)
     trusted, more = h5_interval_rule(discordant, s)
-    flags += more
+    # plan v4 (verdict_rule.zero_width names H5): [x, x] decides nothing, whatever the discordant count
+    zero_width = zero_width_rule(interval, s, "H5")
+    flags += more + zero_width.get("flags", [])
+    trusted = trusted and zero_width.get("ci_trusted", True)
+    judged = s.min_discordant_minority is not None or bool(zero_width)
 
     threshold = float(np.quantile(probability, 1 - k / n_test))
     accepted = probability >= threshold
@@ -154,7 +158,7 @@ def h5_triage_filter(d: CellData, s: Settings, idx: np.ndarray | None = None) ->
         "fp_filter": _num(1 - acc_filter),
         "reduction_pp": _num(100 * (acc_filter - acc_baseline)),
         **_ci_fields(interval),
-        **({} if s.min_discordant_minority is None else {"discordant_minority": discordant, "ci_trusted": trusted}),
+        **({"discordant_minority": discordant, "ci_trusted": trusted} if judged else {}),
         "as_run": {
             "threshold": _num(threshold),
             "coverage": _num(accepted.mean()),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -19,8 +19,17 @@ ANALYSIS_COLUMNS = ("cell", "problem_id", "n_points", "monotone", "violations", 
 # What each plan version's code decided without the plan naming it, read only for a plan of that
 # version (one that predates the key), so that every version computes what it registered. A plan of
 # a later version must name each key. Version 2 registers each of version 1's first seven (plan v2's
-# "Deviations from the previous plan version"); version 3 registers the last three.
+# "Deviations from the previous plan version"); version 3 registers the next three, version 4 the rest.
+PLAN_V3_UNREGISTERED = {
+    # every Spearman p-value was scipy.stats.spearmanr's t approximation (H3's entered Holm)
+    "spearman_tests": {"H2": {"kind": "t_approximation"}, "H3": {"kind": "t_approximation"}},
+    "interval": "percentile",  # the (alpha/2, 1 - alpha/2) quantiles of the kept resamples
+    "quantile_rule": "linear",  # numpy.quantile's default
+    "zero_width": ("H1", "H2", "H3", "H4"),  # H5's [x, x] was trusted (issue 49)
+    "perfect_separation": "not_estimable",  # a gap of 100 pp read not_estimable through the zero-width rule
+}
 PLAN_V2_UNREGISTERED = {
+    **PLAN_V3_UNREGISTERED,
     # H5's CI: each row of the cell's one resample matrix keeps the test problems it drew (v2, 87f7308)
     "ci_resampling": "cell_matrix",
     "min_discordant_minority": None,  # no discordant-problem rule for H5's interval
@@ -38,11 +47,16 @@ PLAN_V1_UNREGISTERED = {
     # H5's CI: the test split resampled from its own stream (seed, cell, "H5"), as at registration
     **PLAN_V2_UNREGISTERED, "ci_resampling": "test_split_stream",
 }  # fmt: skip
-UNREGISTERED = {1: PLAN_V1_UNREGISTERED, 2: PLAN_V2_UNREGISTERED}
+UNREGISTERED = {1: PLAN_V1_UNREGISTERED, 2: PLAN_V2_UNREGISTERED, 3: PLAN_V3_UNREGISTERED}
 CI_RESAMPLINGS = ("test_split_stream", "cell_matrix", "stratified_split")
 DEGENERATE_RULES = ("reported", "not_estimable")
 TIE_RULES = ("expected", "draws")
 VERDICT_PARTS = ("ci_criterion", "holm_reject")
+SPEARMAN_TESTS = ("t_approximation", "permutation")
+INTERVALS = ("percentile",)
+QUANTILE_RULES = ("linear",)  # numpy.quantile's method names; only the registered one is implemented
+ZERO_WIDTH_HYPOTHESES = ("H1", "H2", "H3", "H4", "H5")
+PERFECT_SEPARATION_RULES = ("not_estimable", "estimate")
 
 
 @dataclass(frozen=True)
@@ -71,6 +85,14 @@ class Settings:
     # below it, H5's interval is flagged imprecise and decides nothing (plan version 3)
     min_discordant_minority: int | None = None
     degenerate: str = "not_estimable"
+    # how each Spearman p-value is computed (analysis.p_values.spearman_tests, plan version 4)
+    spearman_tests: dict = field(default_factory=lambda: dict(PLAN_V3_UNREGISTERED["spearman_tests"]))
+    interval: str = "percentile"
+    quantile_rule: str = "linear"
+    # the hypotheses whose interval [x, x] is a value fixed by construction (verdict_rule.zero_width)
+    zero_width: tuple[str, ...] = ("H1", "H2", "H3", "H4")
+    perfect_separation: str = "not_estimable"
+    plan_version: int = 1
 
     @classmethod
     def from_plan(cls, plan: dict) -> "Settings":
@@ -107,6 +129,23 @@ class Settings:
         unknown = sorted(set(requires) - set(VERDICT_PARTS))
         if unknown:
             raise ValueError(f"verdict_rule.supported_requires: unknown part(s) {unknown} (known: {VERDICT_PARTS})")
+        p_values = dict(registered(analysis, "p_values", "analysis"))
+        spearman_tests = _spearman_tests(registered(p_values, "spearman_tests", "analysis.p_values"))
+        p_values.pop("spearman_tests", None)  # the alternatives are the rest
+        interval = _known(registered(boot, "interval", "analysis.bootstrap"), INTERVALS, "analysis.bootstrap.interval")
+        quantile_rule = _known(
+            registered(boot, "quantile_rule", "analysis.bootstrap"), QUANTILE_RULES, "analysis.bootstrap.quantile_rule"
+        )
+        zero_width = tuple(registered(rule, "zero_width", "verdict_rule"))
+        for hid in zero_width:
+            _known(hid, ZERO_WIDTH_HYPOTHESES, "verdict_rule.zero_width")
+        separation = _known(
+            registered(rule, "perfect_separation", "verdict_rule"),
+            PERFECT_SEPARATION_RULES,
+            "verdict_rule.perfect_separation",
+        )
+        if version >= 4:
+            _no_criterion_over(plan)
         return cls(
             resamples=int(plan_key(boot, "resamples", where="analysis.bootstrap")),
             level=float(plan_key(boot, "level", where="analysis.bootstrap")),
@@ -118,7 +157,7 @@ class Settings:
             tie_draws=int(plan_key(h5, "tie_draws", where="analysis.h5")) if draws else None,
             tie_seed=int(plan_key(h5, "tie_seed", where="analysis.h5")) if draws else None,
             model=dict(registered(h5, "model", "analysis.h5")),
-            alternatives=dict(registered(analysis, "p_values", "analysis")),
+            alternatives=p_values,
             min_group_size=int(plan_key(groups, "min_group_size", where="analysis.groups")) if groups else None,
             precise_group_size=int(plan_key(groups, "precise_group_size", where="analysis.groups")) if groups else None,
             min_kept_fraction=None
@@ -130,7 +169,46 @@ class Settings:
             ci_resampling=ci_resampling,
             min_discordant_minority=None if discordant is None else int(discordant),
             degenerate=degenerate,
+            spearman_tests=spearman_tests,
+            interval=interval,
+            quantile_rule=quantile_rule,
+            zero_width=zero_width,
+            perfect_separation=separation,
+            plan_version=version,
         )
+
+
+def _known(value: Any, known: tuple, where: str) -> Any:
+    if value not in known:
+        raise ValueError(f"{where}: unknown value {value!r} (known: {', '.join(known)})")
+    return value
+
+
+def _spearman_tests(tests: Any) -> dict:
+    """analysis.p_values.spearman_tests: how H2's and H3's p-values are computed, each named."""
+    out = {}
+    for hid in ("H2", "H3"):
+        where = f"analysis.p_values.spearman_tests.{hid}"
+        test = dict(plan_key(tests, hid, where="analysis.p_values.spearman_tests"))
+        _known(plan_key(test, "kind", where=where), SPEARMAN_TESTS, f"{where}.kind")
+        if test["kind"] == "permutation":
+            test["resamples"] = int(plan_key(test, "resamples", where=where))
+            test["seed"] = int(plan_key(test, "seed", where=where))
+            if test["resamples"] < 1:
+                raise ValueError(f"{where}.resamples: must be >= 1, got {test['resamples']}")
+        out[hid] = test
+    return out
+
+
+def _no_criterion_over(plan: dict) -> None:
+    """From plan version 4 a criterion has no ``over``: every criterion is evaluated in each of its
+    cells and combined by verdict_rule.combine (versions 1-3 named it; it never changed a result)."""
+    for h in plan_key(plan, "hypotheses"):
+        if "over" in h.get("criterion", {}):
+            raise ValueError(
+                f"hypothesis {h.get('id', '?')}: criterion.over is not a key of plan version 4 "
+                "(each criterion is evaluated per cell and combined by verdict_rule.combine)"
+            )
 
 
 def plan_key(mapping: Any, *keys: str, where: str = "plan") -> Any:

@@ -83,11 +83,22 @@ def analyze(records: pd.DataFrame, plan: dict, plan_sha256: str) -> dict:
             "alternatives": settings.alternatives,
             "groups": {"min_group_size": settings.min_group_size, "precise_group_size": settings.precise_group_size},
             "verdict_rule": {"supported_requires": list(settings.supported_requires)},
+            **(v4_settings(settings) if settings.plan_version >= 4 else {}),  # v1-v3 keep their bytes
         },
         "cells": cells,
         "H4": h4,
         "holm": holm,
         "verdicts": {h["id"]: hypothesis_verdict(h, cells, h4, holm, settings) for h in hypotheses},
+    }
+
+
+def v4_settings(s: Settings) -> dict:
+    """The computations plan version 4 registers that earlier versions left to the code."""
+    return {
+        "spearman_tests": s.spearman_tests,
+        "interval": {"kind": s.interval, "quantile_rule": s.quantile_rule},
+        "zero_width": list(s.zero_width),
+        "perfect_separation": s.perfect_separation,
     }
 
 

@@ -7,7 +7,7 @@ from typing import Iterable
 import numpy as np
 
 from cotdyn import stats
-from cotdyn.analysis.hypotheses.cells import MISSING_CELL, _num, _reason, kept_flags
+from cotdyn.analysis.hypotheses.cells import MISSING_CELL, _num, _reason, kept_flags, zero_width_rule
 from cotdyn.analysis.hypotheses.inputs import Settings, plan_key
 from cotdyn.plan.config import split_cell
 from cotdyn.stats import Interval
@@ -72,8 +72,8 @@ def h4_distilled_contrast(
         standard_mean = float(np.mean(gaps))
         difference = gap - standard_mean
         rows = gap_resamples[distilled] - np.mean([gap_resamples[c] for c in standard], axis=0)
-        interval = stats.percentile_interval(rows, s.level)
-        if s.degenerate == "not_estimable" and interval.lo is not None and interval.lo == interval.hi:
+        interval = stats.percentile_interval(rows, s.level, s.quantile_rule)
+        if zero_width_rule(interval, s, "H4").get("ci_trusted") is False:
             notes.append(f"zero-width difference interval [{interval.lo:g}, {interval.hi:g}]: fixed by construction")
     elif not notes:
         undefined = [c for c in [distilled, *standard] if cells[c]["H1"]["gap_pp"] is None]
@@ -226,6 +226,17 @@ def _estimation_entry(hid: str, hypothesis: dict, h4: dict, s: Settings, estimat
     return {"cells": per, "note": note, "verdict": verdict}
 
 
+def _check_over(hid: str, criterion: dict, s: Settings) -> None:
+    """criterion.over: named by plan versions 1-3 (all_cells | each_cell; it never changed a result,
+    every criterion being evaluated per cell and combined), absent from version 4 on."""
+    over = criterion.get("over")
+    if s.plan_version >= 4:
+        if over is not None:
+            raise ValueError(f"hypothesis {hid}: criterion.over is not a key of plan version {s.plan_version}")
+    elif over not in ("all_cells", "each_cell"):
+        raise ValueError(f"hypothesis {hid}: criterion.over must be all_cells or each_cell, got {over!r}")
+
+
 def hypothesis_verdict(hypothesis: dict, cells: dict, h4: dict, holm: list[dict], s: Settings) -> dict:
     """The verdict of one registered hypothesis, with the numbers and both parts that decided it.
 
@@ -250,9 +261,7 @@ def hypothesis_verdict(hypothesis: dict, cells: dict, h4: dict, holm: list[dict]
         entry["cells_supported"] = f"{verdicts.count('supported')} of {len(verdicts)}"
         entry["verdict"] = estimation["verdict"]
         return entry
-    over = criterion.get("over")
-    if over not in ("all_cells", "each_cell"):
-        raise ValueError(f"hypothesis {hid}: criterion.over must be all_cells or each_cell, got {over!r}")
+    _check_over(hid, criterion, s)
     per = {}
     for cell in hypothesis.get("cells", []):
         block = cells.get(cell, {}).get(block_id, {})
