@@ -23,13 +23,14 @@ from cotdyn.audit.derive import (  # noqa: F401  (the workflow's rules import th
 from cotdyn.audit.diff import changed_rows
 from cotdyn.audit.pages import check_pages
 from cotdyn.audit.raw import apply_raw_checks, raw_checks, raw_files
+from cotdyn.audit.registration import registration_check, seed_problems, time_lock_status
 from cotdyn.audit.untrusted import Admitted, Refused, admit
 from cotdyn.files.layout import PLAN_CHECK, study_targets
 from cotdyn.files.terminal import printable
 from cotdyn.files.writers import write_json
 from cotdyn.plan.config import ConfigError, resolve_cells
 from cotdyn.plan.load import plan_sha256
-from cotdyn.plan.registration import PreregistrationError, check_registered, sibling_paths
+from cotdyn.plan.registration import PreregistrationError
 from cotdyn.provenance.integrity import MATCH, MISMATCH, MISSING, UNLISTED, AuditReport, FileCheck
 from cotdyn.provenance.manifests import ManifestError, config_sha256, output_hashes
 from cotdyn.report.secondary_tables import has_secondary
@@ -91,12 +92,9 @@ def compare_files(listed: dict[str, str], stored: dict[str, str], derived: dict[
 
 
 def plan_problems(study: Admitted) -> list[str]:
-    """The plan against REGISTERED beside it, and against the hash the study ran under."""
+    """The plan against the hash the study ran under, and the manifest's config against its hash
+    (the plan against REGISTERED: cotdyn.audit.registration)."""
     problems = []
-    try:
-        check_registered(study.plan_path, sibling_paths(study.plan_path)[0])
-    except PreregistrationError as e:
-        problems.append(str(e))
     found, ran = plan_sha256(study.plan_path), study.manifest["plan_sha256"]
     if found != ran:
         problems.append(f"{study.plan_path} has sha256 {found}, the study ran under {printable(ran)}")
@@ -108,12 +106,13 @@ def plan_problems(study: Admitted) -> list[str]:
     return problems
 
 
-def audit(study_dir, plan_path=None, scratch=None, cache=None, pages: bool = True) -> AuditReport:
+def audit(study_dir, plan_path=None, scratch=None, cache=None, pages: bool = True, tsa_ca=None) -> AuditReport:
     """Audit a finished study directory against its manifest (see the module docstring). The
     folder is admitted first (cotdyn.audit.untrusted: links, manifest, config, plan, cache), each
     raw file bounded and its seal checked before it is parsed (cotdyn.audit.bounds); a refusal is
     a named FAIL. ``cache``: the generation cache the reviewer names (default: the config's, when
-    it lies in the folders the audit trusts)."""
+    it lies in the folders the audit trusts); ``tsa_ca``: the timestamp authority's CA certificate
+    the reviewer trusts (cotdyn.audit.registration)."""
     study_dir = Path(study_dir)
     report = AuditReport(str(study_dir))
     try:
@@ -123,9 +122,13 @@ def audit(study_dir, plan_path=None, scratch=None, cache=None, pages: bool = Tru
     except (Refused, ConfigError) as e:
         report.problems.append(str(e))
         return report
-    report.problems += plan_problems(study)
+    report.registration, problems = registration_check(study.plan_path, study_dir, tsa_ca)
+    report.problems += problems + plan_problems(study)
     raw = raw_files(study.config, protocols, cells)
     refused = admit_raw(study_dir, list(raw))
+    checked, lock_problems = seed_problems(study_dir, raw, protocols, refused)
+    report.problems += lock_problems
+    report.time_lock = time_lock_status(protocols, checked, lock_problems, None)
     sealed = {p: seal_problem(study_dir / p) for p in raw if p not in refused and (study_dir / p).exists()}
     with tempfile.TemporaryDirectory(prefix="cotdyn-audit-") as tmp:
         derived_dir = (Path(scratch) if scratch else Path(tmp)) / "derived"

@@ -9,24 +9,34 @@ from cotdyn.files.terminal import printable
 
 
 def cmd_register(args) -> int:
+    from cotdyn.plan import timestamp
+    from cotdyn.plan.attestation import registration_line
     from cotdyn.plan.registration import PreregistrationError, register
 
     try:
-        sha = register(args.plan, args.registered, args.date)
-    except PreregistrationError as e:
+        token = None
+        if args.timestamp_url and args.timestamp_token:
+            raise PreregistrationError("--timestamp-url and --timestamp-token: give one")
+        if args.timestamp_url:
+            token = timestamp.fetch_token(args.timestamp_url, timestamp.read_plan_bytes(args.plan))
+        elif args.timestamp_token:
+            token = timestamp.read_token_bytes(args.timestamp_token)
+        register(args.plan, args.registered, args.date, token, args.registry_url)
+        line = registration_line(args.plan, args.registered)
+    except (PreregistrationError, ValueError) as e:  # TimestampError, TimeLockError and load_plan's are ValueErrors
         print(f"error: {printable(str(e))}", file=sys.stderr)
         return 1
     except OSError as e:
         print(printable(f"error: {e.filename or args.plan}: {e.strerror or e}"), file=sys.stderr)
         return 1
-    print(printable(f"registered {args.plan}: sha256 {sha}, {args.date}"))
+    print(printable(f"registered: {line}"))
     return 0
 
 
 def cmd_audit(args) -> int:
     from cotdyn.audit.check import audit, write_report
 
-    report = audit(args.study_dir, args.plan, args.scratch, args.cache)
+    report = audit(args.study_dir, args.plan, args.scratch, args.cache, tsa_ca=args.tsa_ca)
     if args.regenerate is not False:
         from cotdyn.audit.regenerate import regenerate_into
 
@@ -43,7 +53,27 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     r = subparsers.add_parser("register", help="freeze the plan: write its sha256 and date to REGISTERED")
     r.add_argument("--plan", default="preregistration/plan.yaml")
     r.add_argument("--registered", default="preregistration/REGISTERED", help="refuses to overwrite")
-    r.add_argument("--date", required=True, help="registration date, YYYY-MM-DD")
+    r.add_argument(
+        "--date",
+        default=None,
+        help="the author's registration date, YYYY-MM-DD (required without a timestamp token; with one, the "
+        "token's time is the registration's and this date may not precede it)",
+    )
+    r.add_argument(
+        "--timestamp-url",
+        default=None,
+        metavar="URL",
+        help="an RFC 3161 timestamp authority: its token over the plan is stored beside REGISTERED (REGISTERED.tsr)",
+    )
+    r.add_argument(
+        "--timestamp-token",
+        default=None,
+        metavar="FILE",
+        help="a token over the plan obtained elsewhere (openssl ts -query -data plan.yaml -sha256 -cert, then curl)",
+    )
+    r.add_argument(
+        "--registry-url", default=None, metavar="URL", help="the public registration (OSF, AsPredicted, a DOI)"
+    )
     r.set_defaults(run=cmd_register)
 
     a = subparsers.add_parser("audit", help="re-derive a finished study's outputs and compare with its manifest")
@@ -73,6 +103,13 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
         default="exact",
         help="exact: every sample token-identical; answers: for a backend that is not bit-reproducible, the "
         "share of token-exact requests and an answer-agreement test (docs/tamper-evidence.md)",
+    )
+    a.add_argument(
+        "--tsa-ca",
+        default=None,
+        metavar="FILE",
+        help="the timestamp authority's CA certificate (PEM) you trust: the registration's token is verified "
+        "against it (without it: 'timestamp present, not verified')",
     )
     a.add_argument("--model", default=None, help="the model's weights (a folder or hub id) in place of the config's")
     a.set_defaults(run=cmd_audit)

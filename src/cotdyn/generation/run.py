@@ -10,6 +10,8 @@ leaves no torn artifact.
 
 from __future__ import annotations
 
+import datetime
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,7 +49,14 @@ def _generation_log(backend, stats, sampling, phase: str) -> dict:
         "prompt_tokens": stats.prompt_tokens,
         "generated_tokens": stats.generated_tokens,
         "seconds": round(stats.seconds, 3),
+        # when this phase's generation began, by this machine's clock: the audit compares the
+        # registration's attested time with the earliest (cotdyn.audit.registration)
+        "started_utc": _utc(time.time() - stats.seconds),
     }
+
+
+def _utc(seconds: float) -> str:
+    return datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc).isoformat(timespec="seconds")
 
 
 @dataclass(frozen=True)

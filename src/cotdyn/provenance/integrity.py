@@ -38,6 +38,10 @@ class AuditReport:
     files: list[FileCheck] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # plan hash, config hash, undeclared deviations, ...
     model_check: str = NOT_VERIFIED  # or the regeneration's "regenerated: K of N requests equal"
+    # the registration in words (plan sha256, when, attested or not) and whether generation is
+    # time-locked to it (cotdyn.audit.registration); None where the audit did not get that far
+    registration: str | None = None
+    time_lock: str | None = None
 
     @property
     def failures(self) -> list[FileCheck]:
@@ -52,15 +56,23 @@ class AuditReport:
             "study": self.study,
             "ok": self.ok,
             "model_check": self.model_check,
+            "registration": self.registration_line(),
             "problems": self.problems,
             "files": [asdict(f) for f in self.files],
         }
+
+    def registration_line(self) -> str | None:
+        """``plan <path> sha256 <hex>; registered <when>, <attestation>; <time lock>``."""
+        if self.registration is None:
+            return None
+        return "; ".join(part for part in (self.registration, self.time_lock) if part)
 
     def text(self) -> str:
         """The report for a terminal: every name and text from the study with its control
         characters escaped (cotdyn.files.terminal.printable)."""
         verdict = "PASS" if self.ok else "FAIL"
-        lines = [
+        lines = [printable(self.registration_line())] if self.registration else []
+        lines += [
             f"audit of {printable(self.study)}: {verdict} (re-derived from the stored raw data); {self.model_check}"
         ]
         if self.model_check == NOT_VERIFIED:
@@ -81,6 +93,7 @@ def summary(study_dir: Path, report: AuditReport, how: str) -> dict:
         "manifest_sha256": file_sha256(manifest) if manifest.exists() else None,
         "ok": report.ok,
         "model_check": report.model_check,
+        "registration": report.registration_line(),
         "counts": {s: counts.get(s, 0) for s in STATUSES},
         "problems": list(report.problems),
         # unlisted files (written after the manifest, such as the report's own pages) are not audited

@@ -1,0 +1,101 @@
+"""The reviewer's check of the registration (issue 48; docs/design.md section 7, "The registration").
+
+Three parts, each verified or said not to be, in the line the audit prints first:
+
+1. REGISTERED freezes the plan's sha256 (``cotdyn.plan.attestation``);
+2. its timestamp token is over that registration and signed by an authority whose CA the reviewer
+   gives (``--tsa-ca``), and no earlier than the date REGISTERED gives, nor later than the
+   study's first generation record (the author's own clock: "registered after generation began");
+3. generation is time-locked to it: every samples row's seed is recomputed from the registration's
+   lock and the row's (problem, prefix, sample), without the model; ``--regenerate`` then shows
+   the samples follow from those seeds.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from cotdyn.files.terminal import printable
+from cotdyn.generation.sealing import samples_requests
+from cotdyn.plan.attestation import read_registration, verified_attestation
+from cotdyn.plan.registration import PreregistrationError
+from cotdyn.plan.timelock import LOCK_FIELD
+
+# The generation logs whose start times say when generation began (the author's clock).
+GENERATION_LOGS = "cells/*/reference/*/generation.json", "cells/*/*/generation.json"
+STARTED = "started_utc"
+UNREGENERATED = "samples not regenerated (--regenerate N)"
+
+
+def registration_check(plan_path, study_dir: Path, tsa_ca) -> tuple[str, list[str]]:
+    """The registration part of the audit's first line, and its problems."""
+    try:
+        registration = read_registration(plan_path)
+    except PreregistrationError as e:
+        return f"plan {plan_path}: not registered", [str(e)]
+    attestation, problems = verified_attestation(registration, tsa_ca)
+    problems = list(registration.problems) + problems
+    began = generation_began(study_dir)
+    if registration.attested_time is not None and began is not None and registration.attested_time > began:
+        problems.append(
+            f"registered after generation began: the timestamp token's time {registration.attested_time:%Y-%m-%d %H:%M:%S} "
+            f"UTC is after the study's first generation record ({began:%Y-%m-%d %H:%M:%S} UTC, the author's clock)"
+        )
+    line = f"plan {plan_path} sha256 {registration.plan_sha256}; {registration.when()}, {attestation}"
+    return line, problems
+
+
+def generation_began(study_dir: Path) -> datetime.datetime | None:
+    """The earliest start a generation log of the study records (None where none does)."""
+    times = []
+    for pattern in GENERATION_LOGS:
+        for log in sorted(Path(study_dir).glob(pattern)):
+            try:
+                stamp = json.loads(log.read_text()).get(STARTED) if log.stat().st_size < 1 << 20 else None
+                times.append(datetime.datetime.fromisoformat(stamp))
+            except (OSError, ValueError, TypeError, AttributeError):
+                continue  # an unreadable log is the manifest comparison's to name
+    aware = [t for t in times if t.tzinfo is not None]
+    return min(aware) if aware else None
+
+
+def seed_problems(study_dir: Path, raw: dict, protocols: dict[str, dict], refused: dict) -> tuple[int, list[str]]:
+    """(samples rows checked, problems): every samples row's seed against the one this
+    registration's lock gives it. A row drawn under another registration's seeds is named."""
+    checked, problems = 0, []
+    for path, (cell, variant, chains) in sorted(raw.items()):
+        protocol = protocols[variant]
+        if chains is None or path in refused or chains in refused or LOCK_FIELD not in protocol:
+            continue
+        try:
+            samples = pd.read_parquet(Path(study_dir) / path, columns=["problem_id", "prefix_tokens", "sample", "seed"])
+            requests = samples_requests(samples, pd.read_parquet(Path(study_dir) / chains), protocol, cell)
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            problems.append(f"{path}: seeds not checked: {type(e).__name__}: {printable(str(e))[:200]}")
+            continue
+        expected = [r.seed + j for r in requests for j in range(r.n)]
+        stored = samples["seed"].astype("int64").tolist()
+        wrong = [i for i, (a, b) in enumerate(zip(stored, expected)) if a != b]
+        checked += len(stored)
+        if wrong:
+            i = wrong[0]
+            problems.append(
+                f"{path}: {len(wrong)} of {len(stored)} rows' seeds are not this registration's (row {i}: seed "
+                f"{stored[i]}, the registration gives {expected[i]}): samples drawn under another registration's seeds"
+            )
+    return checked, problems
+
+
+def time_lock_status(protocols: dict[str, dict], checked: int, problems: list[str], regenerated: str | None) -> str:
+    """The time-lock part of the audit's first line."""
+    if not any(LOCK_FIELD in p for p in protocols.values()):
+        return "generation not time-locked (the plan predates plan v4's time_lock)"
+    if problems:
+        return "generation time-locked to this registration: FAILED (seeds of another registration)"
+    if regenerated:
+        return f"generation time-locked to this registration: verified ({regenerated})"
+    return f"generation time-locked to this registration: seeds verified ({checked} samples rows); {UNREGENERATED}"
