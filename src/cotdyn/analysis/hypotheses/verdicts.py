@@ -226,6 +226,12 @@ def _estimation_entry(hid: str, hypothesis: dict, h4: dict, s: Settings, estimat
     return {"cells": per, "note": note, "verdict": verdict}
 
 
+def interval_decides(block: dict) -> bool:
+    """Whether a cell's interval may decide its criterion: not where the plan does not trust it (from
+    plan version 3: a zero-width interval, or H5's few discordant minority-label problems)."""
+    return block.get("ci_trusted", True)
+
+
 def _check_over(hid: str, criterion: dict, s: Settings) -> None:
     """criterion.over: named by plan versions 1-3 (all_cells | each_cell; it never changed a result,
     every criterion being evaluated per cell and combined), absent from version 4 on."""
@@ -266,9 +272,7 @@ def hypothesis_verdict(hypothesis: dict, cells: dict, h4: dict, holm: list[dict]
     for cell in hypothesis.get("cells", []):
         block = cells.get(cell, {}).get(block_id, {})
         ci = block.get(ci_key)
-        # an interval the plan does not trust (plan version 3: zero width, or H5's few discordant
-        # problems) decides nothing
-        ci_criterion = cell_verdict(criterion, ci) if block.get("ci_trusted", True) else "not_estimable"
+        ci_criterion = cell_verdict(criterion, ci) if interval_decides(block) else "not_estimable"
         holm_reject = holm_decision(hid, cell, holm)
         per[cell] = {
             "verdict": _with_holm(ci_criterion, holm_reject, s),
