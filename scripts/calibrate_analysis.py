@@ -13,10 +13,11 @@
    features (cotdyn.analysis.calibration.feature_population, h5_planted_reduction_pp).
 5. H5 over a grid (pi x n x four feature laws; ``--grid-settings acceptance``: only issue 33's two
    acceptance settings): coverage of unflagged intervals at each flagging threshold, with MC se.
+6. ``--only grid,h3-size`` (plan v4, issue 49; cotdyn.analysis.calibration_grid): H1-H5 over two
+   processes x accuracy x n, flagged vs unflagged; H3's size under the null with ties.
 
 Uses the same functions as cotdyn.analysis.hypotheses. Seeded; prints its settings and figures.
-    python scripts/calibrate_analysis.py [--cells 2000] [--families 10000] [--panels 1000] [--h5-cells 1000]
-        [--seed 20260829] [--only gap,holm,verdict,h5,h5grid] [--grid-settings all|acceptance]
+    python scripts/calibrate_analysis.py [--seed 20260829] [--only gap,holm,verdict,h5,h5grid,grid,h3-size]
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import numpy as np  # noqa: E402
 
 from cotdyn import stats
+from cotdyn.analysis import calibration_grid as grid
 from cotdyn.analysis.calibration import (
     PlantedCell,
     correlated_population,
@@ -165,16 +167,15 @@ def h5_ci_coverage(truth: PlantedCell, cell: str, cells: int, plan: dict, seed: 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cells", type=int, default=2000)
-    parser.add_argument("--families", type=int, default=10000)
-    parser.add_argument("--panels", type=int, default=1000)
-    parser.add_argument("--h5-cells", type=int, default=1000)
+    for name, default in (("--cells", 2000), ("--families", 10000), ("--panels", 1000), ("--h5-cells", 1000)):
+        parser.add_argument(name, type=int, default=default)
     parser.add_argument("--seed", type=int, default=20260829)
     parser.add_argument("--grid-cells", type=int, default=300, help="H5 grid: cells per setting")
     parser.add_argument("--grid-acceptance-cells", type=int, default=2000, help="H5 grid: cells at pi=0.5, n=1319")
     parser.add_argument("--grid-lopsided-cells", type=int, help="H5 grid: at pi=0.9, n=150 (default: as above)")
     parser.add_argument("--grid-settings", choices=("all", "acceptance"), default="all", help="H5 grid: settings")
     parser.add_argument("--grid-out", type=Path, help="H5 grid: write every cell's outcome here (CSV)")
+    grid.add_arguments(parser)  # --v4-*, --size-*
     parser.add_argument("--only", default="gap,holm,verdict,h5,h5grid", help="comma-separated parts to run")
     args = parser.parse_args()
     parts = set(args.only.split(","))
@@ -184,11 +185,8 @@ def main() -> None:
     plan = load_plan(PLAN)
     boot = plan["analysis"]["bootstrap"]
     alpha = float(plan["holm"]["alpha"])
-
-    settings = [
-        ("n=1000, coverage 0.50, accuracy 0.80 vs 0.70", PlantedCell(1000, 0.50, 0.80, 0.70)),
-        ("n=500, coverage 0.30, accuracy 0.60 vs 0.40", PlantedCell(500, 0.30, 0.60, 0.40)),
-    ]
+    settings = [("n=1000, coverage 0.50, accuracy 0.80 vs 0.70", PlantedCell(1000, 0.50, 0.80, 0.70)),
+                ("n=500, coverage 0.30, accuracy 0.60 vs 0.40", PlantedCell(500, 0.30, 0.60, 0.40))]  # fmt: skip
     if "gap" in parts:
         gap_section(settings, args, boot)
     null_cells = [PlantedCell.null(1319, 0.563, 0.846), PlantedCell.null(500, 0.146, 0.505)]
@@ -200,6 +198,7 @@ def main() -> None:
         h5_section(args, plan, boot)
     if "h5grid" in parts:
         h5_grid_section(args, plan)
+    grid.run_parts(parts, args, plan)  # grid, h3-size
 
 
 def gap_section(settings, args, boot) -> None:
