@@ -47,8 +47,9 @@ DEVIATION = {
 }
 
 
-def build_study(root: Path, data: Path, protocol: dict, deviations: list[dict]) -> Path:
-    """A one-cell confirmatory study under root/results/t, built by the workflow's steps in order."""
+def build_study(root: Path, data: Path, protocol: dict, deviations: list[dict], registration=None) -> Path:
+    """A one-cell confirmatory study under root/results/t, built by the workflow's steps in order.
+    ``registration(plan_path, registered_path)``: how its plan is registered (default: an author's date)."""
     prereg = root / "preregistration"
     prereg.mkdir(parents=True)
     # Fewer bootstrap resamples than registered keep the tests fast; the copy is registered afresh.
@@ -57,7 +58,9 @@ def build_study(root: Path, data: Path, protocol: dict, deviations: list[dict]) 
         assert registered in text
         text = text.replace(registered, small)
     (prereg / "plan.yaml").write_text(text)
-    register(prereg / "plan.yaml", prereg / "REGISTERED", "2026-11-30")
+    (registration or (lambda plan, registered: register(plan, registered, "2026-11-30")))(
+        prereg / "plan.yaml", prereg / "REGISTERED"
+    )
     (prereg / "deviations.yaml").write_text(yaml.safe_dump(deviations))
     plan_path = prereg / "plan.yaml"
     from cotdyn.generation.backends.registry import schema_file

@@ -40,12 +40,20 @@ def cmd_audit(args) -> int:
     if args.regenerate is not False:
         from cotdyn.audit.regenerate import regenerate_into
 
+        if report.registration:  # first, before regeneration's progress: what is being verified
+            print(printable(report.registration))
+
         regenerate_into(
             report, args.study_dir, args.plan, args.cache, args.regenerate, args.seed, args.tolerance, args.model
         )
     print(report.text())
     if args.report:
-        write_report(report, args.report)
+        try:
+            write_report(report, args.report)
+        except OSError as e:  # a read-only study folder, a missing folder: named, never a traceback
+            where = printable(str(args.report))
+            print(printable(f"error: the report was not written to {where}: {e.strerror or e}"), file=sys.stderr)
+            return 1
     return 0 if report.ok else 1
 
 
