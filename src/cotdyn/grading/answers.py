@@ -22,7 +22,11 @@ rules above), ``boxed`` (the MATH rules), ``choice`` (an option's letter, ``cotd
 quotes dropped; the answer is what follows the last "answer is"/"Answer:", else the last line).
 Each function takes a registered benchmark's name (``cotdyn.grading.registry``) or an answer type.
 
-Answer classes for entropy are the normalized strings; ``None`` means no answer was found.
+Answer classes for entropy are the normalized strings; ``None`` means no answer was found. Under
+``answer_form: canonical`` (plan v4; ``cotdyn.grading.canonical``) an answer of the number or boxed
+type that is one number is its value in one form (``18``, ``\\frac{17}{2}``), so ``0.50``,
+``\\frac12`` and ``$0.50`` are one class; under ``as_written`` (plans v1-v3, every function's default)
+the classes are the normalized spellings above.
 ``answer_or_none`` is the one definition of a missing answer (None, NaN, pandas NA, a blank
 string): every module that reads a stored answer passes it through, because a parquet round trip
 turns a missing string into NaN.
@@ -41,11 +45,23 @@ import pandas as pd
 
 from cotdyn.grading import choices as _choices
 from cotdyn.grading.boxed import last_boxed
+from cotdyn.grading.canonical import canonical_class, canonical_number
 
 # strip_string is re-exported: the MATH normalization lives in cotdyn.grading.math_normal
 from cotdyn.grading.math_normal import MATH_NUMBER, final_math_number, normalize_math, strip_string  # noqa: F401
 from cotdyn.grading.registry import REGISTRY
-from cotdyn.grading.types import ANSWER_TYPES, EQUIVALENCES, EXTRACTIONS, REGISTERED_EXTRACTION
+
+# where a text states its answer (the string type's rule and the final_statement extraction)
+from cotdyn.grading.statements import closing_expression, final_statement
+from cotdyn.grading.types import (  # noqa: F401 (ANSWER_FORMS, CANONICAL: re-exported for callers)
+    ANSWER_FORMS,
+    ANSWER_TYPES,
+    AS_WRITTEN,
+    CANONICAL,
+    EQUIVALENCES,
+    EXTRACTIONS,
+    REGISTERED_EXTRACTION,
+)
 
 OK = "ok"
 NO_ANSWER = "no_answer"
@@ -143,54 +159,32 @@ def normalize_string(answer: str) -> str | None:
     return text or None
 
 
-def final_statement(text: str) -> str | None:
-    """The answer a free text states: after its last "answer is"/"answer:", else its last line."""
-    text = text or ""
-    cues = list(re.finditer(r"answer\s*(?:is|:)\s*", text, re.I))
-    if cues:
-        stated = text[cues[-1].end() :].split("\n")[0]
-        stated = re.split(r"(?<=[^\d])\.(?:\s|$)", stated)[0]
-    else:
-        lines = [line for line in text.splitlines() if line.strip()]
-        stated = lines[-1] if lines else ""
-    return stated.strip() or None
+# the answer types whose answers may be numbers, which the canonical form writes by their value
+NUMERIC_TYPES = ("number", "boxed")
 
 
-_CLOSING_CUE = re.compile(r"answer\s*(?:is\b|:|=)\s*", re.I)
-_PROSE = re.compile(r"[A-Za-z]{2,}\s+[A-Za-z]{2,}")  # two words: a sentence, not an expression
-_MATH_SPAN = re.compile(r"\$\$?([^$]+)\$|\\\(([^)]*?)\\\)")
-_SENTENCE_END = re.compile(r"\.(?:\s|$)|\n")
+def _check_form(answer_form: str) -> None:
+    if answer_form not in ANSWER_FORMS:
+        raise ValueError(f"unknown answer_form '{answer_form}' (known: {', '.join(ANSWER_FORMS)})")
 
 
-def closing_expression(text: str) -> str | None:
-    """The expression of a closing "the final answer is ..." (seed 003's system prompt asks for a
-    final answer): after the last "answer is"/"answer:", its first math span (``$...$``) if the
-    statement has one, else the whole number it opens with, else the statement to its sentence's
-    end when it reads as an expression (not two words of prose); None when the text makes no such
-    statement."""
-    cues = list(_CLOSING_CUE.finditer(text or ""))
-    if not cues:
-        return None
-    rest = text[cues[-1].end() :].lstrip(" \t:*\n")
-    end = _SENTENCE_END.search(rest)
-    statement = (rest[: end.start()] if end else rest).strip(" *")
-    math = _MATH_SPAN.search(rest)
-    if math and (end is None or math.start() <= end.start()):
-        return (math.group(1) or math.group(2) or "").strip() or None
-    if not statement:
-        return None
-    opening = MATH_NUMBER.match(statement)
-    if opening:
-        return opening.group().strip()
-    return None if _PROSE.search(statement) else statement
+def normalize(
+    answer: str | None, benchmark: str, options: Sequence[str] | None = None, answer_form: str = AS_WRITTEN
+) -> str | None:
+    """Normalized answer class of a raw answer string, or None when nothing remains.
 
-
-def normalize(answer: str | None, benchmark: str, options: Sequence[str] | None = None) -> str | None:
-    """Normalized answer class of a raw answer string, or None when nothing remains."""
+    ``answer_form``: ``as_written`` (plans v1-v3) or ``canonical`` (plan v4: a number or boxed answer
+    that is one number is its value's one form, ``cotdyn.grading.canonical``)."""
+    _check_form(answer_form)
     answer = answer_or_none(answer)
     if answer is None:
         return None
     kind = answer_type(benchmark)
+    if answer_form == CANONICAL and kind in NUMERIC_TYPES:
+        # a whole number-type answer that is one number (1/2, \frac{17}{2}: a canonical class read
+        # again) is its value; the GSM8K rule would read its last number, the 2
+        whole = canonical_number(answer) if kind == "number" else None
+        return whole or canonical_class(normalize(answer, kind), lambda s: normalize(s, kind))
     if kind == "boxed":
         boxed = last_boxed(answer)  # an answer given with its box ("\\boxed{C}") is its content
         result = normalize_math(boxed if boxed is not None else answer, normalize_number)
@@ -211,17 +205,43 @@ def _none_or(answer: str | None) -> Extraction:
     return Extraction(answer, OK) if answer is not None else Extraction(None, NO_ANSWER)
 
 
+def answer_class(stored: str | None, benchmark: str, answer_form: str = AS_WRITTEN) -> str | None:
+    """The class under ``answer_form`` of an answer class found under ``as_written`` (what
+    samples.parquet, chains.parquet and the problems table store): itself under ``as_written`` and
+    for the choice and string types; its canonical class otherwise. ``extract`` and ``gold_answer``
+    under ``canonical`` are this of their ``as_written`` class, so a stored class maps to what a
+    re-extraction would find."""
+    _check_form(answer_form)
+    stored = answer_or_none(stored)
+    if answer_form == AS_WRITTEN or stored is None or answer_type(benchmark) not in NUMERIC_TYPES:
+        return stored
+    return normalize(stored, answer_type(benchmark), answer_form=CANONICAL)
+
+
 def extract(
     text: str,
     benchmark: str,
     options: Sequence[str] | None = None,
     extraction: str = REGISTERED_EXTRACTION,
+    answer_form: str = AS_WRITTEN,
 ) -> Extraction:
     """Extract and normalize the final answer of a model's text (missing text has no answer).
 
     ``options``: a multiple-choice problem's option texts, so a choice named by its text counts.
     ``extraction``: the rule (``EXTRACTIONS``); ``final_statement`` changes the number and boxed types.
+    ``answer_form``: the answer is found where ``as_written`` finds it, then takes its class under
+    this form (``answer_class``).
     """
+    found = _extract(text, benchmark, options, extraction)
+    if answer_form == AS_WRITTEN or found.answer is None:
+        _check_form(answer_form)
+        return found
+    answer = answer_class(found.answer, benchmark, answer_form)
+    return Extraction(answer, OK, found.raw) if answer is not None else Extraction(None, NO_ANSWER)
+
+
+def _extract(text: str, benchmark: str, options: Sequence[str] | None, extraction: str) -> Extraction:
+    """``extract`` under ``as_written``."""
     if extraction not in EXTRACTIONS:
         raise ValueError(f"unknown extraction '{extraction}' (known: {', '.join(EXTRACTIONS)})")
     kind = answer_type(benchmark)
@@ -287,9 +307,16 @@ def gold_expression(raw: str, benchmark: str) -> str | None:
     return raw
 
 
-def gold_answer(raw: str, benchmark: str, options: Sequence[str] | None = None) -> str | None:
+def gold_answer(
+    raw: str, benchmark: str, options: Sequence[str] | None = None, answer_form: str = AS_WRITTEN
+) -> str | None:
     """Normalized gold: a declared benchmark's own rule (GSM8K's number after its '####', MATH's
-    answer field or the last box of its solution), else the answer type's normalization."""
+    answer field or the last box of its solution), else the answer type's normalization; under
+    ``answer_form: canonical`` its canonical class (``answer_class``)."""
+    return answer_class(_gold_as_written(raw, benchmark, options), benchmark, answer_form)
+
+
+def _gold_as_written(raw: str, benchmark: str, options: Sequence[str] | None) -> str | None:
     raw = answer_or_none(raw)
     kind = answer_type(benchmark)
     if raw is None:
@@ -309,8 +336,10 @@ def equivalent(
     benchmark: str,
     method: str = "normalized",
     options: Sequence[str] | None = None,
+    answer_form: str = AS_WRITTEN,
 ) -> bool:
-    """The registered equivalence: equality of normalized answers (Hendrycks ``is_equiv``).
+    """The registered equivalence: equality of normalized answers (Hendrycks ``is_equiv``), each
+    normalized under ``answer_form`` (``as_written``: plans v1-v3; ``canonical``: plan v4).
 
     ``method="math_verify"`` is the sensitivity variant: symbolic equivalence by math-verify, which
     parses ``a`` and ``b`` itself, so pass them as written (``Extraction.raw``, ``gold_expression``).
@@ -321,7 +350,7 @@ def equivalent(
     if a is None or b is None:
         return False
     if method == "normalized":
-        x, y = normalize(a, benchmark, options), normalize(b, benchmark, options)
+        x, y = normalize(a, benchmark, options, answer_form), normalize(b, benchmark, options, answer_form)
         if kind in ("choice", "string") and x is None:
             return False  # two unreadable choices are not the same choice
         return x == y

@@ -10,3 +10,10 @@ EXTRACTIONS = ("final_number", "final_statement")
 
 # How two answers are compared: the registered rule (equal normalized strings) and math-verify.
 EQUIVALENCES = ("normalized", "math_verify")
+
+# How a numeric answer is written into its class (docs/design.md section 4; cotdyn.grading.canonical):
+# ``as_written`` is the rule of plans v1-v3 (which do not name it): the normalized spelling, so 0.50
+# and \frac{1}{2} are two classes; ``canonical`` (plan v4) writes each value in one form.
+AS_WRITTEN = "as_written"
+CANONICAL = "canonical"
+ANSWER_FORMS = (AS_WRITTEN, CANONICAL)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from cotdyn.grading.registry import answer_rule
 from cotdyn.grading.registry import entry as registry_entry
-from cotdyn.grading.types import EQUIVALENCES, EXTRACTIONS
+from cotdyn.grading.types import ANSWER_FORMS, EQUIVALENCES, EXTRACTIONS
 from cotdyn.plan.load import effective_protocol
 from cotdyn.protocol.segment import RULES
 
@@ -116,6 +116,7 @@ CHOICES = {
     "endpoint": ("continuation", "chain_answer", "reasoning", "forced"),
     "equivalence": EQUIVALENCES,
     "extraction": EXTRACTIONS,
+    "answer_form": ANSWER_FORMS,
     "checkpoints": ("steps", "tokens"),
     "dtype": ("bfloat16", "float16", "float32"),
 }
@@ -123,8 +124,10 @@ CHOICES = {
 
 # What a records-only variant may change: everything else is fixed by the generations it reuses.
 # ``extraction`` is one: samples.parquet keeps the registered rule's answers (the audit re-extracts
-# them so), and a variant's records re-extract each sample's text under its own rule.
-RECORDS_ONLY = ("m", "epsilon", "null_answers", "label", "endpoint", "equivalence", "extraction")
+# them so), and a variant's records re-extract each sample's text under its own rule. So is
+# ``answer_form``: the stored answers are the ``as_written`` classes, which the records map to the
+# variant's form (cotdyn.records.table.with_answer_form).
+RECORDS_ONLY = ("m", "epsilon", "null_answers", "label", "endpoint", "equivalence", "extraction", "answer_form")
 
 
 # A variant's keys that are no protocol parameters: which samples it reads, and how it reads the

@@ -99,13 +99,45 @@ def with_extraction(
     return chains, samples
 
 
-def _as_written(pred: str | None, texts: list, benchmark: str, extraction: str) -> str | None:
+def with_answer_form(
+    chains: pd.DataFrame, samples: pd.DataFrame, benchmark: str, answer_form: str
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Chains and samples with their answers as the classes of ``answer_form``.
+
+    The stored answers are ``as_written`` classes (generation and the audit extract so); under
+    ``canonical`` (plan v4) each becomes its canonical class (``answers.answer_class``, what a
+    re-extraction under that form finds), so the entropy's classes, the label and correctness all
+    read one form. A class the form leaves with no answer becomes ``no_answer``."""
+    if answer_form == answers.AS_WRITTEN or answers.answer_type(benchmark) not in answers.NUMERIC_TYPES:
+        return chains, samples
+    memo: dict = {}
+
+    def classes(values) -> list:
+        out = []
+        for value in answers.answers_or_none(values):
+            if value not in memo:
+                memo[value] = answers.answer_class(value, benchmark, answer_form)
+            out.append(memo[value])
+        return out
+
+    mapped = classes(samples["answer"])
+    lost = np.array([a is None for a in mapped], dtype=bool) & answers.is_answered(samples["answer"])
+    samples = samples.assign(answer=mapped, status=samples["status"].mask(lost, answers.NO_ANSWER))
+    own = classes(chains["chain_answer"])
+    lost = np.array([a is None for a in own], dtype=bool) & answers.is_answered(chains["chain_answer"])
+    chains = chains.assign(chain_answer=own)
+    if "chain_status" in chains.columns:
+        chains = chains.assign(chain_status=chains["chain_status"].mask(lost, answers.NO_ANSWER))
+    return chains, samples
+
+
+def _as_written(pred: str | None, texts: list, benchmark: str, extraction: str, answer_form: str) -> str | None:
     """The first spelling of answer class ``pred`` among ``texts`` (what math-verify parses), else
     the class itself."""
     if pred is None:
         return None
     for text in texts:
-        found = answers.extract(text, benchmark, extraction=extraction)
+        found = answers.extract(text, benchmark, extraction=extraction, answer_form=answer_form)
         if found.answer == pred and found.raw is not None:
             return found.raw
     return pred
@@ -131,6 +163,9 @@ def records_table(
     """
     extraction = protocol.get("extraction", answers.REGISTERED_EXTRACTION)
     chains, samples = with_extraction(chains, samples, benchmark, extraction)
+    # plans v1-v3 do not name answer_form: their effective protocol says as_written (plan.load)
+    answer_form = protocol.get("answer_form", answers.AS_WRITTEN)
+    chains, samples = with_answer_form(chains, samples, benchmark, answer_form)
     samples = variant_samples(samples, chains, protocol, m)
     as_written = protocol["equivalence"] == "math_verify" and answers.answer_type(benchmark) == "boxed"
     grouped = {pid: g for pid, g in samples.groupby("problem_id", sort=False)}
@@ -148,14 +183,20 @@ def records_table(
             pred = chain_answer
             last = answer_classes(prefix_answers[t.points[-1]], protocol["null_answers"]) if t.points else []
             confidence = agreement(last, pred)
-        gold, pred_scored, chain_scored = chain.gold, pred, chain_answer
+        # the gold's class under the protocol's form (the problems table stores the as_written class)
+        gold_class = (
+            chain.gold
+            if answer_form == answers.AS_WRITTEN
+            else answers.answer_class(chain.gold, benchmark, answer_form)
+        )
+        gold, pred_scored, chain_scored = gold_class, pred, chain_answer
         if as_written:
             texts = []
             if t.points and group is not None:  # the samples of the last answer-bearing prefix, in order
                 last = sorted(group["prefix"].unique())[t.points[-1]]
                 texts = list(group[group["prefix"] == last].sort_values("sample")["text"])
-            pred_scored = _as_written(pred, [*texts, chain.text], benchmark, extraction)
-            chain_scored = _as_written(chain_answer, [chain.text], benchmark, extraction)
+            pred_scored = _as_written(pred, [*texts, chain.text], benchmark, extraction, answer_form)
+            chain_scored = _as_written(chain_answer, [chain.text], benchmark, extraction, answer_form)
             gold = answers.gold_expression((gold_raw or {}).get(chain.problem_id), benchmark) or chain.gold
         raw_units = int(group["raw_units"].iloc[0]) if group is not None else 0
         n_answered = int((group["status"] == answers.OK).sum()) if group is not None else 0
@@ -174,10 +215,12 @@ def records_table(
                 "final_entropy": t.final_entropy,
                 "final_confidence": confidence,
                 "pred": pred,
-                "gold": chain.gold,
-                "correct": answers.equivalent(pred_scored, gold, benchmark, protocol["equivalence"]),
+                "gold": gold_class,
+                "correct": answers.equivalent(pred_scored, gold, benchmark, protocol["equivalence"], None, answer_form),
                 "chain_answer": chain_answer,
-                "chain_correct": answers.equivalent(chain_scored, gold, benchmark, protocol["equivalence"]),
+                "chain_correct": answers.equivalent(
+                    chain_scored, gold, benchmark, protocol["equivalence"], None, answer_form
+                ),
                 "excluded": t.excluded,
                 "exclusion_reason": t.exclusion_reason,
                 "reference_tokens": int(chain.reference_tokens),
