@@ -9,13 +9,14 @@ from typing import Any
 
 import yaml
 
-from cotdyn.grading.types import REGISTERED_EXTRACTION
+from cotdyn.grading.types import AS_WRITTEN, REGISTERED_EXTRACTION
 from cotdyn.plan import timelock
 
 # Protocol parameters the plan does not name (it was registered before they were parameters): each
 # defaults to the rule the registered protocol describes (docs/design.md section 4), so a study that
 # does not set it runs the registered rule, and a config may override it as any parameter.
-UNNAMED_DEFAULTS = {"extraction": REGISTERED_EXTRACTION}
+# ``answer_form``: plans v1-v3 grade answers as written (0.50 and \frac{1}{2} are two classes).
+UNNAMED_DEFAULTS = {"extraction": REGISTERED_EXTRACTION, "answer_form": AS_WRITTEN}
 
 
 def plan_sha256(path: str | Path) -> str:
