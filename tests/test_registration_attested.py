@@ -232,3 +232,44 @@ def test_the_lock_of_a_tokened_registration_holds_the_token(attested_study):
     row = samples.iloc[0]
     seed = request_seed(20260829, "qwen7b-gsm8k", row.problem_id, int(row.prefix_tokens), "continuation", lock)
     assert int(row.seed) == seed + int(row["sample"])
+
+
+def test_a_later_analysis_only_version_is_locked_to_the_earlier_registration(attested_study, tmp_path):
+    """A version that changes only the analysis names the registration its generation is locked to:
+    the seeds are that registration's, and the audit says in words that this version came after."""
+    from cotdyn.audit.raw import raw_files
+    from cotdyn.audit.registration import earlier_lock, seed_problems, time_lock_status
+    from cotdyn.plan.config import resolve_cells, study_protocols
+    from cotdyn.plan.timelock import PLAN_LOCK_KEY
+
+    earlier = attested_study.parents[1] / "preregistration"
+    prereg = tmp_path / "preregistration"
+    shutil.copytree(earlier, prereg / "v4")
+    record = yaml.safe_load((earlier / "REGISTERED").read_text())
+    text = (earlier / "plan.yaml").read_text().replace("resamples: 100\n", "resamples: 200\n")
+    locked = {
+        "plan_sha256": record["plan_sha256"],
+        "token_sha256": record["timestamp_token_sha256"],
+        "registered": "v4/REGISTERED",
+    }
+    text = text.replace("time_lock: this_registration", "time_lock: " + json.dumps(locked))
+    (prereg / "plan.yaml").write_text(text)
+    register(prereg / "plan.yaml", prereg / "REGISTERED", "2026-12-07")
+    later, first = load_plan(prereg / "plan.yaml"), load_plan(earlier / "plan.yaml")
+    assert later[PLAN_LOCK_KEY] == first[PLAN_LOCK_KEY]
+    config = json.loads((attested_study / STUDY_MANIFEST).read_text())["config"]
+    protocols = study_protocols(config, later)
+    raw = raw_files(config, protocols, resolve_cells(config, later))
+    checked, problems = seed_problems(attested_study, raw, protocols, {})
+    assert checked > 0 and problems == []
+    words, problems = earlier_lock(later, prereg / "plan.yaml")
+    assert problems == [] and "this plan version was registered after generation began" in words
+    assert time_lock_status(protocols, checked, [], words).startswith(
+        f"generation time-locked to an earlier registration ({prereg / 'v4' / 'REGISTERED'}"
+    )
+    # the earlier registration it names must be the one it says
+    (prereg / "v4" / "REGISTERED").write_text(
+        (prereg / "v4" / "REGISTERED").read_text().replace(record["plan_sha256"], "a" * 64)
+    )
+    found = earlier_lock(later, prereg / "plan.yaml")[1]
+    assert any("v4/REGISTERED registers sha256 " + "a" * 64 in p for p in found), found

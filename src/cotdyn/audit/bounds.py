@@ -2,7 +2,8 @@
 
 A raw file (chains.parquet, samples.parquet) is checked before it is parsed: a plain file (no
 link), its size, then its parquet footer alone (rows, the columns the audit reads, the size its
-columns take decompressed and how far they decompress), then its seal's hash. Only then are its
+columns take decompressed and how far they decompress, and what they decode to: a dictionary's
+entries once per row), then its seal's hash. Only then are its
 rows read, and a text longer than any generation writes is refused. Each refusal names the file and
 the bound. A file whose hash differs from its seal but that keeps within the bounds is still read:
 the audit names the rows that changed.
@@ -18,6 +19,7 @@ from cotdyn.provenance.seal import SealError, file_sha256, read_seal
 
 MAX_FILE_BYTES = 4 << 30  # a raw file on disk
 MAX_UNCOMPRESSED_BYTES = 8 << 30  # its columns decompressed, as its footer says
+MAX_DECODED_BYTES = 8 << 30  # its columns decoded (a dictionary's entries once per row): what pandas holds
 MAX_RATIO = 100  # decompressed / compressed: pandas' snappy reaches about 20 on repetitive text
 MAX_ROWS = 50_000_000
 MAX_TEXT_CHARS = 200_000  # one chain or continuation: some 50,000 tokens, beyond every budget
@@ -51,6 +53,51 @@ def footer_problem(path: Path) -> str | None:
     if plain > MAX_RATIO * packed:
         fold = f"decompresses {plain // packed}-fold ({packed} bytes to {plain})"
         return f"{fold}; generation output does not exceed {MAX_RATIO}-fold ({bound('MAX_RATIO')})"
+    return decoded_problem(path, MAX_DECODED_BYTES, "MAX_DECODED_BYTES")
+
+
+def decoded_size(path: Path) -> tuple[int, int]:
+    """(bytes, longest value) of the parquet file's columns once decoded, found before any column is
+    decoded. A dictionary-encoded text column decompresses to its dictionary and indices, which the
+    footer's sizes count, but decodes to one copy of its entry per row: one 150,000-character text
+    in 400,000 rows is a 17 MB file that pandas decodes to 60 GB. Such a column chunk is read as
+    pyarrow holds it (dictionary and indices, no larger than its pages) and its decoded bytes summed
+    from its entries' lengths; every other chunk decodes to about its uncompressed size."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    meta = pq.ParquetFile(path).metadata
+    total, longest = 0, 0
+    for g in range(meta.num_row_groups):
+        for c in range(meta.num_columns):
+            chunk = meta.row_group(g).column(c)
+            if not (chunk.physical_type == "BYTE_ARRAY" and chunk.has_dictionary_page):
+                total += chunk.total_uncompressed_size
+                continue
+            name = chunk.path_in_schema
+            if "." in name:  # a nested text column: raw and derived tables are flat
+                raise ValueError(f"column {name}: a dictionary-encoded nested column, which no cotdyn table holds")
+            column = pq.ParquetFile(path, read_dictionary=[name]).read_row_group(g, columns=[name]).column(0)
+            for array in column.chunks:
+                if not hasattr(array, "dictionary"):  # not read as a dictionary: its size is its own
+                    total += array.nbytes
+                    continue
+                lengths = pc.take(pc.binary_length(array.dictionary), array.indices)
+                total += int(pc.sum(lengths).as_py() or 0)
+                longest = max(longest, int(pc.max(lengths).as_py() or 0))
+    return total, longest
+
+
+def decoded_problem(path: Path, limit: int, name: str | None = None) -> str | None:
+    """Why the parquet file at ``path`` is not decoded (more than ``limit`` bytes decoded, its bound
+    ``name`` in this module), or None."""
+    try:
+        size, longest = decoded_size(path)
+    except (OSError, ValueError) as e:  # ArrowInvalid is a ValueError
+        return f"not a parquet file that can be bounded ({type(e).__name__}: {str(e)[:200]})"
+    if size > limit:
+        named = bound(name) if name else f"a bound of {limit}"
+        return f"decodes to {size} bytes (its longest value {longest} bytes), more than the audit decodes ({named})"
     return None
 
 

@@ -23,7 +23,7 @@ from cotdyn.audit.derive import (  # noqa: F401  (the workflow's rules import th
 from cotdyn.audit.diff import changed_rows
 from cotdyn.audit.pages import check_pages
 from cotdyn.audit.raw import apply_raw_checks, raw_checks, raw_files
-from cotdyn.audit.registration import registration_check, seed_problems, time_lock_status
+from cotdyn.audit.registration import earlier_lock, registration_check, seed_problems, time_lock_status
 from cotdyn.audit.untrusted import Admitted, Refused, admit
 from cotdyn.files.layout import PLAN_CHECK, study_targets
 from cotdyn.files.terminal import printable
@@ -126,9 +126,10 @@ def audit(study_dir, plan_path=None, scratch=None, cache=None, pages: bool = Tru
     report.problems += problems + plan_problems(study)
     raw = raw_files(study.config, protocols, cells)
     refused = admit_raw(study_dir, list(raw))
+    earlier, problems = earlier_lock(study.plan, study.plan_path)
     checked, lock_problems = seed_problems(study_dir, raw, protocols, refused)
-    report.problems += lock_problems
-    report.time_lock = time_lock_status(protocols, checked, lock_problems, None)
+    report.problems += problems + lock_problems
+    report.time_lock = time_lock_status(protocols, checked, problems + lock_problems, earlier)
     sealed = {p: seal_problem(study_dir / p) for p in raw if p not in refused and (study_dir / p).exists()}
     with tempfile.TemporaryDirectory(prefix="cotdyn-audit-") as tmp:
         derived_dir = (Path(scratch) if scratch else Path(tmp)) / "derived"

@@ -8,7 +8,6 @@ these files call the same functions. A raw file ``cotdyn.audit.bounds`` refused 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd
@@ -26,6 +25,7 @@ from cotdyn.files.layout import (
     variant_file,
 )
 from cotdyn.files.layout import problems as problems_file
+from cotdyn.files.strict import read_json
 from cotdyn.files.writers import write_parquet
 from cotdyn.grading import answers
 from cotdyn.plan.config import cut_answers, reference_id, samples_variant, study_protocols
@@ -42,14 +42,16 @@ from cotdyn.records.derive import derive_records
 from cotdyn.records.table import variant_samples
 from cotdyn.report.secondary_tables import derive_generations, derive_secondary, has_secondary
 
+MAX_PLAN_CHECK_BYTES = 64 << 20  # checks/plan_check.json: a few lines per cell
+
 # --- derivations shared by the workflow's rules and the audit --------------------------------
 
 
 def derive_analysis(records_paths: list, plan_path, plan_check_path, out_dir) -> list[Path]:
     """analysis/<variant>/: the registered analysis over all cells' records, naming the plan's hash
     and the preregistration status (declared deviations) of every analysed cell."""
+    check = read_json(plan_check_path, max_bytes=MAX_PLAN_CHECK_BYTES)  # strictly: cotdyn.files.strict
     records = read_records(records_paths)
-    check = json.loads(Path(plan_check_path).read_text())
     result = analyze(records, load_plan(plan_path), plan_sha256(plan_path))
     cells = sorted(records["cell"].astype(str).unique())
     result["preregistration"] = {"registered": check["registered"], "cells": {c: check["cells"].get(c) for c in cells}}

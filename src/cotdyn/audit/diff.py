@@ -12,11 +12,13 @@ from pathlib import Path
 
 import pandas as pd
 
+from cotdyn.files.strict import UntrustedFileError, read_json, regular_file
 from cotdyn.grading import answers
 
 # the columns that name a row, in the order tried: a sample, a record, a table row of one cell
 KEYS = (("problem_id", "prefix", "sample"), ("cell", "problem_id"), ("problem_id",))
 SHOWN = 5
+MAX_COMPARED_BYTES = 256 << 20  # a derived table or JSON compared row by row: a summary is kB, records MB
 
 
 def _key(frame: pd.DataFrame) -> list[str]:
@@ -24,7 +26,19 @@ def _key(frame: pd.DataFrame) -> list[str]:
 
 
 def _read(path: Path) -> pd.DataFrame:
-    return pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
+    """A table of the study (or its re-derivation), read once it is a regular file within the bounds
+    (a FIFO never opened, a sparse or compressed giant never decoded)."""
+    st = regular_file(path)
+    if st.st_size > MAX_COMPARED_BYTES:
+        raise UntrustedFileError(f"{path}: {st.st_size} bytes, more than the {MAX_COMPARED_BYTES} compared row by row")
+    if path.suffix == ".parquet":
+        from cotdyn.audit.bounds import decoded_problem
+
+        problem = decoded_problem(path, MAX_COMPARED_BYTES)
+        if problem:
+            raise UntrustedFileError(f"{path}: {problem}")
+        return pd.read_parquet(path)
+    return pd.read_csv(path)
 
 
 def _same(a, b) -> bool:
@@ -98,8 +112,9 @@ def changed_rows(stored_path, derived_path) -> str | None:
     try:
         if stored_path.suffix in (".parquet", ".csv"):
             return table_changes(_read(stored_path), _read(derived_path))
-        if stored_path.suffix == ".json":
-            return json_changes(json.loads(stored_path.read_text()), json.loads(derived_path.read_text()))
+        if stored_path.suffix == ".json":  # the stored file strictly: bounded, no key twice (cotdyn.files.strict)
+            stored = read_json(stored_path, max_bytes=MAX_COMPARED_BYTES)
+            return json_changes(stored, json.loads(derived_path.read_text()))
     except (OSError, ValueError) as e:
         return f"could not compare the rows ({type(e).__name__}: {e})"
     return None

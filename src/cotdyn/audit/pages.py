@@ -13,7 +13,11 @@ import json
 from pathlib import Path
 
 from cotdyn.files.layout import AUDIT_RESULT, PLAN_CHECK, REPORT_DIR, REPORT_PAGES, analysis_file
+from cotdyn.files.strict import UntrustedFileError, read_bytes, read_json
 from cotdyn.provenance.integrity import MATCH, MISMATCH, MISSING, UNLISTED, FileCheck, stored_check
+
+MAX_PAGE_BYTES = 64 << 20  # a report page: tens of kB
+MAX_RESULT_BYTES = 64 << 20  # report/audit.json: a line per file of the study
 
 NOT_VOUCHED = "a report file the audit does not re-render: not vouched for"
 
@@ -34,10 +38,12 @@ def rendered(study_dir: Path, derived_dir: Path, variant: str, page: str, stored
     hypotheses = derived_dir / analysis_file(variant, "hypotheses.json")
     audit = study_dir / AUDIT_RESULT
     audit = audit if audit.is_file() else None
+    # the study's audit result, strictly (cotdyn.files.strict): a refusal is a ValueError naming it
+    audit_result = read_json(audit, max_bytes=MAX_RESULT_BYTES) if audit else None
     if page == "header.html":
         return header_bytes(variant, hypotheses, derived_dir / PLAN_CHECK, audit, stored)
     result = json.loads(hypotheses.read_text())
-    return registered_results_html(variant, result, json.loads(audit.read_text()) if audit else None, stored)
+    return registered_results_html(variant, result, audit_result, stored)
 
 
 def first_difference(ours: bytes, theirs: bytes) -> str:
@@ -55,7 +61,10 @@ def page_check(study_dir: Path, derived_dir: Path, path: str, stored: dict) -> F
         ours = rendered(study_dir, derived_dir, variant, page, stored)
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
         return FileCheck(path, MISMATCH, f"could not be re-rendered ({type(e).__name__}: {str(e)[:200]})")
-    theirs = (study_dir / path).read_bytes()
+    try:
+        theirs = read_bytes(study_dir / path, max_bytes=MAX_PAGE_BYTES)
+    except UntrustedFileError as e:
+        return FileCheck(path, MISMATCH, f"not read ({e})")
     if ours != theirs:
         detail = f"re-rendered from the re-derived analysis, the page differs ({first_difference(ours, theirs)})"
         return FileCheck(path, MISMATCH, detail)

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from cotdyn.audit.raw import raw_files
-from cotdyn.audit.registration import UNREGENERATED, time_lock_status
+from cotdyn.audit.registration import SEEDS_VERIFIED, regenerated_lock
 from cotdyn.audit.study_model import cost_line, study_model, weights_problem
 from cotdyn.audit.untrusted import Admitted, Refused, admit
 from cotdyn.files.terminal import printable
@@ -295,8 +295,8 @@ def regenerate_into(report, study_dir, plan_path, cache, count: int | None, seed
         report.model_check = "regenerated: nothing"
         return
     report.model_check = result.summary()
-    if result.ok and report.time_lock and report.time_lock.endswith(UNREGENERATED):
-        report.time_lock = time_lock_status(protocols, 0, [], f"{result.equal} regenerated")
+    if result.ok and report.time_lock and SEEDS_VERIFIED in report.time_lock:
+        report.time_lock = regenerated_lock(report.time_lock, result.equal)
     lines = result.lines()
     report.problems += [line.removeprefix("  problem: ") for line in lines if line.startswith("  problem: ")]
     for line in lines:

@@ -21,14 +21,15 @@ import pandas as pd
 
 from cotdyn.files.terminal import printable
 from cotdyn.generation.sealing import samples_requests
-from cotdyn.plan.attestation import read_registration, verified_attestation
+from cotdyn.plan.attestation import earlier_registration_problems, read_registration, verified_attestation
 from cotdyn.plan.registration import PreregistrationError
-from cotdyn.plan.timelock import LOCK_FIELD
+from cotdyn.plan.timelock import LOCK_FIELD, TimeLockError
 
 # The generation logs whose start times say when generation began (the author's clock).
 GENERATION_LOGS = "cells/*/reference/*/generation.json", "cells/*/*/generation.json"
 STARTED = "started_utc"
 UNREGENERATED = "samples not regenerated (--regenerate N)"
+SEEDS_VERIFIED = ": seeds verified"
 
 
 def registration_check(plan_path, study_dir: Path, tsa_ca) -> tuple[str, list[str]]:
@@ -47,6 +48,14 @@ def registration_check(plan_path, study_dir: Path, tsa_ca) -> tuple[str, list[st
         )
     line = f"plan {plan_path} sha256 {registration.plan_sha256}; {registration.when()}, {attestation}"
     return line, problems
+
+
+def earlier_lock(plan: dict, plan_path) -> tuple[str | None, list[str]]:
+    """A later plan version's lock to an earlier registration, in words, and its problems."""
+    try:
+        return earlier_registration_problems(plan, plan_path)
+    except (TimeLockError, OSError) as e:
+        return None, [printable(str(e))]
 
 
 def generation_began(study_dir: Path) -> datetime.datetime | None:
@@ -90,12 +99,18 @@ def seed_problems(study_dir: Path, raw: dict, protocols: dict[str, dict], refuse
     return checked, problems
 
 
-def time_lock_status(protocols: dict[str, dict], checked: int, problems: list[str], regenerated: str | None) -> str:
-    """The time-lock part of the audit's first line."""
+def time_lock_status(protocols: dict[str, dict], checked: int, problems: list[str], earlier: str | None = None) -> str:
+    """The time-lock part of the audit's first line, before any regeneration (``earlier``: a later
+    version's lock to an earlier registration, in words)."""
     if not any(LOCK_FIELD in p for p in protocols.values()):
         return "generation not time-locked (the plan predates plan v4's time_lock)"
+    head = earlier or "generation time-locked to this registration"
     if problems:
-        return "generation time-locked to this registration: FAILED (seeds of another registration)"
-    if regenerated:
-        return f"generation time-locked to this registration: verified ({regenerated})"
-    return f"generation time-locked to this registration: seeds verified ({checked} samples rows); {UNREGENERATED}"
+        return f"{head}: FAILED (the seeds are not the registration's)"
+    return f"{head}{SEEDS_VERIFIED} ({checked} samples rows); {UNREGENERATED}"
+
+
+def regenerated_lock(status: str, regenerated: int) -> str:
+    """The time-lock part once ``regenerated`` requests were drawn again and all equal: the samples
+    follow from the seeds the rows were checked to hold."""
+    return f"{status.split(SEEDS_VERIFIED)[0]}: verified ({regenerated} regenerated)"

@@ -11,10 +11,10 @@ weights is refused. And the cost line printed before the run.
 
 from __future__ import annotations
 
-import json
 import tempfile
 from pathlib import Path
 
+from cotdyn.files.strict import read_json
 from cotdyn.files.terminal import printable
 
 MAX_LOG_BYTES = 1 << 20  # a generation.json describes one backend: a few kB
@@ -48,11 +48,11 @@ def recorded_backend(generation_log: Path) -> dict:
     a plain, small JSON object with a backend object (the study folder is untrusted)."""
     if generation_log.is_symlink() or not generation_log.is_file():
         raise ValueError(f"{generation_log}: not a plain file")
-    if generation_log.stat().st_size > MAX_LOG_BYTES:
-        raise ValueError(f"{generation_log}: more than {MAX_LOG_BYTES} bytes, not a generation log")
+    # strictly (cotdyn.files.strict): a regular file, bounded in bytes and depth, no key twice
+    log = read_json(generation_log, max_bytes=MAX_LOG_BYTES)
     try:
-        backend = json.loads(generation_log.read_bytes().decode("utf-8"))["backend"]
-    except (UnicodeDecodeError, ValueError, KeyError, TypeError) as e:
+        backend = log["backend"]
+    except (KeyError, TypeError) as e:
         raise ValueError(f"{generation_log}: field backend not read ({type(e).__name__})") from None
     if not isinstance(backend, dict):
         raise ValueError(f"{generation_log}: field backend: expected an object")

@@ -1,7 +1,8 @@
 """A study folder handed to a reviewer is untrusted input (docs/tamper-evidence.md, "Threat model").
 
-Before the audit reads anything else it admits the folder (``admit``): no symlink anywhere in it
-(``report/`` and ``logs/`` included), a manifest that is a JSON object with a config, a config
+Before the audit reads anything else it admits the folder (``admit``): no symlink, FIFO, device,
+socket or file hard-linked from outside anywhere in it (``report/`` and ``logs/`` included), at most
+MAX_STUDY_FILES entries, a manifest read strictly (``cotdyn.files.strict``) that is a JSON object with a config, a config
 that passes the run's own schema (``cotdyn.plan.schema``), and a plan and a cache that lie inside
 the folders the reviewer trusts (``trusted_roots``) unless the reviewer named them. Each refusal
 names the file, the field and what was expected.
@@ -9,13 +10,15 @@ names the file, the field and what was expected.
 
 from __future__ import annotations
 
-import json
 import os
+import stat
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 from cotdyn.audit.locate import locate_plan, not_found_message
 from cotdyn.files.layout import STUDY_MANIFEST
+from cotdyn.files.strict import MissingFile, UntrustedFileError, kind_of, read_json
 from cotdyn.files.terminal import printable
 from cotdyn.generation.backends.validation import validate_config
 from cotdyn.plan.config import ConfigError
@@ -41,45 +44,80 @@ class Admitted:
     cache_note: str
 
 
+MAX_STUDY_FILES = 1_000_000  # a study of 10,000 cells holds some 100,000 files
+
+
+def _walk(study_dir: Path):
+    """(relative path, lstat) of every entry in the study folder, links never followed, without
+    recursion; a Refused past MAX_STUDY_FILES (a folder of millions of files is not walked to the end)."""
+    folders, count = [study_dir], 0
+    while folders:
+        folder = folders.pop()
+        with os.scandir(folder) as entries:
+            for entry in sorted(entries, key=lambda e: e.name):
+                count += 1
+                if count > MAX_STUDY_FILES:
+                    raise Refused(
+                        f"{study_dir}: more than {MAX_STUDY_FILES} files (MAX_STUDY_FILES in cotdyn.audit.untrusted); "
+                        "nothing was read"
+                    )
+                st = entry.stat(follow_symlinks=False)
+                yield Path(entry.path).relative_to(study_dir).as_posix(), st
+                if stat.S_ISDIR(st.st_mode):
+                    folders.append(Path(entry.path))
+
+
 def study_links(study_dir: Path) -> list[str]:
     """Every symlink inside the study folder (files and folders, never followed), relative."""
-    links = []
-    for folder, dirs, files in os.walk(study_dir, followlinks=False):
-        for name in sorted(dirs + files):
-            path = Path(folder) / name
-            if path.is_symlink():
-                links.append(path.relative_to(study_dir).as_posix())
-    return sorted(links)
+    return sorted(rel for rel, st in _walk(study_dir) if stat.S_ISLNK(st.st_mode))
+
+
+def _shown(paths: list[str]) -> str:
+    return ", ".join(printable(p) for p in paths[:10]) + (f" and {len(paths) - 10} more" if len(paths) > 10 else "")
 
 
 def refuse_links(study_dir: Path) -> None:
-    links = study_links(study_dir)
+    """Refuse a study folder holding a symlink, a FIFO, a device or a socket (each named by kind:
+    a FIFO blocks whoever opens it, a device never ends), or a file hard-linked from outside it (its
+    bytes can change from there after the audit hashed them); past MAX_STUDY_FILES, refuse unwalked."""
+    entries = list(_walk(study_dir))
+    links = sorted(rel for rel, st in entries if stat.S_ISLNK(st.st_mode))
     if links:
-        shown = ", ".join(printable(link) for link in links[:10]) + (
-            f" and {len(links) - 10} more" if len(links) > 10 else ""
-        )
         raise Refused(
-            f"{study_dir}: {len(links)} symlink(s) inside the study folder ({shown}): a study holds its own files; "
+            f"{study_dir}: {len(links)} symlink(s) inside the study folder ({_shown(links)}): a study holds its own files; "
             "nothing was read (replace each link with a copy of what it points to)"
         )
-
-
-def _no_constant(name: str):
-    raise ValueError(f"{name} is not a JSON number (the manifest holds finite numbers only)")
+    special = [
+        f"{rel} ({kind})"
+        for rel, st in entries
+        if not stat.S_ISDIR(st.st_mode) and (kind := kind_of(st.st_mode)) is not None
+    ]
+    if special:
+        raise Refused(
+            f"{study_dir}: {len(special)} entr(ies) that are not regular files ({_shown(special)}): a study holds "
+            "files and folders only; nothing was read"
+        )
+    inside_links = Counter((st.st_dev, st.st_ino) for _, st in entries if stat.S_ISREG(st.st_mode))
+    shared = [
+        rel for rel, st in entries if stat.S_ISREG(st.st_mode) and st.st_nlink > inside_links[(st.st_dev, st.st_ino)]
+    ]
+    if shared:
+        raise Refused(
+            f"{study_dir}: {len(shared)} file(s) hard-linked from outside the study folder ({_shown(shared)}): "
+            "their bytes can change from there; nothing was read (replace each with a copy: cp, not cp -l)"
+        )
 
 
 def read_manifest(path: Path) -> dict:
-    """The study manifest, checked for shape: a JSON object with the fields in MANIFEST_FIELDS."""
-    if not path.is_file():
-        raise Refused(f"{path} not found: the study has no manifest to audit against")
-    if path.stat().st_size > MAX_MANIFEST_BYTES:
-        raise Refused(
-            f"{path}: {path.stat().st_size} bytes, more than a manifest may hold (MAX_MANIFEST_BYTES = {MAX_MANIFEST_BYTES} in cotdyn.audit.untrusted)"
-        )
+    """The study manifest, read strictly (cotdyn.files.strict: a regular file, bounded in bytes and
+    depth, no key twice, no NaN) and checked for shape: a JSON object with the fields in MANIFEST_FIELDS."""
     try:
-        manifest = json.loads(path.read_bytes().decode("utf-8"), parse_constant=_no_constant)
-    except (UnicodeDecodeError, ValueError, RecursionError) as e:
-        raise Refused(f"{path}: not a JSON manifest ({printable(str(e))[:300]})") from None
+        manifest = read_json(path, max_bytes=MAX_MANIFEST_BYTES)
+    except MissingFile:
+        raise Refused(f"{path} not found: the study has no manifest to audit against") from None
+    except UntrustedFileError as e:
+        bound = " (MAX_MANIFEST_BYTES in cotdyn.audit.untrusted)" if "bytes, more than" in str(e) else ""
+        raise Refused(f"{e}{bound}: not a JSON manifest") from None
     if not isinstance(manifest, dict):
         raise Refused(f"{path}: expected a JSON object, got a {type(manifest).__name__}")
     for key, kind in MANIFEST_FIELDS.items():

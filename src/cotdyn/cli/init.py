@@ -26,6 +26,7 @@ import yaml
 
 from cotdyn.files.terminal import printable
 from cotdyn.files.writers import write_text
+from cotdyn.plan.timelock import THIS_REGISTRATION
 
 REGISTERED_PLAN = "preregistration/plan.yaml"
 KEY = re.compile(r"[A-Za-z0-9_]+")
@@ -157,6 +158,9 @@ def study_plan(
         },
         "hypotheses": named,
         "verdict_rule": dict(registered["verdict_rule"]),
+        # a new study's generation is locked to its own registration (plan v4 on), whichever one
+        # the registered plan's generation was locked to
+        **({"time_lock": THIS_REGISTRATION} if "time_lock" in registered else {}),
         "holm": {
             **{k: v for k, v in registered["holm"].items() if k != "family"},
             "family": [{"id": "H1", "cell": cell, "p": "p_fisher"}, {"id": "H3", "cell": cell, "p": "p_spearman"}],
@@ -345,6 +349,7 @@ def cmd_init(args) -> int:
     print(
         "next: read and edit them, then\n"
         f"  cotdyn register --plan {folder / 'plan.yaml'} --registered {folder / 'REGISTERED'} --date YYYY-MM-DD\n"
+        "    (or --timestamp-url URL in place of --date: a timestamp authority attests the time; docs/your-study.md)\n"
         f"  snakemake --cores 2 --configfile {folder / 'config.yaml'}"
     )
     return 0

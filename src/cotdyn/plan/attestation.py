@@ -14,6 +14,7 @@ from pathlib import Path
 
 from cotdyn.plan.load import plan_sha256
 from cotdyn.plan.registration import TOKEN_NAME, PreregistrationError, read_registered, sibling_paths
+from cotdyn.plan.timelock import THIS_REGISTRATION, declared_lock
 from cotdyn.plan.timestamp import TimestampError, Token, parse_token, read_token_bytes, verify_token
 
 NO_CA = "timestamp present, not verified: no trusted TSA certificate given"
@@ -127,3 +128,33 @@ def registration_line(plan_path, registered_path=None, tsa_ca=None) -> str:
         return f"plan {plan_path} sha256 {plan_sha256(plan_path)}; not registered ({e})"
     attestation, _ = verified_attestation(registration, tsa_ca)
     return f"plan {plan_path} sha256 {registration.plan_sha256}; {registration.when()}, {attestation}"
+
+
+def earlier_registration_problems(plan: dict, plan_path) -> tuple[str | None, list[str]]:
+    """For a plan whose generation is locked to an earlier registration (a later version that
+    changes only the analysis): that registration in words, and what does not match it. (None, [])
+    for a plan locked to its own registration or to none."""
+    locked = declared_lock(plan, plan_path, None)
+    if locked is None or plan.get("time_lock") == THIS_REGISTRATION:
+        return None, []
+    where = Path(plan_path).parent / (locked.registered or "REGISTERED")
+    words = (
+        f"generation time-locked to an earlier registration ({where}: {locked.describe()}); "
+        "this plan version was registered after generation began"
+    )
+    if locked.registered is None:
+        return words, [f"{plan_path}: time_lock names no 'registered' file to check the earlier registration by"]
+    try:
+        record = read_registered(where)
+    except PreregistrationError as e:
+        return words, [str(e)]
+    problems = []
+    if record["plan_sha256"] != locked.plan_sha256:
+        problems.append(
+            f"{where} registers sha256 {record['plan_sha256']}, {plan_path}'s time_lock names {locked.plan_sha256}"
+        )
+    if record.get("timestamp_token_sha256") != locked.token_sha256:
+        problems.append(
+            f"{where} records token sha256 {record.get('timestamp_token_sha256')}, {plan_path}'s time_lock names {locked.token_sha256}"
+        )
+    return words, problems

@@ -75,6 +75,9 @@ def declared_lock(plan: dict, plan_path: str | Path, token_sha256: str | None) -
             f"{where}: expected '{THIS_REGISTRATION}' or a mapping of plan_sha256, token_sha256, registered"
         )
     token = declared.get("token_sha256")
+    registered = declared.get("registered")
+    if registered is not None and (Path(str(registered)).is_absolute() or ".." in Path(str(registered)).parts):
+        raise TimeLockError(f"{where}.registered: a path inside the plan's folder, without '..'")
     return LockedTo(
         _hex64(declared.get("plan_sha256"), f"{where}.plan_sha256"),
         None if token is None else _hex64(token, f"{where}.token_sha256"),
