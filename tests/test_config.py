@@ -107,6 +107,7 @@ def test_every_protocol_parameter_is_classified_for_the_reference_chains(plan):
     after_the_chain = {
         "m", "continuation_temperature", "continuation_max_tokens", "segmentation", "cap", "epsilon",
         "null_answers", "label", "endpoint", "equivalence", "checkpoints", "checkpoint_stride", "extraction",
+        "answer_form",
     }  # fmt: skip
     assert set(registered_protocol(plan)) == set(REFERENCE_FIELDS) | set(STUDY_WIDE) | after_the_chain
     assert not set(REFERENCE_FIELDS) & after_the_chain
