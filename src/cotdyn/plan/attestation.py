@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cotdyn.plan.load import plan_sha256
-from cotdyn.plan.registration import TOKEN_NAME, PreregistrationError, read_registered, sibling_paths
+from cotdyn.plan.registered import TOKEN_NAME, PreregistrationError, read_registered, sibling_paths
 from cotdyn.plan.timelock import THIS_REGISTRATION, declared_lock
 from cotdyn.plan.timestamp import TimestampError, Token, parse_token, read_token_bytes, verify_token
 

@@ -11,6 +11,7 @@ import yaml
 
 from cotdyn.grading.types import AS_WRITTEN, REGISTERED_EXTRACTION
 from cotdyn.plan import timelock
+from cotdyn.plan.registered import registered_token_sha256
 
 # Protocol parameters the plan does not name (it was registered before they were parameters): each
 # defaults to the rule the registered protocol describes (docs/design.md section 4), so a study that
@@ -33,13 +34,15 @@ def yaml_error(e: yaml.YAMLError) -> str:
 
 
 def load_plan(path: str | Path) -> dict[str, Any]:
+    """The plan at ``path``, read strictly (cotdyn.files.strict: a regular file, bounded, no key
+    twice, no alias bomb), with its top-level keys and panel benchmarks checked."""
+    from cotdyn.files.strict import MissingFile, read_yaml
+
     path = Path(path)
     try:
-        plan = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
+        plan = read_yaml(path)
+    except MissingFile:
         raise FileNotFoundError(f"plan file not found: {path}") from None
-    except yaml.YAMLError as e:  # its own message says "<unicode string>": name the file
-        raise ValueError(f"{path}: not valid YAML: {yaml_error(e)}") from None
     if not isinstance(plan, dict):
         raise ValueError(f"{path}: the plan must be a YAML mapping, got {type(plan).__name__}")
     for key in ("protocol", "exclusion", "hypotheses", "holm", "analysis"):
@@ -52,8 +55,6 @@ def load_plan(path: str | Path) -> dict[str, Any]:
 def with_generation_lock(plan: dict, path: Path) -> dict:
     """The plan with the lock its generation is held to (plan v4's ``time_lock``; cotdyn.plan.timelock),
     derived from the plan file and the timestamp token its REGISTERED records."""
-    from cotdyn.plan.registration import registered_token_sha256  # registration imports this module
-
     locked = timelock.declared_lock(plan, path, registered_token_sha256(path))
     return {**plan, timelock.PLAN_LOCK_KEY: locked.lock} if locked is not None else plan
 

@@ -13,21 +13,26 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from cotdyn.files.strict import UntrustedFileError, read_yaml
 from cotdyn.files.writers import write_json
+from cotdyn.plan.attestation import earlier_registration_problems, read_registration
 from cotdyn.plan.config import study_protocols
-from cotdyn.plan.load import load_plan, plan_sha256, registered_protocol, yaml_error
+from cotdyn.plan.load import load_plan, plan_sha256, registered_protocol
+from cotdyn.plan.registered import (  # noqa: F401  (the names callers import from here)
+    REGISTERED_FIELDS,
+    TOKEN_NAME,
+    PreregistrationError,
+    read_registered,
+    registered_text,
+    registration_date,
+    sibling_paths,
+)
 
 # The variant whose protocol a confirmatory cell is held to; other variants are sensitivity
 # analyses reported against it (docs/design.md section 6), so their differences are not deviations.
 REGISTERED_VARIANT = "registered"
 DEVIATION_FIELDS = ("cell", "parameter", "registered", "used", "reason")
 ANY_CELL = "*"
-
-
-class PreregistrationError(ValueError):
-    pass
 
 
 @dataclass(frozen=True)
@@ -42,44 +47,7 @@ class Deviation:
         return asdict(self)
 
 
-def sibling_paths(plan_path: str | Path) -> tuple[Path, Path]:
-    """REGISTERED and deviations.yaml live beside the plan they belong to."""
-    plan_path = Path(plan_path)
-    return plan_path.with_name("REGISTERED"), plan_path.with_name("deviations.yaml")
-
-
 # --- REGISTERED ---------------------------------------------------------------------------
-
-
-def registration_date(date) -> str:
-    """An ISO date (YYYY-MM-DD), or a named error: the date is written into REGISTERED and shown on pages."""
-    import datetime
-
-    text = str(date)
-    try:
-        if len(text) == 10 and datetime.date.fromisoformat(text).isoformat() == text:
-            return text
-    except ValueError:
-        pass
-    raise PreregistrationError(f"--date {text!r}: expected an ISO date, YYYY-MM-DD")
-
-
-# The timestamp token's file, beside REGISTERED (what `openssl ts -reply` and a TSA's HTTP answer hold).
-TOKEN_NAME = "REGISTERED.tsr"
-REGISTERED_FIELDS = ("plan_sha256", "date", "timestamp_token", "timestamp_token_sha256", "registry_url")
-
-
-def registered_text(sha256: str, date: str, token_sha256: str | None = None, registry_url: str | None = None) -> str:
-    """REGISTERED's text, written by the YAML dumper (a value cannot add keys); the date stays a
-    quoted string, as in the registered plans' files. ``date`` is the author's; a token's time is
-    read from the token itself, never copied here."""
-    fields = {"plan_sha256": sha256, "date": registration_date(date)}
-    if token_sha256 is not None:
-        fields |= {"timestamp_token": TOKEN_NAME, "timestamp_token_sha256": token_sha256}
-    if registry_url is not None:
-        fields["registry_url"] = str(registry_url)
-    body = yaml.safe_dump(fields, sort_keys=False, allow_unicode=False)
-    return "# The registration of plan.yaml: its sha256 and date (cotdyn.plan.registration.register).\n" + body
 
 
 def register(
@@ -127,36 +95,6 @@ def register(
     return sha
 
 
-def read_registered(registered_path: str | Path) -> dict:
-    path = Path(registered_path)
-    if not path.exists():
-        raise PreregistrationError(f"{path} not found: the plan has not been registered")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as e:
-        raise PreregistrationError(f"{path}: not YAML ({yaml_error(e)})") from None
-    for key in ("plan_sha256", "date"):
-        if not isinstance(data, dict) or key not in data:
-            raise PreregistrationError(f"{path}: missing field '{key}'")
-    unknown = sorted(set(data) - set(REGISTERED_FIELDS))
-    if unknown:
-        raise PreregistrationError(f"{path}: unknown field(s) {', '.join(map(str, unknown))}")
-    if ("timestamp_token" in data) != ("timestamp_token_sha256" in data):
-        raise PreregistrationError(f"{path}: timestamp_token and timestamp_token_sha256 come together")
-    if data.get("timestamp_token", TOKEN_NAME) != TOKEN_NAME:
-        raise PreregistrationError(f"{path}: timestamp_token must be {TOKEN_NAME}, the file beside it")
-    return {k: str(data[k]) for k in REGISTERED_FIELDS if data.get(k) is not None}
-
-
-def registered_token_sha256(plan_path: str | Path) -> str | None:
-    """The sha256 of the timestamp token the plan's REGISTERED records; None without a token or
-    before registration (the lock of a plan not yet registered is its sha256 alone)."""
-    registered = sibling_paths(plan_path)[0]
-    if not registered.exists():
-        return None
-    return read_registered(registered).get("timestamp_token_sha256")
-
-
 def check_registered(plan_path: str | Path, registered_path: str | Path) -> str:
     """The plan's sha256 if it equals the registered one; otherwise an error naming both."""
     registered = read_registered(registered_path)["plan_sha256"]
@@ -200,12 +138,12 @@ def parse_deviations(entries: Any, source: str) -> list[Deviation]:
 def load_deviations(path: str | Path) -> list[Deviation]:
     """The declared deviations; a missing file declares none."""
     path = Path(path)
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():  # a dangling link is named, not taken for none
         return []
-    try:
-        entries = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as e:
-        raise PreregistrationError(f"{path}: not YAML ({yaml_error(e)})") from None
+    try:  # strictly: a regular file, bounded, no key twice, no alias bomb
+        entries = read_yaml(path)
+    except UntrustedFileError as e:
+        raise PreregistrationError(str(e)) from None
     return parse_deviations(entries, str(path))
 
 
@@ -293,11 +231,20 @@ def declared_deviations(
 def plan_check(
     plan_path: str | Path, cells: list[str], confirmatory: list[str], protocols: dict[str, dict], plan: dict
 ) -> dict:
-    """The check at the head of the DAG: the registered hash, then every confirmatory cell."""
+    """The check at the head of the DAG: the registered hash, the registration's token and the
+    registration a later version's generation is locked to (cotdyn.plan.attestation), then every
+    confirmatory cell."""
     registered_path, deviations_path = sibling_paths(plan_path)
     sha = check_registered(plan_path, registered_path)
+    registration = read_registration(plan_path, registered_path)
+    earlier, problems = earlier_registration_problems(plan, plan_path)
+    if registration.problems or problems:
+        raise PreregistrationError("; ".join([*registration.problems, *problems]))
     cells_out = declared_deviations(cells, confirmatory, protocols, plan, load_deviations(deviations_path))
-    return {"plan_sha256": sha, "registered": read_registered(registered_path), "cells": cells_out}
+    registered = {**read_registered(registered_path), "registration": registration.when()}
+    if earlier is not None:
+        registered["time_lock"] = earlier
+    return {"plan_sha256": sha, "registered": registered, "cells": cells_out}
 
 
 def write_plan_check(plan_path, config: dict, out) -> dict:

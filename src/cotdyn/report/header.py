@@ -78,6 +78,8 @@ def scope_and_integrity(hypotheses: dict, audit: dict | None, stored: dict | Non
         lines += [".. warning::", "", "   ::", "", *_indented(warning, 6), ""]
     source = audit or stored or {}
     lines += [f"Study manifest SHA-256: {rst_literal(source.get('manifest_sha256'))}", ""]
+    if audit is not None and audit.get("registration"):
+        lines += [f"Registration: {rst_text(str(audit['registration']))}", ""]
     if audit is not None:
         counts = rst_text(", ".join(f"{n} {s}" for s, n in audit["counts"].items()))
         lines += [
@@ -86,6 +88,16 @@ def scope_and_integrity(hypotheses: dict, audit: dict | None, stored: dict | Non
         ]
     lines += [f"{model_check_sentence(audit)}", ""]
     return lines
+
+
+def registered_when(registered) -> str:
+    """When the plan was registered, in words: the timestamp token's time where REGISTERED records
+    one (cotdyn.plan.attestation), else the date the author typed, labelled as such."""
+    if not isinstance(registered, dict):
+        return f"registered {registered} (author's date)"
+    if registered.get("registration"):
+        return str(registered["registration"])
+    return f"registered {registered.get('date')} (author's date)"
 
 
 def report_header(
@@ -106,8 +118,7 @@ def report_header(
         f"Plan SHA-256: {rst_literal(plan_hash)}, plan version "
         + rst_text(hypotheses.get("plan_version", "1 or 2 (not recorded)")),
         "",
-        f"Plan check SHA-256: {rst_literal(plan_check.get('plan_sha256'))} "
-        f"(registered {rst_text(registered.get('date') if isinstance(registered, dict) else registered)})",
+        f"Plan check SHA-256: {rst_literal(plan_check.get('plan_sha256'))} ({rst_text(registered_when(registered))})",
         "",
         "Differences from the registered protocol, by cell (for confirmatory cells, the declared deviations):",
         "",

@@ -228,6 +228,8 @@ def integrity_html(audit: dict | None, stored: dict | None) -> str:
     warning = warning_text(audit, stored)
     source = audit or stored or {}
     parts = [f"<p>Study manifest SHA-256: <code>{html.escape(str(source.get('manifest_sha256')))}</code></p>"]
+    if audit is not None and audit.get("registration"):
+        parts.append(f'<p id="registration">Registration: {html.escape(str(audit["registration"]))}</p>')
     if warning:
         parts.append(f'<div class="warning" id="integrity-warning">{html.escape(warning)}</div>')
     if audit is not None:

@@ -1,0 +1,85 @@
+"""REGISTERED, the registration's record (docs/design.md section 7): the plan's sha256, the author's
+date and, where one was stored beside it, the sha256 of a timestamp token over the plan
+(``REGISTERED.tsr``) and the public registration's address. Read strictly: a regular file, bounded,
+no key twice, no alias."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from cotdyn.files.strict import MissingFile, UntrustedFileError, read_yaml
+
+MAX_REGISTERED_BYTES = 64 << 10  # a hash, a date, a token hash and a URL: a few hundred bytes
+
+
+class PreregistrationError(ValueError):
+    pass
+
+
+def sibling_paths(plan_path: str | Path) -> tuple[Path, Path]:
+    """REGISTERED and deviations.yaml live beside the plan they belong to."""
+    plan_path = Path(plan_path)
+    return plan_path.with_name("REGISTERED"), plan_path.with_name("deviations.yaml")
+
+
+def registration_date(date) -> str:
+    """An ISO date (YYYY-MM-DD), or a named error: the date is written into REGISTERED and shown on pages."""
+    import datetime
+
+    text = str(date)
+    try:
+        if len(text) == 10 and datetime.date.fromisoformat(text).isoformat() == text:
+            return text
+    except ValueError:
+        pass
+    raise PreregistrationError(f"--date {text!r}: expected an ISO date, YYYY-MM-DD")
+
+
+# The timestamp token's file, beside REGISTERED (what `openssl ts -reply` and a TSA's HTTP answer hold).
+TOKEN_NAME = "REGISTERED.tsr"
+REGISTERED_FIELDS = ("plan_sha256", "date", "timestamp_token", "timestamp_token_sha256", "registry_url")
+
+
+def registered_text(sha256: str, date: str, token_sha256: str | None = None, registry_url: str | None = None) -> str:
+    """REGISTERED's text, written by the YAML dumper (a value cannot add keys); the date stays a
+    quoted string, as in the registered plans' files. ``date`` is the author's; a token's time is
+    read from the token itself, never copied here."""
+    fields = {"plan_sha256": sha256, "date": registration_date(date)}
+    if token_sha256 is not None:
+        fields |= {"timestamp_token": TOKEN_NAME, "timestamp_token_sha256": token_sha256}
+    if registry_url is not None:
+        fields["registry_url"] = str(registry_url)
+    body = yaml.safe_dump(fields, sort_keys=False, allow_unicode=False)
+    return "# The registration of plan.yaml: its sha256 and date (cotdyn.plan.registration.register).\n" + body
+
+
+def read_registered(registered_path: str | Path) -> dict:
+    path = Path(registered_path)
+    try:  # strictly: a regular file, a few hundred bytes, no key twice, no alias
+        data = read_yaml(path, max_bytes=MAX_REGISTERED_BYTES, max_aliases=0)
+    except MissingFile:
+        raise PreregistrationError(f"{path} not found: the plan has not been registered") from None
+    except UntrustedFileError as e:
+        raise PreregistrationError(str(e)) from None
+    for key in ("plan_sha256", "date"):
+        if not isinstance(data, dict) or key not in data:
+            raise PreregistrationError(f"{path}: missing field '{key}'")
+    unknown = sorted(set(data) - set(REGISTERED_FIELDS))
+    if unknown:
+        raise PreregistrationError(f"{path}: unknown field(s) {', '.join(map(str, unknown))}")
+    if ("timestamp_token" in data) != ("timestamp_token_sha256" in data):
+        raise PreregistrationError(f"{path}: timestamp_token and timestamp_token_sha256 come together")
+    if data.get("timestamp_token", TOKEN_NAME) != TOKEN_NAME:
+        raise PreregistrationError(f"{path}: timestamp_token must be {TOKEN_NAME}, the file beside it")
+    return {k: str(data[k]) for k in REGISTERED_FIELDS if data.get(k) is not None}
+
+
+def registered_token_sha256(plan_path: str | Path) -> str | None:
+    """The sha256 of the timestamp token the plan's REGISTERED records; None without a token or
+    before registration (the lock of a plan not yet registered is its sha256 alone)."""
+    registered = sibling_paths(plan_path)[0]
+    if not registered.exists():
+        return None
+    return read_registered(registered).get("timestamp_token_sha256")
