@@ -35,7 +35,9 @@ PROPERTY = settings(
 # Pieces of what models write, joined at random: steps, blank lines, answers in every form.
 PIECES = ["Step 1: 12 x 3 = 36.", "\n\n", "\n", " ", "So the answer is 40.", "\\boxed{\\frac{3}{4}}", "$1,200.00",
           "#### 7", "The final answer is 6 or 7.", "12 - 5 = 6", "3.", "-", "٣", "∑ é — ✓", "😀", "\t\n \n", "...",
-          "\\boxed{", "0.5", "Step 2:"]  # fmt: skip
+          "\\boxed{", "0.5", "Step 2:",
+          # one value in every form plan v4's canonical rule reads as one class (issue 49)
+          "\\boxed{0.50}", "\\boxed{\\frac12}", "$8.50", "8.5", "50\\%", "1/2", "6.00"]  # fmt: skip
 chain_texts = st.lists(st.one_of(st.sampled_from(PIECES), st.text(max_size=12)), max_size=14).map("".join)
 
 
@@ -111,7 +113,9 @@ def _round_trip(frame: pd.DataFrame) -> pd.DataFrame:
 @given(
     cell=cells(),
     kind=st.sampled_from(["gsm8k", "math500"]),
-    variant=st.sampled_from([{}, {"null_answers": "class"}, {"label": "chain"}, {"endpoint": "chain_answer"}]),
+    variant=st.sampled_from(
+        [{}, {"null_answers": "class"}, {"label": "chain"}, {"endpoint": "chain_answer"}, {"answer_form": "as_written"}]
+    ),
 )
 def test_records_keep_one_row_per_problem_and_never_raise(plan, cell, kind, variant):
     chain_texts_, rows, m = cell
@@ -145,6 +149,10 @@ def test_records_keep_one_row_per_problem_and_never_raise(plan, cell, kind, vari
     assert not (records["chain_correct"] & ~stated).any()  # no answer is never correct
     excluded = records["excluded"].to_numpy(dtype=bool)
     assert records.loc[excluded, "exclusion_reason"].notna().all()
+    if protocol["answer_form"] == "canonical":
+        # one form per value: a label is correct exactly when its class is the gold's class
+        scored = records["pred"].notna()
+        assert (records.loc[scored, "correct"] == (records.loc[scored, "pred"] == records.loc[scored, "gold"])).all()
 
 
 # ---------------------------------------------------------------------------------------------

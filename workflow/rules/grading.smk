@@ -32,6 +32,8 @@ rule grading:
     params:
         code=code_of("grading.py"),
         benchmark=lambda w: CELL_SPECS[w.cell].answer_rule,
+        # the variant's form of an answer class (plan v4: canonical; v1-v3: as_written)
+        answer_form=PROTOCOLS[GRADING_VARIANT]["answer_form"],
     script:
         "../scripts/grading.py"
 

@@ -26,6 +26,7 @@ written = write_dynamics(
     null_class=protocol["null_answers"] == "class",
     benchmarks=dict(zip(snakemake.params.cells, snakemake.params.benchmarks)),
     equivalence=protocol["equivalence"],
+    answer_form=protocol["answer_form"],
     endpoint=protocol["endpoint"],
 )
 declared = {Path(p) for p in snakemake.output}

@@ -12,6 +12,7 @@ tables = grading_tables(
     pd.read_parquet(snakemake.input.problems),
     snakemake.params.benchmark,
     snakemake.wildcards.cell,
+    snakemake.params.answer_form,
 )
 for path in write_grading(tables, Path(snakemake.output.tables[0]).parent):
     print(path)

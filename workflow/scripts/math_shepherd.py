@@ -6,7 +6,7 @@ from cotdyn.methods.math_shepherd import math_shepherd_from_samples
 from cotdyn.records.table import variant_samples
 
 tee_to(snakemake.log[0])
-# the variant's own m, endpoint and equivalence (its samples may be a parent's)
+# the variant's own m, endpoint, equivalence and answer form (its samples may be a parent's)
 protocol = snakemake.params.protocol
 tables = [
     math_shepherd_from_samples(
@@ -16,6 +16,7 @@ tables = [
         protocol["equivalence"],
         # the last prefix is the whole chain only under the registered endpoint
         pd.read_parquet(c) if protocol["endpoint"] == "continuation" else None,
+        protocol["answer_form"],
     ).assign(cell=cell)
     for cell, benchmark, s, c, r in zip(
         snakemake.params.cells,

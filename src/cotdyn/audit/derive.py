@@ -72,6 +72,7 @@ def derive_dynamics(samples: list[pd.DataFrame], records_paths: list, cells: dic
         benchmarks={name: spec.answer_rule for name, spec in cells.items()},
         equivalence=protocol["equivalence"],
         endpoint=protocol["endpoint"],
+        answer_form=protocol["answer_form"],
     )
 
 

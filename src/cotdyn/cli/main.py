@@ -46,7 +46,7 @@ def _options(obj: dict, number: int) -> list[str] | None:
 def cmd_extract(args) -> int:
     for number, obj in _json_lines(sys.stdin):
         text = _answer_field(obj, "text", number)
-        found = answers.extract(text, args.benchmark, _options(obj, number), args.extraction)
+        found = answers.extract(text, args.benchmark, _options(obj, number), args.extraction, args.answer_form)
         print(json.dumps({"answer": found.answer, "status": found.status}))
     return 0
 
@@ -54,7 +54,7 @@ def cmd_extract(args) -> int:
 def cmd_equivalent(args) -> int:
     for number, obj in _json_lines(sys.stdin):
         a, b = _answer_field(obj, "a", number), _answer_field(obj, "b", number)
-        same = answers.equivalent(a, b, args.benchmark, args.method, _options(obj, number))
+        same = answers.equivalent(a, b, args.benchmark, args.method, _options(obj, number), args.answer_form)
         print(json.dumps({"equivalent": same}))
     return 0
 
@@ -68,6 +68,16 @@ def cmd_analyze(args) -> int:
     for path in write_analysis(result, records, Path(args.out)):
         print(path)
     return 0
+
+
+def _answer_form_argument(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--answer-form",
+        default=answers.AS_WRITTEN,
+        choices=answers.ANSWER_FORMS,
+        help="as_written (plans v1-v3: the normalized spelling) or canonical (plan v4: a number is its "
+        "value in one form, an integer or a reduced \\frac{p}{q})",
+    )
 
 
 def parser() -> argparse.ArgumentParser:
@@ -91,6 +101,7 @@ def parser() -> argparse.ArgumentParser:
         help="final_number (registered: a box, else the final whole number) or final_statement "
         '(sensitivity variant: a box, else the expression of a closing "the final answer is ...")',
     )
+    _answer_form_argument(e)
     e.set_defaults(run=cmd_extract)
 
     q = sub.add_parser("equivalent", help='equivalence of JSON lines {"a": ..., "b": ...} on stdin')
@@ -101,6 +112,7 @@ def parser() -> argparse.ArgumentParser:
         choices=answers.EQUIVALENCES,
         help="normalized (registered) or math_verify (sensitivity variant: math-verify parses a and b as written)",
     )
+    _answer_form_argument(q)
     q.set_defaults(run=cmd_equivalent)
 
     a = sub.add_parser("analyze", help="the registered analysis of records files")

@@ -218,6 +218,17 @@ def answer_class(stored: str | None, benchmark: str, answer_form: str = AS_WRITT
     return normalize(stored, answer_type(benchmark), answer_form=CANONICAL)
 
 
+def in_answer_form(values: Iterable[Any], benchmark: str, answer_form: str = AS_WRITTEN) -> list[str | None]:
+    """``answer_class`` over a column of stored answers (each distinct answer mapped once)."""
+    memo: dict[str | None, str | None] = {}
+    out = []
+    for value in answers_or_none(values):
+        if value not in memo:
+            memo[value] = answer_class(value, benchmark, answer_form)
+        out.append(memo[value])
+    return out
+
+
 def extract(
     text: str,
     benchmark: str,

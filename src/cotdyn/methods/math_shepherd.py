@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from cotdyn.grading.answers import answer_or_none, equivalent
+from cotdyn.grading.answers import AS_WRITTEN, answer_or_none, equivalent, in_answer_form
 
 
 def math_shepherd_labels(completions_correct: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -31,12 +31,14 @@ def math_shepherd_from_samples(
     benchmark: str,
     equivalence: str = "normalized",
     chains: pd.DataFrame | None = None,
+    answer_form: str = AS_WRITTEN,
 ) -> pd.DataFrame:
     """Math-Shepherd labels of LLM traces from the continuations the pipeline already drew.
 
     Each (problem, prefix) row of ``samples`` is one prefix with its m completions; a completion
     reaches the gold answer when its extracted answer is equivalent to the record's gold under
-    ``equivalence`` (the variant's, as correctness uses). Pass the variant's samples
+    ``equivalence`` and ``answer_form`` (the variant's, as correctness uses: under ``canonical`` each
+    stored answer is its canonical class). Pass the variant's samples
     (``protocol.variant_samples``: its m and endpoint). Returns one row per (problem, prefix):
     ``soft`` (share reaching gold), ``hard`` (any) and ``endpoint`` (true where the chain's own answer
     stood in for the samples).
@@ -59,9 +61,10 @@ def math_shepherd_from_samples(
         replace = last & table["problem_id"].isin(finished["problem_id"]).to_numpy()
         table.loc[replace, "answer"] = own[replace]
         table.loc[replace, "endpoint"] = True
+    scored = in_answer_form(table["answer"], benchmark, answer_form)
     table["hit"] = [
-        equivalent(answer_or_none(a), answer_or_none(gold.get(p)), benchmark, equivalence)
-        for p, a in zip(table["problem_id"], table["answer"])
+        equivalent(a, answer_or_none(gold.get(p)), benchmark, equivalence, None, answer_form)
+        for p, a in zip(table["problem_id"], scored)
     ]
     rows = []
     for (problem, prefix), group in table.groupby(["problem_id", "prefix"], sort=True):

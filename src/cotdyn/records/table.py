@@ -110,20 +110,10 @@ def with_answer_form(
     read one form. A class the form leaves with no answer becomes ``no_answer``."""
     if answer_form == answers.AS_WRITTEN or answers.answer_type(benchmark) not in answers.NUMERIC_TYPES:
         return chains, samples
-    memo: dict = {}
-
-    def classes(values) -> list:
-        out = []
-        for value in answers.answers_or_none(values):
-            if value not in memo:
-                memo[value] = answers.answer_class(value, benchmark, answer_form)
-            out.append(memo[value])
-        return out
-
-    mapped = classes(samples["answer"])
+    mapped = answers.in_answer_form(samples["answer"], benchmark, answer_form)
     lost = np.array([a is None for a in mapped], dtype=bool) & answers.is_answered(samples["answer"])
     samples = samples.assign(answer=mapped, status=samples["status"].mask(lost, answers.NO_ANSWER))
-    own = classes(chains["chain_answer"])
+    own = answers.in_answer_form(chains["chain_answer"], benchmark, answer_form)
     lost = np.array([a is None for a in own], dtype=bool) & answers.is_answered(chains["chain_answer"])
     chains = chains.assign(chain_answer=own)
     if "chain_status" in chains.columns:

@@ -233,6 +233,7 @@ def write_dynamics(
     benchmarks: dict[str, str] | None = None,
     equivalence: str = "normalized",
     endpoint: str | None = None,
+    answer_form: str = "as_written",
 ) -> list[Path]:
     """Compute every seed 002 table and figure from samples + records and write them to ``out_dir``.
 
@@ -242,12 +243,13 @@ def write_dynamics(
     objective_profiles.csv, mechanism_shares.csv, disagreement_pairs.csv, disagreement_curve.csv,
     disagreement.png, mechanism_shares.png and trajectories.png (a figure with nothing to draw
     says so in its title). ``benchmarks`` (cell -> benchmark) and ``equivalence`` decide which
-    answer classes count as gold, as correctness does; ``endpoint`` (the variant's) is noted in
+    answer classes count as gold, as correctness does, and ``answer_form`` (the variant's) which
+    spellings are one class (``dynamics.traces``); ``endpoint`` (the variant's) is noted in
     mechanism_shares.csv (``dynamics.mechanism_shares``).
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    trace_list = dyn.traces(samples, records, null_class, outcome, benchmarks, equivalence)
+    trace_list = dyn.traces(samples, records, null_class, outcome, benchmarks, equivalence, answer_form)
     profiles = dyn.profiles_from_traces(trace_list, tau)
     shares = dyn.mechanism_shares(profiles, endpoint)
     pairs = dyn.disagreement_pairs(trace_list)

@@ -47,10 +47,12 @@ def graded_texts(
     samples: pd.DataFrame,
     problems: pd.DataFrame,
     benchmark: str,
+    answer_form: str = answers.AS_WRITTEN,
 ) -> pd.DataFrame:
     """One row per graded text, chains first: where it stands (source, problem, prefix, sample),
     its text, stored status and answer, the answer as written (re-extracted), and the gold twice:
-    normalized, and as written (``answers.gold_expression``)."""
+    normalized, and as written (``answers.gold_expression``). The answer and the normalized gold are
+    the classes of ``answer_form`` (the variant's; the stored ones are ``as_written``)."""
     golds = problems.set_index("problem_id")
     chain_rows = pd.DataFrame(
         {
@@ -75,7 +77,8 @@ def graded_texts(
         }
     )
     texts = pd.concat([chain_rows, sample_rows], ignore_index=True)
-    texts["answer"] = pd.Series(answers.answers_or_none(texts["answer"]), dtype=object)  # concat made None NaN
+    # concat made None NaN; the stored as_written classes become the variant's form
+    texts["answer"] = pd.Series(answers.in_answer_form(texts["answer"], benchmark, answer_form), dtype=object)
     options = _options(problems)
     texts["answer_raw"] = pd.Series(
         [
@@ -84,7 +87,7 @@ def graded_texts(
         ],
         dtype=object,
     )
-    texts["gold"] = [answers.answer_or_none(golds.at[p, "gold"]) for p in texts["problem_id"]]
+    texts["gold"] = answers.in_answer_form([golds.at[p, "gold"] for p in texts["problem_id"]], benchmark, answer_form)
     expressions = {p: answers.gold_expression(golds.at[p, "gold_raw"], benchmark) for p in golds.index}
     texts["gold_raw"] = [expressions[p] for p in texts["problem_id"]]
     return texts
@@ -117,8 +120,13 @@ def parse_status(texts: pd.DataFrame) -> pd.DataFrame:
 _INTEGER = re.compile(r"-?\d+")
 
 
-def verdicts(texts: pd.DataFrame, benchmark: str, options: Mapping[str, Sequence[str]] | None = None) -> pd.DataFrame:
-    """``texts`` with both verdicts: ``registered`` (equal normalized answers) and ``math_verify``
+def verdicts(
+    texts: pd.DataFrame,
+    benchmark: str,
+    options: Mapping[str, Sequence[str]] | None = None,
+    answer_form: str = answers.AS_WRITTEN,
+) -> pd.DataFrame:
+    """``texts`` with both verdicts: ``registered`` (equal normalized answers, under ``answer_form``) and ``math_verify``
     (math-verify on the answer and the gold as written, a boxed type's; the classes otherwise, as
     the records compare them). Each distinct pair is graded once; two integers, whose math-verify
     verdict is their equality, are compared without it (GSM8K's pairs, most of a panel's)."""
@@ -129,7 +137,9 @@ def verdicts(texts: pd.DataFrame, benchmark: str, options: Mapping[str, Sequence
         opts = options.get(row.problem_id)
         key = (row.problem_id, row.answer, row.gold) if opts else (row.answer, row.gold)
         if key not in memo_registered:
-            memo_registered[key] = answers.equivalent(row.answer, row.gold, benchmark, options=opts)
+            memo_registered[key] = answers.equivalent(
+                row.answer, row.gold, benchmark, options=opts, answer_form=answer_form
+            )
         registered.append(memo_registered[key])
         if row.answer is None:
             symbolic.append(False)
@@ -186,11 +196,16 @@ def graded_sample(graded: pd.DataFrame, cell: str, size: int = SAMPLE_SIZE) -> p
 
 
 def grading_tables(
-    chains: pd.DataFrame, samples: pd.DataFrame, problems: pd.DataFrame, benchmark: str, cell: str
+    chains: pd.DataFrame,
+    samples: pd.DataFrame,
+    problems: pd.DataFrame,
+    benchmark: str,
+    cell: str,
+    answer_form: str = answers.AS_WRITTEN,
 ) -> dict[str, pd.DataFrame]:
-    """The three tables of one cell (``GRADING_TABLES``)."""
-    texts = graded_texts(chains, samples, problems, benchmark)
-    graded = verdicts(texts, benchmark, _options(problems))
+    """The three tables of one cell (``GRADING_TABLES``), graded under the variant's ``answer_form``."""
+    texts = graded_texts(chains, samples, problems, benchmark, answer_form)
+    graded = verdicts(texts, benchmark, _options(problems), answer_form)
     return {
         "parse_status": parse_status(texts),
         "disagreements": disagreements(graded),

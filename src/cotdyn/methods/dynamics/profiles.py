@@ -9,7 +9,7 @@ from typing import Sequence
 import pandas as pd
 
 from cotdyn.files.columns import require_columns
-from cotdyn.grading.answers import answer_or_none, equivalent
+from cotdyn.grading.answers import AS_WRITTEN, NO_ANSWER, answer_or_none, equivalent, in_answer_form
 from cotdyn.methods.dynamics.mechanisms import mechanism
 from cotdyn.methods.dynamics.metrics import dominant_set, trajectory_metrics
 from cotdyn.methods.dynamics.states import (
@@ -66,13 +66,16 @@ def traces(
     outcome: str = "chain_correct",
     benchmarks: dict[str, str] | None = None,
     equivalence: str = "normalized",
+    answer_form: str = AS_WRITTEN,
 ) -> list[Trace]:
     """Join each (cell, problem) trajectory of ``samples`` with its record, sorted by (cell, problem).
 
     ``samples`` may hold several cells when it has a ``cell`` column. Every sampled problem needs a
     record (else ValueError); records without samples are skipped. ``outcome`` names the records
     column of realized endpoint correctness (see the package docstring). ``benchmarks`` (cell ->
-    benchmark) makes gold dominance use ``answers.equivalent`` under ``equivalence``.
+    benchmark) makes gold dominance use ``answers.equivalent`` under ``equivalence``, and under
+    ``answer_form: canonical`` (plan v4) makes each stored answer its canonical class, as the records'
+    classes are (``records.table.with_answer_form``); without a benchmark the stored classes stay.
     """
     require_columns(records, (*RECORD_COLUMNS, outcome), "records")
     dup = records.duplicated(["cell", "problem_id"])
@@ -83,6 +86,9 @@ def traces(
     out: list[Trace] = []
     for cell, frame in _split_samples(samples, sorted(records["cell"].astype(str).unique())):
         model, task = split_cell(cell)
+        bench = (benchmarks or {}).get(cell)
+        if bench and answer_form != AS_WRITTEN:
+            frame = _in_answer_form(frame, bench, answer_form)
         dists = distributions(frame, null_class=null_class)
         positions = checkpoint_positions(frame)
         null_last = endpoint_null_shares(frame)
@@ -94,10 +100,9 @@ def traces(
             if gold is None or pd.isna(rec[outcome]):
                 raise ValueError(f"records: 'gold' or {outcome!r} is null for cell {cell!r} problem_id {pid!r}")
             keep = observed_states(dists[pid])
-            bench = (benchmarks or {}).get(cell)
             classes = {a for k in keep for a in dists[pid][k] if a != NULL}
             golds = (
-                frozenset({gold} | {a for a in classes if equivalent(a, gold, bench, equivalence)})
+                frozenset({gold} | {a for a in classes if equivalent(a, gold, bench, equivalence, None, answer_form)})
                 if bench
                 else frozenset()
             )
@@ -118,6 +123,14 @@ def traces(
                 )
             )
     return out
+
+
+def _in_answer_form(samples: pd.DataFrame, benchmark: str, answer_form: str) -> pd.DataFrame:
+    """The samples with each answer its class under ``answer_form``; a class the form leaves with no
+    answer is ``no_answer`` (states.distributions checks that answer and status agree)."""
+    mapped = in_answer_form(samples["answer"], benchmark, answer_form)
+    lost = pd.Series([a is None for a in mapped], index=samples.index)
+    return samples.assign(answer=mapped, status=samples["status"].mask(lost, NO_ANSWER))
 
 
 _UNDEFINED_METRICS = {
@@ -194,6 +207,7 @@ def profile_table(
     outcome: str = "chain_correct",
     benchmarks: dict[str, str] | None = None,
     equivalence: str = "normalized",
+    answer_form: str = AS_WRITTEN,
 ) -> pd.DataFrame:
     """One row per problem with its dynamical profile and mechanism (sections 4.1-4.2).
 
@@ -202,4 +216,6 @@ def profile_table(
     t_commit_index, N_switch_per_step, N_return_per_step, V_per_step, gold_dominant_final,
     endpoint_null_share (``states.endpoint_null_shares``), mechanism, outcome. A problem with no observed checkpoint gets NaN metrics and no mechanism.
     """
-    return profiles_from_traces(traces(samples, records, null_class, outcome, benchmarks, equivalence), tau)
+    return profiles_from_traces(
+        traces(samples, records, null_class, outcome, benchmarks, equivalence, answer_form), tau
+    )
