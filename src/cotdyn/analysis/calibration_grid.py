@@ -323,32 +323,39 @@ def pooled(rows: list[dict]) -> dict:
 # --- H3's size under the null with ties ---------------------------------------------------------
 
 
-def null_ties_cell(n: int, accuracy: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """A true null with heavy ties: violations = min(Geometric(1/2) - 1, 5) (half of them 0, a
-    quarter 1, ...) independent of correct ~ Bernoulli(accuracy)."""
-    violations = np.minimum(rng.geometric(0.5, n) - 1, 5).astype(float)
+def null_ties_cell(
+    n: int, accuracy: float, rng: np.random.Generator, zero_share: float = 0.5
+) -> tuple[np.ndarray, np.ndarray]:
+    """A true null with heavy ties: violations = min(Geometric(zero_share) - 1, 5) (a share
+    ``zero_share`` of them 0, then geometrically fewer up to 5) independent of correct ~ Bernoulli(accuracy)."""
+    violations = np.minimum(rng.geometric(zero_share, n) - 1, 5).astype(float)
     return violations, rng.random(n) < accuracy
 
 
-def h3_size(n: int, accuracy: float, draws: int, seed: int, tests: dict, alphas=(0.05, 0.0125)) -> dict:
+def h3_size(
+    n: int, accuracy: float, draws: int, seed: int, tests: dict, alphas=(0.05, 0.0125), zero_share: float = 0.5
+) -> dict:
     """Rejection rates of each H3 test (``tests``: name -> p(x, y, draw seed)) over ``draws`` null
     cells. A cell where either vector is constant has no p-value; the registered Holm family enters it
     as undefined_p = 1, so it counts as not rejected (and is counted apart)."""
-    rng = np.random.default_rng(stats.derive_seed(seed, "h3-size", str(n), str(accuracy)))
+    # the zero share enters the stream's name only where it is not 1/2, the first run's law
+    law = () if zero_share == 0.5 else (f"zero share {zero_share:g}",)
+    rng = np.random.default_rng(stats.derive_seed(seed, "h3-size", str(n), str(accuracy), *law))
     p = {name: np.ones(draws) for name in tests}
     undefined = 0
     for i in range(draws):
-        x, y = null_ties_cell(n, accuracy, rng)
+        x, y = null_ties_cell(n, accuracy, rng, zero_share)
         if x.min() == x.max() or y.all() or not y.any():
             undefined += 1
             continue
-        draw_seed = stats.derive_seed(seed, "h3-size", str(n), str(accuracy), str(i))
+        draw_seed = stats.derive_seed(seed, "h3-size", str(n), str(accuracy), *law, str(i))
         for name, test in tests.items():
             value = test(x, y, draw_seed)
             p[name][i] = value if math.isfinite(value) else 1.0
     return {
         "n": n,
         "accuracy": accuracy,
+        "zero_share": zero_share,
         "draws": draws,
         "undefined": undefined,
         "tests": {name: {str(a): share(int((v <= a).sum()), draws) for a in alphas} for name, v in p.items()},
@@ -423,24 +430,33 @@ def grid_section(s: Settings, cells: dict, seed: int, h5: bool, out, header: dic
     return payload
 
 
-def h3_size_section(ns, accuracies, draws: int, seed: int, resamples: int, out, header: dict, tests=None) -> dict:
+def h3_tests(resamples: int, names=("t", "permutation")) -> dict:
+    """v3's H3 p-value (scipy's t approximation) and v4's (the permutation test, each draw its own seed)."""
+    tests = {
+        "t": ("v3 t approximation", lambda x, y, _: stats.spearman_p(x, y, "less")),
+        "permutation": (
+            f"v4 permutation ({resamples})",
+            lambda x, y, seed: stats.spearman_permutation_p(x, y, "less", resamples, seed),
+        ),
+    }
+    return dict(tests[name] for name in names)
+
+
+def h3_size_section(
+    ns, accuracies, draws: int, seed: int, resamples: int, out, header: dict, tests=None, zero_share: float = 0.5
+) -> dict:
     """H3's size under the null with ties for v3's t approximation and v4's permutation test;
     the JSON is rewritten after each setting, so a run cut short keeps what it finished."""
     import time
 
-    tests = tests or {
-        "v3 t approximation": lambda x, y, _: stats.spearman_p(x, y, "less"),
-        f"v4 permutation ({resamples})": lambda x, y, seed_: stats.spearman_permutation_p(
-            x, y, "less", resamples, seed_
-        ),
-    }
-    print(f"H3 size under the null with ties (violations min(Geometric(1/2) - 1, 5) independent of correct): "
+    tests = tests or h3_tests(resamples)
+    print(f"H3 size under the null with ties (violations min(Geometric({zero_share:g}) - 1, 5) independent of correct): "
           f"{draws} draws per setting, alternative 'less', seed {seed}; rejection % (MC se)")  # fmt: skip
     payload = {**header, "part": "h3-size", "seed": seed, "draws": draws, "resamples": resamples, "settings": []}
     for accuracy in accuracies:
         for n in ns:
             start = time.perf_counter()
-            result = h3_size(n, accuracy, draws, seed, tests)
+            result = h3_size(n, accuracy, draws, seed, tests, zero_share=zero_share)
             result["seconds"] = round(time.perf_counter() - start, 1)
             payload["settings"].append(result)
             for name, rates in result["tests"].items():
@@ -463,6 +479,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--v4-no-h5", action="store_true", help="grid: leave out H5 (most of its time)")
     parser.add_argument("--size-draws", type=int, default=10000, help="h3-size: null cells per setting")
     parser.add_argument("--size-accuracy", default="0.1,0.5,0.9", help="h3-size: P(correct) (comma-separated)")
+    parser.add_argument("--size-zero-share", type=float, default=0.5, help="h3-size: P(violations = 0)")
+    parser.add_argument("--size-tests", default="t,permutation", help="h3-size: which of the two tests to run")
     parser.add_argument("--v4-out", type=Path, help="grid / h3-size: write the figures here (JSON)")
 
 
@@ -484,4 +502,7 @@ def run_parts(parts: set, args, plan: dict) -> None:
     if "h3-size" in parts:
         accuracies = [float(x) for x in args.size_accuracy.split(",")]
         resamples = s.spearman_tests["H3"].get("resamples", 9999)
-        h3_size_section(ns, accuracies, args.size_draws, args.seed + 6, resamples, args.v4_out, header)
+        tests = h3_tests(resamples, args.size_tests.split(","))
+        h3_size_section(
+            ns, accuracies, args.size_draws, args.seed + 6, resamples, args.v4_out, header, tests, args.size_zero_share
+        )
