@@ -45,6 +45,13 @@ def _fast(plan: dict, resamples: int = 200) -> dict:
     return fast
 
 
+def _h3_p(rows: pd.DataFrame, alternative: str, cell: str = "qwen7b-gsm8k") -> float:
+    """H3's p as plan v4 registers it: the permutation test of rho (tests/test_stats_permutation.py
+    checks stats.spearman_permutation_p against scipy's permutation_test with spearmanr)."""
+    seed = stats.derive_seed(20260829, cell, "H3 permutation")
+    return stats.spearman_permutation_p(rows["violations"], rows["correct"], alternative, 9999, seed)
+
+
 def _hypothesis(plan: dict, hid: str) -> dict:
     return next(h for h in plan["hypotheses"] if h["id"] == hid)
 
@@ -79,7 +86,8 @@ def test_holm_decides_a_hypothesis_with_members(plan, v1, hid):
     for c in entry["cells"].values():
         assert (c["ci_criterion"], c["holm_reject"], c["verdict"]) == ("supported", False, "not_supported")
     # Plan version 1: the CI criterion alone said supported.
-    assert hypothesis_verdict(hypothesis, cells, {}, holm_family(v1, cells), s1)["verdict"] == "supported"
+    v1_hypothesis = dict(_hypothesis(v1, hid), cells=hypothesis["cells"])  # v1 names criterion.over
+    assert hypothesis_verdict(v1_hypothesis, cells, {}, holm_family(v1, cells), s1)["verdict"] == "supported"
 
 
 def test_holm_rejecting_every_member_leaves_the_ci_verdict(plan):
@@ -161,10 +169,8 @@ def test_h2_h3_rest_on_correct_and_incorrect_groups(plan):
     for key in ("H2", "H3"):
         assert cell[key]["rho"] is None and cell[key]["ci"] == [None, None]
         assert "5 incorrect (< min_group_size 10)" in cell[key]["reason"]
-    # the test is still reported (it enters Holm); scipy's one-sided p agrees
-    rows = records
-    expected = sps.spearmanr(rows["violations"], rows["correct"], alternative="less").pvalue
-    assert cell["H3"]["p_spearman"] == pytest.approx(expected)
+    # the test is still reported (it enters Holm): the one-sided permutation p
+    assert cell["H3"]["p_spearman"] == _h3_p(records, "less")
 
 
 def test_small_violation_buckets_have_no_accuracy(plan):
@@ -268,18 +274,18 @@ def anchor_records():
 def test_p_value_sides_are_read_from_the_plan(plan, anchor_records):
     rows = anchor_records[~anchor_records["excluded"]]
     changed = _fast(plan)
-    changed["analysis"]["p_values"] = {"fisher": "two-sided", "H2": "less", "H3": "greater"}
+    tests = plan["analysis"]["p_values"]["spearman_tests"]
+    changed["analysis"]["p_values"] = {"fisher": "two-sided", "H2": "less", "H3": "greater", "spearman_tests": tests}
     cell = hyp.analyze(anchor_records, changed, "x")["cells"]["qwen7b-gsm8k"]
     table = stats.contingency_2x2(rows["monotone"], rows["correct"])
     assert cell["H1"]["p_fisher"] == pytest.approx(sps.fisher_exact(table, alternative="two-sided").pvalue)
-    assert cell["H3"]["p_spearman"] == pytest.approx(
-        sps.spearmanr(rows["violations"], rows["correct"], alternative="greater").pvalue
+    assert cell["H3"]["p_spearman"] == _h3_p(rows, "greater")
+    assert cell["H2"]["p_spearman"] == pytest.approx(  # H2 keeps scipy's t approximation (descriptive)
+        sps.spearmanr(rows["coherence"], rows["correct"], alternative="less").pvalue
     )
     assert cell["H3"]["alternative"] == "greater" and cell["H2"]["alternative"] == "less"
     registered = hyp.analyze(anchor_records, _fast(plan), "x")["cells"]["qwen7b-gsm8k"]
-    assert registered["H3"]["p_spearman"] == pytest.approx(
-        sps.spearmanr(rows["violations"], rows["correct"], alternative=plan["analysis"]["p_values"]["H3"]).pvalue
-    )
+    assert registered["H3"]["p_spearman"] == _h3_p(rows, plan["analysis"]["p_values"]["H3"])
     missing = copy.deepcopy(plan)
     del missing["analysis"]["p_values"]
     with pytest.raises(KeyError, match="analysis: missing key 'p_values'"):
