@@ -7,11 +7,16 @@ rename) with a checksum of its body; a torn or altered shard is detected on load
 ignored, so its requests are generated again rather than trusted. The temporary file of a write
 a kill interrupted is removed when the cache next opens (``stale_temporaries``), once no process
 can still be writing it.
+
+Within a chunk, every sample is journaled as the backend finishes it (``cotdyn.generation.journal``),
+so a kill loses only the samples in flight: a resumed run hands the backend the chunk's samples
+already drawn, and writes the chunk's shard, the same bytes, once the rest are drawn.
 """
 
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import os
 import socket
@@ -23,6 +28,7 @@ from typing import Callable, Sequence
 
 from tqdm import tqdm
 
+from cotdyn.generation import journal as J
 from cotdyn.generation.backends.base import Backend, Completion, GenerationStats, Request
 
 
@@ -47,31 +53,36 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _abandoned(path: Path, now: float) -> bool:
+    """Whether no process can still be writing ``path`` (named <host>.<pid>.<random>.<suffix>)."""
+    try:
+        age = now - path.stat().st_mtime
+    except FileNotFoundError:  # renamed into place or removed meanwhile
+        return False
+    parts = path.name.split(".")
+    mine = len(parts) >= 4 and ".".join(parts[:-3]) == socket.gethostname() and parts[-3].isdigit()
+    return age > STALE_SECONDS or (mine and not _alive(int(parts[-3])))
+
+
 def stale_temporaries(directory: Path, now: float | None = None) -> list[Path]:
     """The shard temporaries in ``directory`` no write can still be using (``STALE_SECONDS``)."""
     now = time.time() if now is None else now
-    host, stale = socket.gethostname(), []
-    for tmp in sorted(directory.glob("*.tmp")):
-        try:
-            age = now - tmp.stat().st_mtime
-        except FileNotFoundError:  # renamed into place meanwhile
-            continue
-        parts = tmp.name.split(".")
-        mine = len(parts) >= 4 and ".".join(parts[:-3]) == host and parts[-3].isdigit()
-        if age > STALE_SECONDS or (mine and not _alive(int(parts[-3]))):
-            stale.append(tmp)
-    return stale
+    return [tmp for tmp in sorted(directory.glob("*.tmp")) if _abandoned(tmp, now)]
 
 
 class GenerationCache:
     """``read_only``: the audit's view of a cache it was handed: nothing is created, cleaned up or
-    written (a stale temporary there is left alone; ``put`` refuses)."""
+    written (a stale temporary there is left alone; ``put`` refuses), and journals are not read:
+    only sealed shards are evidence."""
 
     def __init__(self, directory: str | Path, read_only: bool = False):
         self.directory = Path(directory)
         self.read_only = read_only
         self.entries: dict[str, list[Completion]] = {}
         self.rejected: list[str] = []
+        # samples journaled by earlier runs whose chunk never reached a shard, by key and index
+        self.journaled: dict[str, dict[int, Completion]] = {}
+        self._journals: dict[Path, set[str]] = {}  # each earlier journal and the keys it holds
         if not read_only:
             self.directory.mkdir(parents=True, exist_ok=True)
             for tmp in stale_temporaries(self.directory):
@@ -79,6 +90,14 @@ class GenerationCache:
                 tmp.unlink(missing_ok=True)
         for shard in sorted(self.directory.glob("*.json")):
             self._load(shard)
+        if not read_only:
+            for path in sorted(self.directory.glob(f"*{J.SUFFIX}")):
+                found, _ = J.read(path)
+                self._journals[path] = set(found)
+                for key, samples in found.items():
+                    if key not in self.entries:
+                        self.journaled.setdefault(key, {}).update(samples)
+            self._sweep_journals()
 
     def _load(self, shard: Path) -> None:
         try:
@@ -117,7 +136,54 @@ class GenerationCache:
             os.fsync(f.fileno())
         os.replace(tmp, self.directory / f"{digest}.json")
         self.entries.update(results)
+        for key in results:
+            self.journaled.pop(key, None)
+        self._sweep_journals()
         return f"{digest}.json"
+
+    def journal(self) -> J.Journal:
+        """A new journal for one chunk's samples, beside the shards."""
+        if self.read_only:
+            raise PermissionError(f"generation cache {self.directory} was opened read-only")
+        return J.Journal(self.directory)
+
+    def _sweep_journals(self) -> None:
+        """Remove the earlier journals whose every sample is now in a shard, once no process writes them."""
+        now = time.time()
+        for path, keys in list(self._journals.items()):
+            if all(k in self.entries for k in keys) and _abandoned(path, now):
+                path.unlink(missing_ok=True)
+                del self._journals[path]
+
+
+def _reports_progress(backend) -> bool:
+    """Whether ``backend.generate`` takes ``done`` and ``on_done`` (a wrapper written before them does not)."""
+    try:
+        parameters = inspect.signature(backend.generate).parameters
+    except (TypeError, ValueError):
+        return False
+    return "done" in parameters and "on_done" in parameters
+
+
+def _draw(backend, requests: list[Request], keys: list[str], cache, desc: str):
+    """One chunk's completions from the backend, each sample journaled as it finishes; the samples
+    an earlier run journaled are handed over as ``done`` and not drawn again. Returns the
+    completions, the samples that came from journals, and the chunk's journal (None without one)."""
+    if cache is None or not _reports_progress(backend):
+        return backend.generate(requests, desc=desc), {}, None
+    done = {(i, j): c for i, k in enumerate(keys) for j, c in cache.journaled.get(k, {}).items() if j < requests[i].n}
+    journal = cache.journal()
+
+    def on_done(rows: list[tuple[int, int, Completion]]) -> None:
+        journal.append([(keys[i], j, c) for i, j, c in rows])
+
+    try:
+        out = backend.generate(requests, desc=desc, done=done, on_done=on_done)
+    except BaseException:
+        if journal.fd is not None:  # what it drew stays journaled for the next run
+            os.close(journal.fd)
+        raise
+    return out, done, journal
 
 
 def generate(
@@ -132,9 +198,11 @@ def generate(
 
     Pending requests go to the backend in chunks of ``chunk_size`` (0 = one call for all), each
     chunk cached as it finishes; the chunks are a fixed partition of the request list, so a
-    resumed run hands the backend the same batches as an uninterrupted one. ``on_first_chunk(rows,
-    pending_rows, seconds)``: told once the first chunk with pending requests is generated and cached,
-    its rows (samples) and seconds beside all the pending rows of the call (the timing forecast's).
+    resumed run hands the backend the same batches as an uninterrupted one. Within a chunk each
+    sample is journaled as the backend finishes it, and a resumed run hands the backend those it
+    finds as already done (``_draw``). ``on_first_chunk(rows, pending_rows, seconds)``: told once
+    the first chunk with pending requests is generated and cached, its rows (samples) and seconds
+    beside all the pending rows of the call (the timing forecast's).
     """
     stats = GenerationStats(requests=len(requests))
     started = time.time()
@@ -151,11 +219,17 @@ def generate(
             stats.cached_requests += len(chunk) - len(pending)
             if pending:
                 chunk_started = time.perf_counter()
-                fresh = dict(zip(pending, backend.generate([by_key[k] for k in pending], desc=desc)))
+                out, done, journal = _draw(backend, [by_key[k] for k in pending], pending, cache, desc)
+                fresh = dict(zip(pending, out))
                 stats.calls += 1
-                stats.generated_tokens += sum(len(c.token_ids) for out in fresh.values() for c in out)
+                stats.journaled_samples += len(done)
+                # tokens drawn now: a journaled sample's were drawn (and timed) by the run it was killed in
+                stats.generated_tokens += sum(len(c.token_ids) for o in out for c in o)
+                stats.generated_tokens -= sum(len(c.token_ids) for c in done.values())
                 if cache is not None:
                     stats.shards[cache.put(fresh)] = len(fresh)
+                if journal is not None:
+                    journal.remove()  # the shard holds every line now
                 results.update(fresh)
                 if on_first_chunk and stats.calls == 1:
                     rows = sum(by_key[k].n for k in pending)

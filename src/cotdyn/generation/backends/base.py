@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Protocol, Sequence
+from typing import Callable, Mapping, Protocol, Sequence
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,8 @@ class GenerationStats:
     seconds: float = 0.0
     cached_requests: int = 0
     calls: int = 0
+    # samples of pending requests that an interrupted earlier run had drawn and journaled
+    journaled_samples: int = 0
     # the cache shard each fresh chunk was written to, with the requests it holds: a later run can
     # tell by their presence alone that this work is still cached (cotdyn.generation.timings)
     shards: dict[str, int] = field(default_factory=dict)
@@ -73,8 +75,22 @@ class Backend(Protocol):
     model_revision: str
     tokenizer: Tokenizer
 
-    def generate(self, requests: Sequence[Request], desc: str = "") -> list[list[Completion]]:
-        """One batched call: completions[i] holds the n samples of requests[i], in order."""
+    def generate(
+        self,
+        requests: Sequence[Request],
+        desc: str = "",
+        done: Mapping[tuple[int, int], Completion] | None = None,
+        on_done: Callable[[list[tuple[int, int, Completion]]], None] | None = None,
+    ) -> list[list[Completion]]:
+        """One batched call: completions[i] holds the n samples of requests[i], in order.
+
+        ``done``: sample j of request i already drawn (by a run that was killed), by (i, j): it is
+        returned as given and not drawn again, unless the backend must redraw it to give the other
+        samples the bits they have in an uninterrupted run (the batch composition). ``on_done``:
+        told of each sample as it finishes, as (i, j, completion) rows, one call per unit the
+        backend finishes together (the generation journal, ``cotdyn.generation.journal``): the
+        finished samples of a decode step, a response, a request. A row of ``done`` is not told again.
+        """
         ...
 
     def effective_sampling(self, sampling: Sampling) -> dict:

@@ -41,7 +41,7 @@ import json
 import time
 import urllib.error
 import urllib.request
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
@@ -264,11 +264,16 @@ class OpenAICompatBackend:
             "tokenizer_sha256": self._tokenizer_sha256,
         }
 
-    def generate(self, requests: Sequence[Request], desc: str = "") -> list[list[Completion]]:
-        """Every sample its own request, ``concurrency`` at a time; completions in request order."""
+    def generate(self, requests: Sequence[Request], desc: str = "", done=None, on_done=None) -> list[list[Completion]]:
+        """Every sample its own request, ``concurrency`` at a time; completions in request order.
+
+        ``on_done`` hears of each response as it arrives; the samples in ``done`` are not sent.
+        A failed request stops the call once the responses in flight are in (and told).
+        """
         from cotdyn.generation.backends.vllm import completion
 
-        samples = [(i, j) for i, r in enumerate(requests) for j in range(r.n)]
+        done = done or {}
+        samples = [(i, j) for i, r in enumerate(requests) for j in range(r.n) if (i, j) not in done]
 
         def one(ij: tuple[int, int]) -> Completion:
             r = requests[ij[0]]
@@ -279,9 +284,21 @@ class OpenAICompatBackend:
 
         for sampling in {r.sampling for r in requests}:  # a field the server lacks fails before any request
             request_body(self.server, self.served, [], sampling, 0, self.stop_ids)
+        drawn: dict[tuple[int, int], Completion] = dict(done)
+        failure: BaseException | None = None
         with ThreadPoolExecutor(max_workers=self.options["concurrency"]) as pool:
-            done = list(pool.map(one, samples))
-        out: list[list[Completion]] = [[] for _ in requests]
-        for (i, _), c in zip(samples, done):
-            out[i].append(c)
-        return out
+            futures = {pool.submit(one, ij): ij for ij in samples}
+            for future in as_completed(futures):
+                try:
+                    drawn[futures[future]] = future.result()
+                except Exception as e:  # noqa: BLE001 - raised below, once the others are told
+                    if failure is None:
+                        failure = e
+                        for other in futures:
+                            other.cancel()
+                    continue
+                if on_done is not None:
+                    on_done([(*futures[future], drawn[futures[future]])])
+        if failure is not None:
+            raise failure
+        return [[drawn[(i, j)] for j in range(r.n)] for i, r in enumerate(requests)]

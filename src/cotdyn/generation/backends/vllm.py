@@ -134,16 +134,28 @@ class VLLMBackend:
             "tokenizer_sha256": tokenizer_sha256(self.tokenizer.hf),
         }
 
-    def generate(self, requests: Sequence[Request], desc: str = "") -> list[list[Completion]]:
-        """One ``llm.generate`` call for all of ``requests``; completions in request order."""
+    def generate(self, requests: Sequence[Request], desc: str = "", done=None, on_done=None) -> list[list[Completion]]:
+        """One ``llm.generate`` call for all of ``requests``; completions in request order.
+
+        ``llm.generate`` returns only when every request is finished, so ``on_done`` hears of them
+        all at its end: a kill loses the chunk, as before issue 53 (a smaller ``chunk_size`` bounds
+        it). The call is skipped when ``done`` holds every sample (a kill after the call, before the
+        shard); otherwise every request is sent, the batch an uninterrupted run sends.
+        """
         if not requests:
             return []
+        done = done or {}
+        if all((i, j) in done for i, r in enumerate(requests) for j in range(r.n)):
+            return [[done[(i, j)] for j in range(r.n)] for i, r in enumerate(requests)]
         prompts = [{"prompt_token_ids": list(r.prompt_ids)} for r in requests]
         params = [self._vllm.SamplingParams(**self.sampling_params(r.sampling, r.n, r.seed)) for r in requests]
         outputs = self.llm.generate(prompts, sampling_params=params, use_tqdm=True)
         if len(outputs) != len(requests):
             raise RuntimeError(f"vllm returned {len(outputs)} outputs for {len(requests)} requests")
-        return [self._completions(out, r) for out, r in zip(outputs, requests)]
+        out = [self._completions(o, r) for o, r in zip(outputs, requests)]
+        if on_done is not None:
+            on_done([(i, j, c) for i, cs in enumerate(out) for j, c in enumerate(cs) if (i, j) not in done])
+        return out
 
     def _completions(self, output, request: Request) -> list[Completion]:
         samples = sorted(output.outputs, key=lambda c: c.index)

@@ -40,8 +40,17 @@ class SimulatedBackend:
         self.tokenizer = ByteTokenizer()
         self.model_revision = revision(self.planted)
 
-    def generate(self, requests: Sequence[Request], desc: str = "") -> list[list[Completion]]:
-        return [[self._complete(r, j) for j in range(r.n)] for r in requests]
+    def generate(self, requests: Sequence[Request], desc: str = "", done=None, on_done=None) -> list[list[Completion]]:
+        """Each request answered alone, so ``on_done`` hears of each request's new samples as it is answered."""
+        done = done or {}
+        out = []
+        for i, r in enumerate(requests):
+            fresh = [(i, j, self._complete(r, j)) for j in range(r.n) if (i, j) not in done]
+            if fresh and on_done is not None:
+                on_done(fresh)
+            drawn = {j: c for _, j, c in fresh}
+            out.append([done[(i, j)] if (i, j) in done else drawn[j] for j in range(r.n)])
+        return out
 
     def effective_sampling(self, sampling: Sampling) -> dict:
         return sampling.as_dict()

@@ -105,7 +105,16 @@ class TransformersBackend:
             "stop_token_ids": sorted(self.stop_ids),
         }
 
-    def generate(self, requests: Sequence[Request], desc: str = "") -> list[list[Completion]]:
+    def generate(self, requests: Sequence[Request], desc: str = "", done=None, on_done=None) -> list[list[Completion]]:
+        """Rows in batches of ``batch_size``, fixed by the requests alone (``done`` changes none).
+
+        ``on_done`` hears of each row the step it finishes (``decode: compacting``; at its batch's
+        end with ``decode: generate``). A batch whose rows are all ``done`` is skipped; one with
+        some is decoded from the same prompts, the done rows finished from the start, so the others
+        see the padding and the row sizes they had (their bits do not depend on finished rows,
+        ``row_sizes``) and the done rows leave the batch at its first compaction.
+        """
+        done = done or {}
         roots = prefix_roots([r.prompt_ids for r in requests]) if self.share_prefill else list(range(len(requests)))
         rows = [(i, j) for i, r in enumerate(requests) for j in range(r.n)]
         # A fixed order, so batches (and so results) depend only on the requests: rows of one root
@@ -125,14 +134,25 @@ class TransformersBackend:
             tqdm(desc=f"{label}: tokens drawn", unit="tok", position=1, leave=False, mininterval=1.0) as tokens,
         ):
             for batch in batches:
-                if self.share_prefill:
-                    for root in dict.fromkeys(roots[i] for i, _ in batch):
-                        if root not in prefilled:
-                            prefilled[root] = self._prefill(requests[root].prompt_ids)
-                rooted = [(requests[i].prompt_ids, prefilled.get(roots[i])) for i, _ in batch]
-                for (i, j), completion in zip(batch, self._generate_batch(requests, batch, rooted, tokens.update)):
+                finished = [ij in done for ij in batch]
+                if all(finished):
+                    completions = [done[ij] for ij in batch]
+                else:
+                    if self.share_prefill:
+                        for root in dict.fromkeys(roots[i] for i, _ in batch):
+                            if root not in prefilled:
+                                prefilled[root] = self._prefill(requests[root].prompt_ids)
+                    rooted = [(requests[i].prompt_ids, prefilled.get(roots[i])) for i, _ in batch]
+
+                    def told(k: int, completion: Completion, batch=batch) -> None:
+                        if on_done is not None:
+                            on_done([(*batch[k], completion)])
+
+                    drawn = self._generate_batch(requests, batch, rooted, tokens.update, finished, told)
+                    completions = [done.get(ij, c) for ij, c in zip(batch, drawn)]
+                for (i, j), completion in zip(batch, completions):
                     out[i][j] = completion
-                    generated += len(completion.token_ids)
+                    generated += len(completion.token_ids) if (i, j) not in done else 0
                     left[roots[i]] -= 1
                     if not left[roots[i]]:
                         prefilled.pop(roots[i], None)
@@ -171,7 +191,11 @@ class TransformersBackend:
             cache.update(keys, values, layer)
         return cache
 
-    def _generate_batch(self, requests: Sequence[Request], batch, rooted, on_step=None) -> list[Completion]:
+    def _generate_batch(
+        self, requests: Sequence[Request], batch, rooted, on_step=None, finished=None, on_row=None
+    ) -> list[Completion]:
+        """``finished[k]``: row k is done already (decoded for the batch's shape only, never told);
+        ``on_row(k, completion)``: row k is finished."""
         sampling = {requests[i].sampling for i, _ in batch}
         if len(sampling) != 1:
             raise ValueError("one batch must share its sampling parameters")
@@ -185,11 +209,19 @@ class TransformersBackend:
             mask[row, width - len(p) :] = 1
         sampler = SeededSampler([requests[i].seed + j for i, j in batch], sampling, self.device, on_step)
         ids, mask, cache = ids.to(self.device), mask.to(self.device), self._row_cache(rooted, width)
+        finished = finished or [False] * len(batch)
+
+        def row_done(k: int, row: list[int]) -> None:
+            if on_row is not None and not finished[k]:
+                on_row(k, self._completion(row, sampling))
+
         with torch.no_grad():
-            if self.decode == "generate":
+            if self.decode == "generate":  # every row stays until the longest stops: told at the end
                 rows = self._hf_generate(ids, mask, cache, sampler, sampling)
+                for k, row in enumerate(rows):
+                    row_done(k, row)
             else:
-                rows = self._compacting_decode(ids, mask, cache, sampler, sampling)
+                rows = self._compacting_decode(ids, mask, cache, sampler, sampling, finished, row_done)
         return [self._completion(row, sampling) for row in rows]
 
     def _hf_generate(self, ids, mask, cache, sampler: SeededSampler, sampling: Sampling) -> list[list[int]]:
@@ -208,7 +240,9 @@ class TransformersBackend:
         )
         return [row.tolist() for row in output[:, ids.shape[1] :].cpu()]
 
-    def _compacting_decode(self, ids, mask, cache, sampler: SeededSampler, sampling: Sampling) -> list[list[int]]:
+    def _compacting_decode(
+        self, ids, mask, cache, sampler: SeededSampler, sampling: Sampling, finished=None, row_done=None
+    ) -> list[list[int]]:
         """generate()'s sampling loop, step for step, except that finished rows leave the batch.
 
         Each step feeds the model what ``generate`` feeds it (the uncached tokens, the left-padded
@@ -217,7 +251,9 @@ class TransformersBackend:
         a row's tokens are the ones ``generate`` gives it. When the running rows fit a smaller of
         the batch's sizes (``row_sizes``), the batch and its keys and values shrink to it (finished
         rows fill what the running ones leave), and every linear layer is fed its rows padded to a
-        size that computes them as the full batch did.
+        size that computes them as the full batch did. Rows ``finished`` are not live from the first
+        step (a resumed batch's done rows); ``row_done(k, ids)`` is told of row k the step it stops,
+        and of the rows the budget cuts.
         """
         positions = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 0)
         attention = None if bool((mask == 1).all()) else mask
@@ -229,7 +265,7 @@ class TransformersBackend:
         if sizes[0] not in self._exact_sizes:
             self._exact_sizes[sizes[0]] = row_sizes.probe(self.model, sizes)
         running = list(range(ids.shape[0]))  # batch row k is sample running[k]
-        live = torch.ones(len(running), dtype=torch.bool, device=ids.device)
+        live = torch.tensor([not f for f in finished or [False] * len(running)], device=ids.device)
         out: list[list[int]] = [[] for _ in running]
         with row_sizes.padded_linears(self.model, self._exact_sizes[sizes[0]]):
             for step in range(sampling.max_tokens):
@@ -245,8 +281,15 @@ class TransformersBackend:
                 for k, token in enumerate(tokens.tolist()):
                     if live[k]:
                         out[running[k]].append(token)
-                live &= ~torch.isin(tokens, stops)
+                stopped = live & torch.isin(tokens, stops)
+                live &= ~stopped
+                if row_done is not None:
+                    for k in stopped.nonzero().flatten().tolist():
+                        row_done(running[k], out[running[k]])
                 if step + 1 == sampling.max_tokens or not live.any():
+                    if row_done is not None:  # the rows the budget cut
+                        for k in live.nonzero().flatten().tolist():
+                            row_done(running[k], out[running[k]])
                     break
                 positions = positions[:, -1:] + 1
                 if attention is not None:
