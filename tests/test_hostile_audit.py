@@ -33,8 +33,12 @@ def snapshot(folder: Path) -> dict:
 
 @pytest.fixture
 def folders(small_simulated_study, tmp_path):
+    return copied_study(small_simulated_study, tmp_path)
+
+
+def copied_study(small_simulated_study, tmp_path):
     """(the study copy, outside/): outside holds a summary.json, a plan, and a cache copy with an
-    old temporary file that a cleanup would delete."""
+    old temporary file that a cleanup would delete (also test_hostile_reading's)."""
     assert small_simulated_study.run.returncode == 0, small_simulated_study.run.output[-3000:]
     study = tmp_path / "review" / "results" / "t"
     shutil.copytree(small_simulated_study.root / "results" / "t", study, symlinks=True)

@@ -28,6 +28,7 @@ from typing import Callable, Sequence
 
 from tqdm import tqdm
 
+from cotdyn.files.strict import parse_json, read_text
 from cotdyn.generation import journal as J
 from cotdyn.generation.backends.base import Backend, Completion, GenerationStats, Request
 
@@ -41,6 +42,9 @@ def revision_folder(cache_dir, model_revision: str) -> Path:
 # whoever wrote it (a write takes seconds: the body is built in memory first); one of this host
 # whose process has ended is stale at once. Studies sharing the cache never lose a write in flight.
 STALE_SECONDS = 3600
+# A shard holds one chunk of a run's results; with chunk_size 0 a whole cell's samples (token ids and
+# texts): some hundreds of MB for the largest studies. Beyond this it is refused, not read into memory.
+MAX_SHARD_BYTES = 2 << 30
 
 
 def _alive(pid: int) -> bool:
@@ -103,11 +107,13 @@ class GenerationCache:
         try:
             if shard.is_symlink():  # a shard is a file the cache wrote, never a link elsewhere
                 raise ValueError("a symlink, not a shard")
-            payload = json.loads(shard.read_text())
+            # strictly (cotdyn.files.strict): a regular file, bounded, no key twice, nested as a
+            # shard nests; a refusal is a ValueError naming the shard, so it is ignored like a torn one
+            payload = parse_json(read_text(shard, max_bytes=MAX_SHARD_BYTES), shard)
             body = payload["body"]
             if hashlib.sha256(body.encode()).hexdigest() != payload["sha256"]:
                 raise ValueError("checksum mismatch")
-            for key, samples in json.loads(body).items():
+            for key, samples in parse_json(body, shard).items():
                 self.entries[key] = [Completion(tuple(ids), text, reason) for ids, text, reason in samples]
         except (ValueError, KeyError, TypeError) as e:  # torn write or tampering: redo, never trust
             self.rejected.append(f"{shard.name}: {e}")

@@ -5,7 +5,6 @@ when the report is built, so a report over outputs that no longer match their ma
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -13,6 +12,8 @@ from pathlib import Path
 from cotdyn.files.layout import STUDY_MANIFEST
 from cotdyn.files.terminal import printable
 from cotdyn.provenance.manifests import ManifestError, file_sha256, output_hashes
+
+MAX_MANIFEST_BYTES = 64 << 20  # as cotdyn.audit.untrusted bounds it: a manifest lists hashes
 
 MATCH, MISMATCH, MISSING, UNLISTED = "match", "mismatch", "missing", "unlisted"
 STATUSES = (MATCH, MISMATCH, MISSING, UNLISTED)
@@ -112,11 +113,14 @@ def stored_check(study_dir) -> dict:
     if not manifest.exists():
         report.problems.append(f"{STUDY_MANIFEST} not found: the study has no manifest to check against")
     else:
-        try:
-            listed, stored = json.loads(manifest.read_text()).get("files", {}), output_hashes(study_dir)
+        from cotdyn.files.strict import read_json
+
+        try:  # strictly (cotdyn.files.strict): a file listed twice is refused, not taken by position
+            listed = read_json(manifest, max_bytes=MAX_MANIFEST_BYTES).get("files", {})
+            stored = output_hashes(study_dir)
             report.files = [stored_file(path, want, stored.get(path)) for path, want in sorted(listed.items())]
-        except ManifestError as e:
-            report.problems.append(str(e))
+        except (ManifestError, ValueError, AttributeError) as e:  # UntrustedFileError is a ValueError
+            report.problems.append(str(e) if not isinstance(e, AttributeError) else f"{manifest}: not a JSON object")
     return summary(study_dir, report, "stored files hashed against the manifest")
 
 

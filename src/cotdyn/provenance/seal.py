@@ -27,6 +27,10 @@ from cotdyn.provenance.manifests import file_sha256
 
 SEAL = "seal.json"
 RAW_FILES = ("chains.parquet", "samples.parquet")
+# A seal lists a cache key and a count per request of its file: some 80 bytes each, a few MB for the
+# largest cell. Beyond this it is refused, not read into memory.
+MAX_SEAL_BYTES = 256 << 20
+MAX_SUMMARY_BYTES = 64 << 20  # a cell's summary.json: a few kB of counts and rates
 
 
 class SealError(ValueError):
@@ -114,11 +118,20 @@ def restore_hint(raw_path: str | Path) -> str:
 
 def read_seal(raw_path: str | Path) -> dict:
     """The seal of ``raw_path``; SealError naming the seal when it is absent or unreadable."""
+    from cotdyn.files.strict import MissingFile, UntrustedFileError, read_json
+
     path = seal_path(raw_path)
-    if not path.exists():
-        raise SealError(f"{raw_path} has no seal ({path}): nothing shows generation wrote it; {restore_hint(raw_path)}")
     try:
-        seal = json.loads(path.read_text())
+        # strictly (cotdyn.files.strict): a FIFO or a device there is named, not opened; bounded in
+        # bytes and depth; a key written twice (two sha256 fields) is refused, not taken by position
+        seal = read_json(path, max_bytes=MAX_SEAL_BYTES)
+    except MissingFile:
+        raise SealError(
+            f"{raw_path} has no seal ({path}): nothing shows generation wrote it; {restore_hint(raw_path)}"
+        ) from None
+    except UntrustedFileError as e:
+        raise SealError(f"damaged seal: {e}; {restore_hint(raw_path)}") from None
+    try:
         if not isinstance(seal, dict) or not all(k in seal for k in ("file", "sha256", "requests")):
             raise ValueError("not a seal (needs file, sha256, requests)")
         if requests_sha256(seal["requests"]) != seal.get("requests_sha256"):
@@ -165,9 +178,11 @@ def unreadable_tables(study_dir: str | Path) -> list[tuple[Path, str]]:
             pq.read_metadata(path)
         except Exception as e:  # pyarrow raises OSError or ArrowInvalid, by what it meets
             damaged.append((path, f"{type(e).__name__}: {e}"))
+    from cotdyn.files.strict import read_json
+
     for path in sorted(Path(study_dir).glob("cells/*/*/summary.json")):
         try:
-            json.loads(path.read_text())
-        except (ValueError, UnicodeDecodeError) as e:
-            damaged.append((path, f"not JSON: {e}"))
+            read_json(path, max_bytes=MAX_SUMMARY_BYTES)
+        except ValueError as e:  # UntrustedFileError: not JSON, too large or deep, not a regular file
+            damaged.append((path, str(e)))
     return damaged

@@ -9,12 +9,14 @@ import math
 from datetime import datetime, timezone
 from pathlib import Path
 
+from cotdyn.files.strict import read_json
 from cotdyn.files.writers import write_json
 from cotdyn.generation.timings.identity import budgets, model_identity, speed_settings
 
 FORMAT = "cotdyn-timing/1"
 OBSERVATIONS = Path("timings") / "observations"
 PHASES = ("reference", "continuations")
+MAX_OBSERVATION_BYTES = 1 << 20  # one observation: a few hundred bytes
 
 
 def observation(
@@ -124,7 +126,9 @@ def read_observations(directory) -> tuple[list[dict], list[str]]:
     found, warnings = [], []
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
         try:
-            entry = json.loads(path.read_text())
+            # strictly (cotdyn.files.strict): the cache may be a study's; a FIFO, a giant or a key
+            # written twice is skipped by name like a torn file
+            entry = read_json(path, max_bytes=MAX_OBSERVATION_BYTES)
         except (OSError, UnicodeDecodeError, ValueError) as e:
             warnings.append(f"timings: skipping {path} (unreadable: {type(e).__name__})")
             continue
