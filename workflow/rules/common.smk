@@ -42,6 +42,17 @@ from cotdyn.report.secondary_tables import has_secondary
 
 CONFIG_SOURCE = ", ".join(str(f) for f in getattr(workflow, "configfiles", [])) or "config"
 
+from cotdyn.files.strict import UntrustedFileError, read_yaml
+
+# Snakemake reads each config file itself, and a key written twice there wins by position; each is
+# read again strictly (cotdyn.files.strict: no key twice, no alias bomb, bounded), at every run and
+# dry run, so such a file stops the run by name (issue 48).
+for _configfile in getattr(workflow, "configfiles", []):
+    try:
+        read_yaml(_configfile)
+    except UntrustedFileError as e:
+        raise WorkflowError(f"config: {e}") from None
+
 
 def typed_overrides(value, schema):
     """``value`` with the strings the schema types as integer, number or boolean converted: Snakemake
@@ -85,6 +96,13 @@ try:
 except (ValueError, FileNotFoundError) as e:
     raise WorkflowError(f"plan of {CONFIG_SOURCE}: {e}") from None
 PLAN_SHA256 = plan_sha256(PLAN_PATH)
+# the plan's REGISTERED and deviations.yaml, strictly, at every run, whether check_plan reruns or not
+for _sibling in sibling_paths(PLAN_PATH):
+    if os.path.lexists(_sibling):
+        try:
+            read_yaml(_sibling)
+        except UntrustedFileError as e:
+            raise WorkflowError(f"plan of {CONFIG_SOURCE}: {e}") from None
 STUDY_DIR = f"results/{config['study']}"
 CACHE_DIR = config["cache"]
 try:
