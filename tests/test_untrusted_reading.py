@@ -237,6 +237,10 @@ def test_a_dictionary_bomb_is_refused_by_its_decoded_size(tmp_path):
     assert path.stat().st_size < 20_000_000
     problem = raw_file_problem(path)
     assert problem and "decodes to 60000000000 bytes" in problem and "MAX_DECODED_BYTES" in problem, problem
+    from cotdyn.audit.derive import read_problems  # a stored problems table, bounded the same way
+
+    with pytest.raises(UntrustedFileError, match="decodes to 60000000000 bytes"):
+        read_problems(path)
 
 
 # --- where the workflow reads them ------------------------------------------------------------

@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from cotdyn.analysis.hypotheses import analyze, read_records, write_analysis
-from cotdyn.audit.bounds import long_text
+from cotdyn.audit.bounds import decoded_problem, long_text
 from cotdyn.audit.diff import changed_answers
 from cotdyn.dataset.benchmarks import content_sha256, problems_from_table
 from cotdyn.files.layout import (
@@ -25,7 +25,7 @@ from cotdyn.files.layout import (
     variant_file,
 )
 from cotdyn.files.layout import problems as problems_file
-from cotdyn.files.strict import read_json
+from cotdyn.files.strict import UntrustedFileError, read_json, regular_file
 from cotdyn.files.writers import write_parquet
 from cotdyn.grading import answers
 from cotdyn.plan.config import cut_answers, reference_id, samples_variant, study_protocols
@@ -43,6 +43,7 @@ from cotdyn.records.table import variant_samples
 from cotdyn.report.secondary_tables import derive_generations, derive_secondary, has_secondary
 
 MAX_PLAN_CHECK_BYTES = 64 << 20  # checks/plan_check.json: a few lines per cell
+MAX_PROBLEMS_BYTES = 1 << 30  # a stored problems table, on disk and decoded: MATH-500's is under 1 MB
 
 # --- derivations shared by the workflow's rules and the audit --------------------------------
 
@@ -104,12 +105,24 @@ def reextract_answers(
     return out, int(changed)
 
 
+def read_problems(path: Path) -> pd.DataFrame:
+    """A stored problems table (untrusted, as the whole study), read once it is a regular file within
+    the bounds: its bytes, and what it decodes to (a dictionary bomb decodes to many times its size)."""
+    st = regular_file(path)
+    if st.st_size > MAX_PROBLEMS_BYTES:
+        raise UntrustedFileError(f"{path}: {st.st_size} bytes, more than a problems table holds ({MAX_PROBLEMS_BYTES})")
+    problem = decoded_problem(path, MAX_PROBLEMS_BYTES)
+    if problem:
+        raise UntrustedFileError(f"{path}: {problem}")
+    return pd.read_parquet(path)
+
+
 def _options(study_dir: Path, spec) -> dict[str, tuple[str, ...]]:
     """Option texts of a cell's multiple-choice problems, from the study's stored problems table."""
     path = study_dir / problems_file(spec.benchmark_key)
     if not path.exists():
         return {}
-    return {p.problem_id: p.options for p in problems_from_table(pd.read_parquet(path)) if p.options}
+    return {p.problem_id: p.options for p in problems_from_table(read_problems(path)) if p.options}
 
 
 def _problems_path(study_dir: Path, spec) -> Path | None:
@@ -135,7 +148,7 @@ def benchmark_hash_problems(study_dir: Path, config: dict, plan: dict) -> list[s
         path = study_dir / problems_file(key)
         if entry.get("limit") or not path.exists():
             continue
-        found = content_sha256(problems_from_table(pd.read_parquet(path)))
+        found = content_sha256(problems_from_table(read_problems(path)))
         if found != pinned:
             problems.append(f"{problems_file(key)}: content sha256 {found} differs from the plan's {pinned}")
     return problems

@@ -193,11 +193,12 @@ def answer_agreement(pairs: list[tuple[list, list]]) -> dict:
 
 
 def _golds_and_options(study_dir: Path, spec) -> tuple[dict, dict]:
+    from cotdyn.audit.derive import read_problems
     from cotdyn.dataset.benchmarks import problems_from_table
     from cotdyn.files.layout import problems as problems_file
 
     path = study_dir / problems_file(spec.benchmark_key)
-    problems = problems_from_table(pd.read_parquet(path)) if path.exists() else []
+    problems = problems_from_table(read_problems(path)) if path.exists() else []  # bounded: audit.derive
     return {p.question: p.gold for p in problems}, {p.problem_id: p.options for p in problems if p.options}
 
 
