@@ -309,3 +309,21 @@ def test_cotdyn_extract_and_equivalent_take_the_answer_form():
     assert json.loads(canonical.stdout) == {"equivalent": True} and json.loads(written_.stdout) == {"equivalent": False}
     out = cotdyn("extract", "--benchmark", "gsm8k", "--answer-form", "canonical", stdin=json.dumps({"text": "$8.50"}))
     assert json.loads(out.stdout) == {"answer": "\\frac{17}{2}", "status": answers.OK}
+
+
+def test_generations_agree_on_a_prediction_by_its_canonical_class():
+    from cotdyn.analysis import secondary_generations as gen
+
+    def records(preds):
+        n = len(preds)
+        return pd.DataFrame({"problem_id": [f"p{i}" for i in range(n)], "pred": preds, "correct": [True] * n,
+                             "monotone": [True] * n, "trajectory": [[0.5, 0.0]] * n, "excluded": [False] * n})  # fmt: skip
+
+    a, b = records(["\\frac{17}{2}", "3"]), records(["\\frac{3}{2}", "3"])
+
+    def prediction(form):
+        rows = gen.generation_agreement(a, b, None, 0.95, None, "gsm8k", "normalized", form)
+        return next(r["agreement"] for r in rows if r["agreement_on"] == "prediction")
+
+    # as_written reads a number-type class by its last number: both 2; v4 reads each as its value
+    assert prediction("as_written") == 1.0 and prediction(CANONICAL) == 0.5

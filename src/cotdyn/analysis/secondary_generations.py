@@ -44,12 +44,13 @@ def generation_agreement(
     groups=None,
     benchmark: str | None = None,
     equivalence: str = "normalized",
+    answer_form: str = "as_written",
 ) -> list[dict]:
     """Per-problem agreement of two generations of one cell (seed 003 section 7: 47.6% of
     predictions, 76.1% of correctness, 83.3% of monotonicity flags, 3.0% of trajectories): over
     the problems analyzed in both, in ``a``'s order; ``idx`` resamples those problems.
 
-    Two predictions agree when ``answers.equivalent`` holds under the variant's ``equivalence`` for
+    Two predictions agree when ``answers.equivalent`` holds under the variant's ``equivalence`` and ``answer_form`` for
     the cell's ``benchmark`` (its answer rule), as correctness is judged, or when both are null (no
     answer from either generation: the same outcome); ``n_both_null`` counts those, so the share
     among answered pairs can be recovered. Without a benchmark, predictions are compared as strings."""
@@ -63,7 +64,7 @@ def generation_agreement(
     def same_answer(x, y) -> bool:
         if x is None or y is None:
             return x is None and y is None
-        return equivalent(x, y, benchmark, equivalence) if benchmark is not None else x == y
+        return equivalent(x, y, benchmark, equivalence, None, answer_form) if benchmark is not None else x == y
 
     same = {
         "prediction": [same_answer(x, y) for x, y in pairs],

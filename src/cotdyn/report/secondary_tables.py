@@ -191,6 +191,7 @@ def generation_tables(
                         s.groups,
                         (benchmarks or {}).get(cell),
                         protocols[registered]["equivalence"],
+                        protocols[registered].get("answer_form", "as_written"),
                     )  # fmt: skip
                 ]
         for v in probes:
