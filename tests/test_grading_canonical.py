@@ -7,6 +7,7 @@ form, so equal decimals, fractions, trailing zeros, money and percent are one cl
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -162,6 +163,35 @@ def test_records_of_older_plans_grade_as_before(version):
     # the quirk in the records: 0.50's class 0.5 and 0.5's \frac{1}{2} are two classes of the entropy,
     # while correctness, which normalizes a stored class once more, grades both right
     assert records["pred"].tolist() == ["0.5"] and records["final_entropy"][0] > 0 and records["correct"].all()
+
+
+# what the as_written rule gave every MATH-500 gold (bare and boxed), the tail of every MATH-500 solution
+# and GSM8K answer, and issue 49's spellings, computed by the code before answer_form existed (e6d8ed5)
+AS_WRITTEN_SHA256 = "f5d9ed4467b8e3659eb0e4db5343321d08ceb676c4ca4f1ec3d48b2c32099795"
+
+
+def test_as_written_grades_every_panel_text_as_the_code_before_v4():
+    math = [json.loads(line) for line in (ROOT / "data/math500_test.jsonl").read_text().splitlines()]
+    gsm = [json.loads(line) for line in (ROOT / "data/gsm8k_test.jsonl").read_text().splitlines()]
+    texts = [x for r in math for x in (r["answer"], f"so \\boxed{{{r['answer']}}}.", r["solution"][-200:])]
+    texts += [r["answer"][-120:] for r in gsm] + [
+        "$8.50",
+        "0.50",
+        "\\boxed{0.50}",
+        "50%",
+        "50\\%",
+        "1/2",
+        "\\frac12",
+        "-0.5",
+    ]
+    graded = []
+    for text in texts:
+        for bench in ("math500", "gsm8k"):
+            found, gold = extract(text, bench), gold_answer(text, bench)
+            graded.append([found.answer, found.status, normalize(text, bench), gold,
+                           equivalent(found.answer, gold, bench), equivalent(text, HALF, bench)])  # fmt: skip
+    assert len(texts) == 2827
+    assert hashlib.sha256(json.dumps(graded).encode()).hexdigest() == AS_WRITTEN_SHA256
 
 
 # --- entropy classes and correctness agree under v4 --------------------------------------------
