@@ -383,13 +383,13 @@ def grid_for_coverage(s: Settings) -> Settings:
     return replace(s, spearman_tests={h: {"kind": "t_approximation"} for h in s.spearman_tests})
 
 
-def grid_section(s: Settings, cells: dict, seed: int, h5: bool, out, header: dict) -> dict:
+def grid_section(s: Settings, cells: dict, seed: int, h5: bool, out, header: dict, processes=None) -> dict:
     """The grid, one n at a time: the JSON is rewritten after each (``done`` lists the n's finished),
     so a run cut short keeps what it finished; the table is printed at the end."""
     import time
 
     start = time.perf_counter()
-    settings = grid_settings()
+    settings = [st for st in grid_settings() if processes is None or st.process in processes]
     print(
         f"Calibration grid: cells per setting by n {cells}, processes latent and simulator at accuracy "
         f"{GRID_ACCURACY} (null and signal), H4 panels of 4 cells; {s.resamples} resamples, level {s.level}, "
@@ -409,6 +409,7 @@ def grid_section(s: Settings, cells: dict, seed: int, h5: bool, out, header: dic
             "cells_per_setting": {str(n): c for n, c in cells.items()},
             "done": done,
             "h5": h5,
+            "processes": sorted({st.process for st in settings}),
             "seconds": round(elapsed, 1),
             "truths": {st.key: st.truth for st in settings},
             "pooled_unflagged_coverage": pooled(rows),
@@ -476,6 +477,7 @@ def add_arguments(parser) -> None:
 
     parser.add_argument("--v4-cells", default="200", help="grid: cells per setting, one or one per --v4-n")
     parser.add_argument("--v4-n", default="40,150,500,1319", help="grid and h3-size: the n's (comma-separated)")
+    parser.add_argument("--v4-processes", default="latent,simulator", help="grid: which processes")
     parser.add_argument("--v4-no-h5", action="store_true", help="grid: leave out H5 (most of its time)")
     parser.add_argument("--size-draws", type=int, default=10000, help="h3-size: null cells per setting")
     parser.add_argument("--size-accuracy", default="0.1,0.5,0.9", help="h3-size: P(correct) (comma-separated)")
@@ -498,7 +500,8 @@ def run_parts(parts: set, args, plan: dict) -> None:
     if "grid" in parts:
         counts = [int(x) for x in args.v4_cells.split(",")]
         cells = dict(zip(ns, counts * len(ns) if len(counts) == 1 else counts, strict=True))
-        grid_section(s, cells, args.seed + 5, not args.v4_no_h5, args.v4_out, header)
+        processes = args.v4_processes.split(",")
+        grid_section(s, cells, args.seed + 5, not args.v4_no_h5, args.v4_out, header, processes)
     if "h3-size" in parts:
         accuracies = [float(x) for x in args.size_accuracy.split(",")]
         resamples = s.spearman_tests["H3"].get("resamples", 9999)
