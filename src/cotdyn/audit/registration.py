@@ -14,11 +14,11 @@ Three parts, each verified or said not to be, in the line the audit prints first
 from __future__ import annotations
 
 import datetime
-import json
 from pathlib import Path
 
 import pandas as pd
 
+from cotdyn.files.strict import read_json
 from cotdyn.files.terminal import printable
 from cotdyn.generation.sealing import samples_requests
 from cotdyn.plan.attestation import earlier_registration_problems, read_registration, verified_attestation
@@ -63,8 +63,8 @@ def generation_began(study_dir: Path) -> datetime.datetime | None:
     times = []
     for pattern in GENERATION_LOGS:
         for log in sorted(Path(study_dir).glob(pattern)):
-            try:
-                stamp = json.loads(log.read_text()).get(STARTED) if log.stat().st_size < 1 << 20 else None
+            try:  # strictly: a regular file, bounded (a FIFO here must not hang the audit)
+                stamp = read_json(log, max_bytes=1 << 20).get(STARTED)
                 times.append(datetime.datetime.fromisoformat(stamp))
             except (OSError, ValueError, TypeError, AttributeError):
                 continue  # an unreadable log is the manifest comparison's to name

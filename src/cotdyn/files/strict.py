@@ -342,6 +342,14 @@ class StrictLoader(yaml.SafeLoader):
         return super().construct_document(node)
 
 
+def yaml_error(e: yaml.YAMLError) -> str:
+    """What a YAML error says, and where, without the lines of the file it quotes (a file named by a
+    study handed to a reviewer must not reach the terminal through an error message)."""
+    mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    return where + str(getattr(e, "problem", None) or getattr(e, "context", None) or type(e).__name__)
+
+
 def parse_yaml(text: str, source, *, max_aliases: int = MAX_ALIASES) -> Any:
     """``text`` (of the file ``source``) as YAML, strictly (see the module docstring)."""
     loader = StrictLoader(text)
@@ -349,8 +357,6 @@ def parse_yaml(text: str, source, *, max_aliases: int = MAX_ALIASES) -> Any:
     try:
         return loader.get_single_data()
     except yaml.YAMLError as e:
-        from cotdyn.plan.load import yaml_error
-
         raise UntrustedFileError(f"{_name(source)}: not valid YAML: {yaml_error(e)}") from None
     except RecursionError:
         raise UntrustedFileError(f"{_name(source)}: YAML nested deeper than can be read") from None

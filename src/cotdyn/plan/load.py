@@ -7,8 +7,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from cotdyn.grading.types import AS_WRITTEN, REGISTERED_EXTRACTION
 from cotdyn.plan import timelock
 from cotdyn.plan.registered import registered_token_sha256
@@ -23,14 +21,6 @@ UNNAMED_DEFAULTS = {"extraction": REGISTERED_EXTRACTION, "answer_form": AS_WRITT
 def plan_sha256(path: str | Path) -> str:
     """sha256 of the plan file's bytes: the hash REGISTERED freezes."""
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
-def yaml_error(e: yaml.YAMLError) -> str:
-    """What a YAML error says, and where, without the lines of the file it quotes (a file named by a
-    study handed to a reviewer must not reach the terminal through an error message)."""
-    mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
-    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
-    return where + str(getattr(e, "problem", None) or getattr(e, "context", None) or type(e).__name__)
 
 
 def load_plan(path: str | Path) -> dict[str, Any]:
