@@ -391,7 +391,7 @@ def grid_section(s: Settings, cells: dict, seed: int, h5: bool, out, header: dic
     start = time.perf_counter()
     settings = [st for st in grid_settings() if processes is None or st.process in processes]
     print(
-        f"Calibration grid: cells per setting by n {cells}, processes latent and simulator at accuracy "
+        f"Calibration grid: cells per setting by n {cells}, processes {', '.join(sorted({st.process for st in settings}))} at accuracy "
         f"{GRID_ACCURACY} (null and signal), H4 panels of 4 cells; {s.resamples} resamples, level {s.level}, "
         f"seed {seed}; shares in % (MC se); unflagged = an estimate with no flag",
         flush=True,
