@@ -103,10 +103,10 @@ def test_register_takes_an_iso_date_only_and_dumps_yaml(tmp_path):
         with pytest.raises(PreregistrationError, match="expected an ISO date"):
             register(tmp_path / "plan.yaml", tmp_path / "REGISTERED", date)
     assert not (tmp_path / "REGISTERED").exists()
-    register(tmp_path / "plan.yaml", tmp_path / "REGISTERED", "2026-12-02")
-    # the same bytes as the registered plan's own file, which was written before the dumper
+    register(tmp_path / "plan.yaml", tmp_path / "REGISTERED", "2026-12-06")
+    # the same bytes as the registered plan's own file, written by the same dumper
     assert (tmp_path / "REGISTERED").read_bytes() == (ROOT / "preregistration/REGISTERED").read_bytes()
-    assert read_registered(tmp_path / "REGISTERED")["date"] == "2026-12-02"
+    assert read_registered(tmp_path / "REGISTERED")["date"] == "2026-12-06"
 
 
 def snakemake_rst(path: Path, config: dict, params=None, wildcards=None) -> str:

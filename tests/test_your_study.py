@@ -113,8 +113,10 @@ def test_init_copies_the_registered_protocol_and_analysis_and_names_the_cell(tmp
     }
     assert plan["protocol"]["dtype"] == "float32"  # the embedded model on a CPU
     assert plan["analysis"] == registered["analysis"] and plan["verdict_rule"] == registered["verdict_rule"]
-    # read by the registered plan's rules (version 3: the small-group and degenerate rules, Holm in the verdict)
-    assert plan["plan_version"] == registered["plan_version"] == 3
+    # read by the registered plan's rules (version 4: the small-group and degenerate rules, Holm in the
+    # verdict, the permutation test of H3), its generation locked to its own registration
+    assert plan["plan_version"] == registered["plan_version"] == 4
+    assert plan["time_lock"] == "this_registration"
     assert [h["id"] for h in plan["hypotheses"]] == ["H1", "H2", "H3", "H5"]
     assert all(h["cells"] == ["smollm2-p"] for h in plan["hypotheses"])
     assert {(m["id"], m["cell"]) for m in plan["holm"]["family"]} == {("H1", "smollm2-p"), ("H3", "smollm2-p")}
