@@ -18,11 +18,15 @@ if os.environ.get("PYTHONPATH", "").split(os.pathsep)[0] != str(SRC):
 # envs/*.yaml install cotdyn and take the lock from ${COTDYN_ROOT} (pip expands it): conda runs pip
 # beside a copy of the env file under .snakemake/conda/, where a relative `..` is not this checkout.
 os.environ.update(COTDYN_ROOT=str(WORKFLOW_ROOT))  # set here, not asked of the user (no envvars:)
+from snakemake.utils import update_config
+
 from cotdyn.files import layout
 from cotdyn.generation.backends import registry as backend_registry
 from cotdyn.plan.config import (
     ConfigError,
     check_study_wide,
+    command_line_overrides,
+    override_source,
     cut_answers,
     protocol_for,
     reference_id,
@@ -33,9 +37,9 @@ from cotdyn.plan.config import (
 from cotdyn.files.layout import ANALYSIS_FILES, PLAN_CHECK, STUDY_MANIFEST
 from cotdyn.plan.registration import sibling_paths
 from cotdyn.protocol.signals import caption_list, registered_signals
-from cotdyn.plan.schema import validate_config
+from cotdyn.plan.schema import validate_config, validate_plan
 from cotdyn.plan.load import load_plan, plan_sha256
-from cotdyn.plan.registration import PLAN_CHECK_KEYS
+from cotdyn.plan.registration import PLAN_CHECK_KEYS, plan_check
 from cotdyn.provenance.code import code_hash
 from cotdyn.provenance.seal import SealError, check_sealed, seal_path, unreadable_tables
 from cotdyn.report.secondary_tables import has_secondary
@@ -54,39 +58,31 @@ for _configfile in getattr(workflow, "configfiles", []):
         raise WorkflowError(f"config: {e}") from None
 
 
-def typed_overrides(value, schema):
-    """``value`` with the strings the schema types as integer, number or boolean converted: Snakemake
-    parses a nested --config value (`infogain={size: full, seed: 0}`) into strings only."""
-    if isinstance(value, dict):
-        props = schema.get("properties", {})
-        return {k: typed_overrides(v, props.get(k, {})) for k, v in value.items()}
-    kinds = schema.get("type", [])
-    kinds = [kinds] if isinstance(kinds, str) else kinds
-    if isinstance(value, str):
-        if "boolean" in kinds and value.lower() in ("true", "false"):
-            return value.lower() == "true"
-        for kind, cast in (("integer", int), ("number", float)):
-            if kind in kinds:
-                try:
-                    return cast(value)
-                except ValueError:
-                    pass
-    return value
-
-
-import yaml
-
+# --config values, read as YAML: Snakemake reads a nested one (`protocol={m: 3}`) into strings only
+# ('3'); each is read again, strictly (a key twice is refused), and laid over the config where
+# Snakemake laid its strings (cotdyn.plan.config.command_line_overrides). A schema error in a field
+# an override set names the override, not the config file.
+try:
+    OVERRIDES = command_line_overrides(
+        getattr(workflow.config_settings, "config_args", None), dict(getattr(workflow.config_settings, "config", {}))
+    )
+except ConfigError as e:
+    raise WorkflowError(str(e)) from None
+update_config(config, {key: value for key, (_, value) in OVERRIDES.items()})
 # the schema with the backend registry's names and options blocks filled in (cotdyn.generation.backends.registry)
 CONFIG_SCHEMA = workflow.source_path("../schemas/config.schema.yaml")
-with open(CONFIG_SCHEMA) as _f:
-    config.update(typed_overrides(dict(config), backend_registry.config_schema(yaml.safe_load(_f))))
 # the bundled plan and data of a relative path the working directory lacks (a deployment's folder)
 config.update(with_bundled_paths(dict(config), WORKFLOW_ROOT))
 
 # the one validation of every config (cotdyn.plan.schema): the audit applies it to a manifest's config
 try:
     with backend_registry.schema_file(CONFIG_SCHEMA) as _schema:
-        validate_config(config, f"invalid config ({CONFIG_SOURCE})", _schema)
+        validate_config(
+            config,
+            f"invalid config ({CONFIG_SOURCE})",
+            _schema,
+            lambda path: override_source(OVERRIDES, path, f"invalid config ({CONFIG_SOURCE})"),
+        )
 except ConfigError as e:
     raise WorkflowError(str(e)) from None
 
@@ -95,6 +91,10 @@ try:
     PLAN = load_plan(PLAN_PATH)
 except (ValueError, FileNotFoundError) as e:
     raise WorkflowError(f"plan of {CONFIG_SOURCE}: {e}") from None
+try:  # the plan's protocol typed and in range (an `m: five` never reaches a job)
+    validate_plan(PLAN, f"plan {PLAN_PATH}")
+except ConfigError as e:
+    raise WorkflowError(str(e)) from None
 PLAN_SHA256 = plan_sha256(PLAN_PATH)
 # the plan's REGISTERED and deviations.yaml, strictly, at every run, whether check_plan reruns or not
 for _sibling in sibling_paths(PLAN_PATH):
@@ -116,6 +116,34 @@ try:
 except (ConfigError, ValueError) as e:
     raise WorkflowError(str(e)) from None
 CELLS = list(CELL_SPECS)
+
+# Reviewing a study (its audit, its report) reads a drifted plan to name the drift; anything else
+# stops before planning. The command line is read for --report as in report.smk.
+_TARGETS = set(getattr(getattr(workflow, "dag_settings", None), "targets", None) or ())
+REVIEWING = bool(_TARGETS) and _TARGETS <= {"audit", "audit_result"}
+REVIEWING |= any(arg == "--report" or arg.startswith("--report=") for arg in sys.argv)
+if workflow.is_main_process and not REVIEWING:
+    # Plan drift (an edited plan, an undeclared deviation of a confirmatory cell), refused as the
+    # workflow is read, at a dry run too, naming the study's own plan and deviations.yaml; the
+    # check_plan job repeats it and records the result (cotdyn.plan.registration.plan_check).
+    try:
+        plan_check(PLAN_PATH, CELLS, list(config.get("confirmatory", [])), PROTOCOLS, PLAN)
+    except ValueError as e:  # PreregistrationError, and a token or time lock that does not hold
+        raise WorkflowError(f"plan of {CONFIG_SOURCE}: {e}") from None
+    # the generation's upper bound against the study's token budget (cotdyn.generation.announce)
+    from cotdyn.generation.announce import BudgetError, check_token_budget, registered_sizes
+
+    try:
+        check_token_budget(
+            config["study"],
+            CELL_SPECS,
+            PROTOCOLS,
+            [v for v in VARIANTS if samples_variant(config, v) == v],
+            registered_sizes(PLAN),
+            config.get("token_budget"),
+        )
+    except BudgetError as e:
+        raise WorkflowError(f"{CONFIG_SOURCE}: {e}") from None
 BENCHMARKS = sorted({c.benchmark_key for c in CELL_SPECS.values()})
 MODELS = sorted({c.model_key for c in CELL_SPECS.values()})
 REFERENCES = {reference_id(p): p for p in PROTOCOLS.values()}

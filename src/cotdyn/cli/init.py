@@ -24,6 +24,14 @@ from pathlib import Path
 
 import yaml
 
+from cotdyn.cli.init_checks import (
+    InitError,
+    check_config,
+    check_plan_values,
+    parse_setting,
+    registered_plan_of,
+    resolve_model,
+)
 from cotdyn.files.terminal import printable
 from cotdyn.files.writers import write_text
 from cotdyn.plan.timelock import THIS_REGISTRATION
@@ -33,22 +41,21 @@ KEY = re.compile(r"[A-Za-z0-9_]+")
 MAX_NAME = 100  # characters of a study, model or benchmark name (a file name must hold it)
 
 
-class InitError(ValueError):
-    pass
-
-
 def _frozen(jsonl: str, declaration) -> dict:
     """The plan's panel entry of a file's rows read as ``declaration`` reads them: their number and
     content sha256."""
-    from cotdyn.dataset.benchmarks import BenchmarkError, content_sha256, problems_from_rows, read_jsonl
+    from cotdyn.dataset.benchmarks import BenchmarkError, content_sha256, problems_from_rows, read_jsonl_lines
 
     if not Path(jsonl).is_file():
         raise InitError(f"--jsonl {jsonl}: not a file (expected a JSONL file, one JSON object a line)")
     try:
-        problems = problems_from_rows(read_jsonl(jsonl), declaration, jsonl)
+        numbered = read_jsonl_lines(jsonl)
+        problems = problems_from_rows([row for _, row in numbered], declaration, jsonl, [n for n, _ in numbered])
     except OSError as e:
         raise InitError(f"{jsonl}: cannot be read ({e.strerror or e})") from None
-    except (BenchmarkError, KeyError, UnicodeDecodeError) as e:
+    except BenchmarkError as e:  # it names the file and line
+        raise InitError(str(e)) from None
+    except (KeyError, UnicodeDecodeError) as e:
         raise InitError(f"{jsonl}: {e.args[0] if e.args else e}") from None
     if not problems:
         raise InitError(f"{jsonl}: no problems")
@@ -246,6 +253,7 @@ def write_skeleton(
     dtype = dtype or (declared.cpu_dtype if device == "cpu" else None)
     protocol = {**({"dtype": dtype} if dtype else {}), **(protocol or {})}
     plan = study_plan(registered, cell, model, benchmark, frozen, protocol, min_group_size)
+    check_plan_values(plan, protocol, min_group_size)
     config = {
         "study": study,
         "plan": str(paths["plan.yaml"]),
@@ -256,6 +264,8 @@ def write_skeleton(
         "variants": {"registered": {}},
     }
     check_config(config)
+    if "id" in config["models"][model]:  # found now, not by the run's first job (a served model: its tokenizer)
+        resolve_model(config["models"][model]["id"], revision, tokenizer_only=declared.needs_revision)
     dump = lambda obj: yaml.safe_dump(obj, sort_keys=False, allow_unicode=True, width=120)  # noqa: E731
     texts = {
         "plan.yaml": HEADER.format(study=study, source=registered_plan) + dump(plan),
@@ -278,47 +288,6 @@ def _declared() -> list[str]:
     from cotdyn.grading.registry import REGISTRY
 
     return list(REGISTRY)
-
-
-def registered_plan_of(path: str):
-    """The plan whose protocol and analysis are copied, or a named error."""
-    from cotdyn.plan.load import load_plan
-
-    try:
-        return load_plan(path)
-    except (OSError, ValueError) as e:
-        raise InitError(f"--registered-plan {path}: {e}") from None
-
-
-def parse_setting(text: str, flag: str = "--protocol") -> tuple[str, object]:
-    """``key=value`` with the value read as YAML (``80`` an int, ``null`` None, ``drop`` a string)."""
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise InitError(f"{flag} {text!r}: expected key=value")
-    try:
-        return key, yaml.safe_load(value)
-    except yaml.YAMLError as e:
-        problem = getattr(e, "problem", None) or type(e).__name__
-        raise InitError(f"{flag} {key}: the value is not plain YAML ({problem})") from None
-
-
-SCHEMA = Path(__file__).resolve().parents[3] / "workflow" / "schemas" / "config.schema.yaml"
-
-
-def check_config(config: dict, schema_path: Path = SCHEMA) -> None:
-    """The config about to be written, against the workflow's schema with the backend registry filled
-    in, so that a bad --option is refused now, naming its key, not at the first run."""
-    import jsonschema
-
-    from cotdyn.generation.backends.registry import config_schema
-
-    if not schema_path.is_file():  # an installed package without the workflow: snakemake checks it
-        return
-    schema = config_schema(yaml.safe_load(schema_path.read_text()))
-    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(config))
-    if error is not None:
-        where = ".".join(str(p) for p in error.absolute_path) or "config"
-        raise InitError(f"{where}: {error.message}")
 
 
 def cmd_init(args) -> int:

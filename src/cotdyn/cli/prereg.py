@@ -11,9 +11,12 @@ from cotdyn.files.terminal import printable
 def cmd_register(args) -> int:
     from cotdyn.plan import timestamp
     from cotdyn.plan.attestation import registration_line
+    from cotdyn.plan.load import load_plan
     from cotdyn.plan.registration import PreregistrationError, register
+    from cotdyn.plan.schema import validate_plan
 
     try:
+        validate_plan(load_plan(args.plan), args.plan)  # a plan with m: five is never registered
         token = None
         if args.timestamp_url and args.timestamp_token:
             raise PreregistrationError("--timestamp-url and --timestamp-token: give one")

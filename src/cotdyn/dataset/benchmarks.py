@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
+import unicodedata
 import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -59,7 +60,7 @@ def problems_from_rows(
     entry = registry.REGISTRY[benchmark] if isinstance(benchmark, str) else benchmark
     fields, name = entry.fields, entry.name
     rule = entry.answer if name == registry.JSONL else name
-    problems, seen = [], {}
+    problems, seen, forms = [], {}, {}
     for index, row in enumerate(rows):
         where = f"{source}: line {lines[index]}" if lines else f"{source}: row {index + 1}"
         if not isinstance(row, dict):
@@ -93,6 +94,16 @@ def problems_from_rows(
                 "(every problem needs its own id: its requests and seeds are keyed by it)"
             )
         seen[problem_id] = where.removeprefix(f"{source}: ")
+        normal = unicodedata.normalize("NFC", problem_id)
+        if normal in forms and forms[normal] != problem_id:
+            # two ids a reader cannot tell apart (cafe\u0301 and caf\u00e9): refused, not merged, so
+            # the ids stay as the file writes them (the content hash and every request key read them)
+            other = forms[normal]
+            raise BenchmarkError(
+                f"{where}, field '{fields.get('id')}': id {ascii(problem_id)} and id {ascii(other)} ({seen[other]}) "
+                "differ only in their Unicode normalization and print the same; write both in one form (NFC)"
+            )
+        forms.setdefault(normal, problem_id)
         question = str(row[fields["question"]])
         if options is not None:
             question = choices.show(question, options)
@@ -100,9 +111,23 @@ def problems_from_rows(
     return problems
 
 
+class _KeyTwice(Exception):
+    pass
+
+
+def _once(pairs: list) -> dict:
+    """A JSON object whose keys are each written once (``json.loads`` keeps the last of two)."""
+    out = {}
+    for key, value in pairs:
+        if key in out:
+            raise _KeyTwice(key)
+        out[key] = value
+    return out
+
+
 def read_jsonl_lines(path: str | Path) -> list[tuple[int, dict]]:
     """(line number, row) of each non-blank line; BenchmarkError naming the file and line of a line
-    that is not UTF-8, not JSON, or not a JSON object."""
+    that is not UTF-8, not JSON, not a JSON object, or an object holding a key twice."""
     rows = []
     with open(path, "rb") as f:
         for number, raw in enumerate(f, 1):
@@ -115,9 +140,14 @@ def read_jsonl_lines(path: str | Path) -> list[tuple[int, dict]]:
             if not line.strip():
                 continue
             try:
-                row = json.loads(line)
+                row = json.loads(line, object_pairs_hook=_once)
             except json.JSONDecodeError as e:
                 raise BenchmarkError(f"{path}: line {number} is not JSON ({e.msg})") from None
+            except _KeyTwice as e:
+                raise BenchmarkError(
+                    f"{path}: line {number}: key {ascii(e.args[0])} appears twice in one object (which value a "
+                    "reader takes depends on the reader); write it once"
+                ) from None
             if not isinstance(row, dict):
                 raise BenchmarkError(f"{path}: line {number} is a JSON {type(row).__name__}, not an object")
             rows.append((number, row))

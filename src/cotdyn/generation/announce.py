@@ -5,7 +5,17 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 from cotdyn.generation import timings
-from cotdyn.plan.config import Cell
+from cotdyn.plan.config import Cell, reference_id
+
+# The most tokens a study's generation may take at its upper bound unless its config raises it
+# (``token_budget``): 100 billion, some six times the largest shipped config's bound (the registered
+# panel's sweeps, 17.2 billion, its uncapped variant bounded by every token ending a step). An m or a
+# budget mistyped by orders of magnitude (m = 10^9: 16 trillion) stops the run before it starts.
+DEFAULT_TOKEN_BUDGET = 100_000_000_000
+
+
+class BudgetError(ValueError):
+    """A study whose generation's upper bound exceeds its token budget."""
 
 
 def problem_count(benchmark: dict, registered_sizes: Mapping[str, int]) -> int | None:
@@ -129,3 +139,55 @@ def total_text(estimates: Sequence[timings.Estimate]) -> str:
     if len(timed) < len(estimates):
         text += f" for {len(timed)} of {len(estimates)} phases; the others have no timing yet"
     return text
+
+
+def _continuation_bound(protocol: dict, problems: int) -> int:
+    """``timings.token_bound`` of the continuations; with step checkpoints and no cap, every token of
+    the chain may end a step, so at most reference_max_tokens + 1 prefixes."""
+    bound = timings.token_bound("continuations", protocol, problems)
+    if bound is None:
+        prefixes = protocol["reference_max_tokens"] + 1
+        bound = problems * prefixes * protocol["m"] * protocol["continuation_max_tokens"]
+    return bound
+
+
+def study_token_bound(
+    cells: Mapping[str, Cell], protocols: Mapping[str, dict], generating: Sequence[str], sizes: Mapping[str, int]
+) -> tuple[int, dict[str, int], list[str]]:
+    """(tokens in all, tokens by cell, cells whose problem count is unknown before the run) the study's
+    generation can take at most: each cell's reference chains (one file per reference setting) and the
+    continuations of each variant that generates (``generating``), every output at its budget."""
+    by_cell, unknown = {}, []
+    references = {reference_id(p): p for p in protocols.values()}
+    for name, cell in cells.items():
+        n = problem_count(cell.benchmark, sizes)
+        if n is None:
+            unknown.append(name)
+            continue
+        chains = sum(timings.token_bound("reference", p, n) for p in references.values())
+        by_cell[name] = chains + sum(_continuation_bound(protocols[v], n) for v in generating)
+    return sum(by_cell.values()), by_cell, unknown
+
+
+def check_token_budget(
+    study: str,
+    cells: Mapping[str, Cell],
+    protocols: Mapping[str, dict],
+    generating: Sequence[str],
+    sizes: Mapping[str, int],
+    budget: int | None = None,
+) -> int:
+    """The study's token bound (``study_token_bound``) if it is within ``budget`` (the config's
+    ``token_budget``, else DEFAULT_TOKEN_BUDGET); BudgetError, one line saying how to lower or raise
+    it, otherwise. Checked as the workflow is read, before any job and at a dry run."""
+    budget = DEFAULT_TOKEN_BUDGET if budget is None else budget
+    total, by_cell, _ = study_token_bound(cells, protocols, generating, sizes)
+    if total > budget:
+        largest = max(by_cell, key=by_cell.get)
+        raise BudgetError(
+            f"study '{study}' may generate up to {total:,} tokens (every output at its budget; cell {largest}: "
+            f"{by_cell[largest]:,}), more than its token budget of {budget:,}: lower the protocol's m, "
+            "reference_max_tokens or continuation_max_tokens, or raise the budget "
+            "(token_budget: N in the config, or --config token_budget=N)"
+        )
+    return total

@@ -26,6 +26,60 @@ class ConfigError(ValueError):
     pass
 
 
+# --- --config values ----------------------------------------------------------------------------
+
+
+def _snakemake_reading(text: str):
+    """What Snakemake 9 makes of a nested ``--config`` value (``snakemake.cli.parse_config``): YAML
+    read by the base loader, every scalar a string (``{m: 3}`` is ``{'m': '3'}``)."""
+    import yaml
+
+    try:
+        return yaml.load(text, Loader=yaml.BaseLoader)  # noqa: S506 (the base loader makes strings only)
+    except yaml.YAMLError:
+        return None
+
+
+def command_line_overrides(entries, parsed: dict) -> dict[str, tuple[str, object]]:
+    """``{key: (entry, value)}`` of each ``--config key=value`` entry whose value Snakemake read as a
+    mapping or list of strings, that value read again as YAML (``{m: 3}`` is ``{'m': 3}``), strictly:
+    a key written twice is refused, naming the entry (cotdyn.files.strict). ``entries``: the command
+    line's entries (``workflow.config_settings.config_args``); ``parsed``: Snakemake's reading of them
+    (``config_settings.config``). A top-level scalar is left as Snakemake read it (it tries int, float
+    and bool itself), and so is an entry Snakemake did not read from that text (a config handed to its
+    Python API, already typed). ConfigError names the entry."""
+    from cotdyn.files.strict import UntrustedFileError, parse_yaml
+
+    out = {}
+    for entry in entries or []:
+        key, sep, text = str(entry).partition("=")
+        given = parsed.get(key) if sep else None
+        if not isinstance(given, (dict, list)) or _snakemake_reading(text) != given:
+            continue
+        try:
+            out[key] = (entry, parse_yaml(text, f"--config {entry}"))
+        except UntrustedFileError as e:
+            raise ConfigError(str(e)) from None
+    return out
+
+
+def override_source(overrides: dict[str, tuple[str, object]], path, default: str) -> str:
+    """Who set the config field at ``path`` (a schema error's path): the ``--config`` entry that holds
+    it, else ``default`` (the config files)."""
+    parts = list(path)
+    if not parts or parts[0] not in overrides:
+        return default
+    entry, value = overrides[parts[0]]
+    for part in parts[1:]:
+        if isinstance(value, dict) and part in value:
+            value = value[part]
+        elif isinstance(value, list) and isinstance(part, int) and part < len(value):
+            value = value[part]
+        else:
+            return default  # a field the config file holds, beside the override's
+    return f"--config {entry}"
+
+
 @dataclass(frozen=True)
 class Cell:
     name: str

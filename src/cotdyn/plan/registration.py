@@ -182,15 +182,19 @@ def undeclared_differences(
     return [d for d in protocol_differences(plan, effective_protocol) if _declaration(cell, d, deviations) is None]
 
 
-def undeclared_message(cell: str, difference: tuple[str, Any, Any]) -> str:
+def undeclared_message(cell: str, difference: tuple[str, Any, Any], deviations_path=None) -> str:
+    """``deviations_path``: the study's own deviations.yaml, named in the message (else "the plan's")."""
     parameter, registered, used = difference
+    where = deviations_path if deviations_path is not None else "the plan's deviations.yaml"
     return (
         f"cell {cell}: protocol parameter '{parameter}' is {used!r} but the plan registers {registered!r}, "
-        "and preregistration/deviations.yaml declares no such deviation"
+        f"and {where} declares no such deviation (declare it there, or drop the override)"
     )
 
 
-def check_cell(cell: str, effective_protocol: dict, plan: dict, deviations: list[Deviation]) -> list[Deviation]:
+def check_cell(
+    cell: str, effective_protocol: dict, plan: dict, deviations: list[Deviation], deviations_path=None
+) -> list[Deviation]:
     """The declared deviations covering the cell's differences from the plan.
 
     A difference is declared by an entry for this cell (or "*") naming the parameter with the
@@ -200,13 +204,18 @@ def check_cell(cell: str, effective_protocol: dict, plan: dict, deviations: list
     for difference in protocol_differences(plan, effective_protocol):
         found = _declaration(cell, difference, deviations)
         if found is None:
-            raise PreregistrationError(undeclared_message(cell, difference))
+            raise PreregistrationError(undeclared_message(cell, difference, deviations_path))
         declared.append(found)
     return declared
 
 
 def declared_deviations(
-    cells: list[str], confirmatory: list[str], protocols: dict[str, dict], plan: dict, deviations: list[Deviation]
+    cells: list[str],
+    confirmatory: list[str],
+    protocols: dict[str, dict],
+    plan: dict,
+    deviations: list[Deviation],
+    deviations_path=None,
 ) -> dict[str, dict]:
     """plan_check.json's content: per cell, whether it is confirmatory, its declared deviations
     (confirmatory cells, registered variant) and, for exploratory cells, its differences."""
@@ -215,7 +224,7 @@ def declared_deviations(
     out = {}
     for cell in cells:
         if cell in confirmatory:
-            found = check_cell(cell, protocols[REGISTERED_VARIANT], plan, deviations)
+            found = check_cell(cell, protocols[REGISTERED_VARIANT], plan, deviations, deviations_path)
             out[cell] = {"confirmatory": True, "deviations": [d.as_dict() for d in found]}
         else:
             out[cell] = {
@@ -240,7 +249,8 @@ def plan_check(
     earlier, problems = earlier_registration_problems(plan, plan_path)
     if registration.problems or problems:
         raise PreregistrationError("; ".join([*registration.problems, *problems]))
-    cells_out = declared_deviations(cells, confirmatory, protocols, plan, load_deviations(deviations_path))
+    deviations = load_deviations(deviations_path)
+    cells_out = declared_deviations(cells, confirmatory, protocols, plan, deviations, deviations_path)
     registered = {**read_registered(registered_path), "registration": registration.when()}
     if earlier is not None:
         registered["time_lock"] = earlier

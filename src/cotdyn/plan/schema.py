@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
+from typing import Callable
 
 from cotdyn.files.terminal import printable
 from cotdyn.plan.config import ConfigError
@@ -57,26 +58,76 @@ def with_registered_names(rules: dict) -> dict:
     return rules
 
 
-def validate_config(config, source: str, schema: str | Path = SCHEMA) -> dict:
-    """``config`` validated and its schema defaults filled in (in place, as Snakemake does); else
-    ConfigError naming ``source``, the field and what was expected."""
-    import jsonschema
+def _message(error) -> str:
+    message = error.message
+    described = error.schema.get("description") if isinstance(error.schema, dict) else None
+    if error.validator == "pattern" and described:  # the schema's words, not its regex
+        message = f"{printable(repr(error.instance))[:SHOWN]}: expected {described}"
+    elif len(message) > SHOWN:  # the value cut, what the schema expected kept
+        message = f"{message[:SHOWN]}... (expected {error.validator}: {error.validator_value!r})"
+    return message
+
+
+def _rules(schema: str | Path, source: str) -> dict:
     import yaml
 
-    if not isinstance(config, dict):
-        raise ConfigError(f"{source}: the config must be a mapping, got {type(config).__name__}")
     if not Path(schema).is_file():
         raise ConfigError(f"{source}: the config schema {schema} is missing from this checkout")
     rules = with_registered_names(yaml.safe_load(Path(schema).read_text()))
     rules["$id"] = Path(schema).resolve().as_uri()
+    return rules
+
+
+def validate_config(
+    config, source: str, schema: str | Path = SCHEMA, source_of: Callable[[list], str] | None = None
+) -> dict:
+    """``config`` validated and its schema defaults filled in (in place, as Snakemake does); else
+    ConfigError naming ``source`` (or ``source_of(path)``, e.g. the ``--config`` entry that set the
+    field: ``cotdyn.plan.config.override_source``), the field and what was expected."""
+    import jsonschema
+
+    if not isinstance(config, dict):
+        raise ConfigError(f"{source}: the config must be a mapping, got {type(config).__name__}")
+    rules = _rules(schema, source)
     try:
         _filling_validator(rules).validate(config)
     except jsonschema.ValidationError as error:
-        message = error.message
-        described = error.schema.get("description") if isinstance(error.schema, dict) else None
-        if error.validator == "pattern" and described:  # the schema's words, not its regex
-            message = f"{printable(repr(error.instance))[:SHOWN]}: expected {described}"
-        elif len(message) > SHOWN:  # the value cut, what the schema expected kept
-            message = f"{message[:SHOWN]}... (expected {error.validator}: {error.validator_value!r})"
-        raise ConfigError(f"{source}: field {field_name(error.absolute_path)}: {message}") from None
+        where = source_of(list(error.absolute_path)) if source_of else source
+        raise ConfigError(f"{where}: field {field_name(error.absolute_path)}: {_message(error)}") from None
     return config
+
+
+# The plan's values a schema types and bounds: its protocol (the config's protocol definition, so a
+# plan and a config override are held to one range) and its small-group rule.
+PLAN_PARTS = {
+    "protocol": {"$ref": "#/$defs/protocol", "type": "object"},
+    "analysis": {
+        "type": "object",
+        "properties": {
+            "groups": {
+                "type": "object",
+                "properties": {
+                    "min_group_size": {"type": "integer", "minimum": 1, "maximum": 1000000},
+                    "precise_group_size": {"type": "integer", "minimum": 1, "maximum": 1000000},
+                },
+            }
+        },
+    },
+}
+
+
+def validate_plan(plan, source: str, schema: str | Path = SCHEMA) -> dict:
+    """The plan's protocol values typed and in range (the config schema's ``$defs/protocol``) and its
+    small-group rule positive; ConfigError naming ``source`` (the plan's file), the field, the value
+    and the range. ``cotdyn init`` checks the plan it writes, ``cotdyn register`` the plan it freezes,
+    and every run (and dry run) the plan it reads, so an ``m: five`` never reaches a job."""
+    import jsonschema
+
+    if not isinstance(plan, dict):
+        raise ConfigError(f"{source}: a plan is a mapping, got {type(plan).__name__}")
+    rules = _rules(schema, source)
+    checked = {"$defs": rules["$defs"], "$id": rules["$id"], "type": "object", "properties": PLAN_PARTS}
+    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(checked).iter_errors(plan))
+    if error is not None:
+        raise ConfigError(f"{source}: {field_name(error.absolute_path)}: {_message(error)}")
+    return plan
