@@ -51,7 +51,7 @@ def rational(answer: str | None) -> Fraction | None:
     s = answer.strip()
     for spelling, same in _NO_VALUE:
         s = s.replace(spelling, same)
-    s = _FRAC_NAMES.sub(r"\\frac", s).strip().rstrip(".") if s.strip() != "." else ""
+    s = _FRAC_NAMES.sub(r"\\frac", s).strip().rstrip(".")  # a sentence's period is no digit
     if plain := _PLAIN.fullmatch(s):
         return -_value(plain.group(2)) if plain.group(1) == "-" else _value(plain.group(2))
     if frac := _FRAC.fullmatch(s):
