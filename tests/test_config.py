@@ -16,6 +16,7 @@ from cotdyn.plan.config import (
 )
 from cotdyn.plan.load import registered_protocol
 from cotdyn.plan.registration import protocol_differences
+from cotdyn.plan.timelock import PLAN_LOCK_KEY
 
 
 def study(**variants):
@@ -46,7 +47,9 @@ def test_a_cell_naming_an_unknown_model_is_an_error(plan):
 def test_variants_override_the_plan_and_name_unknown_parameters(plan):
     # the plan's protocol, and the one parameter it does not name at its registered rule
     assert "extraction" not in plan["protocol"]
-    assert protocol_for(study(), plan, "registered") == {**plan["protocol"], "extraction": "final_number"}
+    # and the registration's lock (plan v4's time_lock), derived from the plan file, never set by a config
+    lock = {"time_lock": plan[PLAN_LOCK_KEY]}
+    assert protocol_for(study(), plan, "registered") == {**plan["protocol"], "extraction": "final_number", **lock}
     assert protocol_for(study(cap8={"cap": None}), plan, "cap8")["cap"] is None
     with pytest.raises(ConfigError, match="study.yaml: variant 'x': unknown protocol parameter 'temprature'"):
         protocol_for(study(x={"temprature": 0.1}), plan, "x", "study.yaml")
@@ -109,7 +112,10 @@ def test_every_protocol_parameter_is_classified_for_the_reference_chains(plan):
         "null_answers", "label", "endpoint", "equivalence", "checkpoints", "checkpoint_stride", "extraction",
         "answer_form",
     }  # fmt: skip
-    assert set(registered_protocol(plan)) == set(REFERENCE_FIELDS) | set(STUDY_WIDE) | after_the_chain
+    # the registration's lock is the plan's, so the study's: it reaches every request through its seed
+    # (a changed lock changes the chains' content and the rules' params, not the folder's name)
+    lock = {"time_lock"}
+    assert set(registered_protocol(plan)) == set(REFERENCE_FIELDS) | set(STUDY_WIDE) | after_the_chain | lock
     assert not set(REFERENCE_FIELDS) & after_the_chain
 
 
