@@ -98,6 +98,28 @@ def test_verdict_table_holds_every_hypothesis_cell_with_holm_and_not_run(result)
     assert [r[:2] for r in table(page, "Holm family")[1:]] == [[m["id"], m["cell"]] for m in result["holm"]]
 
 
+def test_the_holm_row_of_a_not_estimable_cell_gives_its_reason_not_a_decision(result):
+    """issue 53: the Holm table showed H3's p and a decision where H3 read not_estimable on the page."""
+    import copy
+
+    from cotdyn.report.pages import holm_rows
+
+    changed = copy.deepcopy(result)
+    block = changed["verdicts"]["H3"]["cells"]["qwen7b-gsm8k"]
+    block.update(verdict="not_estimable", reason="a test's reason")
+    rows = {(r["hypothesis"], r["cell"]): r for r in holm_rows(changed)}
+    row = rows[("H3", "qwen7b-gsm8k")]
+    assert row["decision"] == "none: H3 is not_estimable in this cell" and row["reason"] == "a test's reason"
+    assert row["value"] == rows_before(result)[("H3", "qwen7b-gsm8k")]["value"]  # the p-value itself is shown
+    assert rows[("H1", "qwen7b-gsm8k")]["decision"] in ("rejected", "not rejected")
+
+
+def rows_before(result: dict) -> dict:
+    from cotdyn.report.pages import holm_rows
+
+    return {(r["hypothesis"], r["cell"]): r for r in holm_rows(result)}
+
+
 def test_verdict_fields_are_read_generically(result):
     """Verdicts with fields and values this module does not know (a per-cell CI criterion, a Holm
     decision, an 'imprecise' verdict) are shown as they are."""

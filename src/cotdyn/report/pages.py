@@ -168,19 +168,30 @@ def panel_rows(result: dict) -> list[dict]:
 
 
 def holm_rows(result: dict) -> list[dict]:
-    return [
-        {
-            "hypothesis": m["id"],
-            "cell": m["cell"],
-            "p": m["p_name"],
-            "value": number(m["p"]),
-            "adjusted": number(m["p_adjusted"]),
-            "alpha": number(m["alpha"]),
-            "decision": "not decided" if m["reject"] is None else ("rejected" if m["reject"] else "not rejected"),
-            "reason": m["reason"] or "",
-        }  # fmt: skip
-        for m in table_rows(result)["holm_table"]
-    ]
+    """The Holm family, member by member. A member whose cell's verdict is not_estimable is shown with
+    that reason, not as a decision: its p-value decides nothing the page reports."""
+    verdicts = result.get("verdicts") or {}
+    rows = []
+    for m in table_rows(result)["holm_table"]:
+        cell = ((verdicts.get(m["id"]) or {}).get("cells") or {}).get(m["cell"]) or {}
+        if cell.get("verdict") == "not_estimable":
+            decision, reason = f"none: {m['id']} is not_estimable in this cell", cell.get("reason") or m["reason"] or ""
+        else:
+            decision = "not decided" if m["reject"] is None else ("rejected" if m["reject"] else "not rejected")
+            reason = m["reason"] or ""
+        rows.append(
+            {
+                "hypothesis": m["id"],
+                "cell": m["cell"],
+                "p": m["p_name"],
+                "value": number(m["p"]),
+                "adjusted": number(m["p_adjusted"]),
+                "alpha": number(m["alpha"]),
+                "decision": decision,
+                "reason": reason,
+            }  # fmt: skip
+        )
+    return rows
 
 
 # --- HTML -------------------------------------------------------------------------------------
