@@ -347,3 +347,17 @@ def test_the_sweep_table_keeps_n_total_and_n_analysed_apart_and_says_when_nothin
     assert "<td>4</td>" in sweeps_html(pd.DataFrame(rows)) and "n_analyzed" in sweeps_html(pd.DataFrame(rows))
     alone = sweeps_html(pd.DataFrame(rows[:1]))
     assert "runs no sweep variant" in alone and "<table" not in alone
+
+
+def test_the_report_sections_are_numbered_without_a_gap_and_the_optional_one_comes_last():
+    """issue 53: `snakemake --report`'s sidebar skipped section 5 (information gain, which only the
+    `infogain` target or `infogain.traces` writes, sat between dynamics and grading)."""
+    import re
+
+    categories = set()
+    for rules in (Path(__file__).resolve().parents[1] / "workflow" / "rules").glob("*.smk"):
+        categories |= set(re.findall(r'category="(\d+)\. ([^"]+)"', rules.read_text()))
+    numbered = sorted((int(n), name) for n, name in categories)
+    assert [n for n, _ in numbered] == list(range(len(numbered))), numbered
+    # every section but the last is written by every study (files.layout.study_targets)
+    assert numbered[-1][1] == "Information gain"

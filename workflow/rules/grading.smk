@@ -17,7 +17,7 @@ rule grading:
             report(
                 f"{STUDY_DIR}/{layout.grading_file('{cell}', name)}",
                 caption=f"../report/grading_{name.replace('.', '_')}.rst",
-                category="6. Grading",
+                category="5. Grading",
                 subcategory="{cell}",
                 labels={"cell": "{cell}", "output": name.rsplit(".", 1)[0]},
             )
@@ -45,7 +45,7 @@ rule grading_page:
         report(
             f"{STUDY_DIR}/{layout.GRADING_PAGE}",
             caption="../report/grading_html.rst",
-            category="6. Grading",
+            category="5. Grading",
             subcategory="all cells",
             labels={"cell": "all", "output": "grading page"},
         ),

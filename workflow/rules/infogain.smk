@@ -12,7 +12,7 @@ rule infogain_toy:
         table1=report(
             "results/{study}/infogain/toy/table1_llm3.csv",
             caption="../report/infogain_table1.rst",
-            category="5. Information gain",
+            category="6. Information gain",
             labels={"output": "LLM3 detection (Table 1)"},
         ),
         samplewise="results/{study}/infogain/toy/samplewise.csv",
@@ -21,7 +21,7 @@ rule infogain_toy:
         figure3=report(
             "results/{study}/infogain/toy/figure3_heatmaps.png",
             caption="../report/infogain_figure3.rst",
-            category="5. Information gain",
+            category="6. Information gain",
             labels={"output": "Figure 3 heatmaps"},
         ),
         ig_figure="results/{study}/infogain/toy/ig_heatmaps.png",
@@ -135,13 +135,13 @@ rule infogain_tables:
         ig=report(
             f"{IG_DIR}/ig_table.csv",
             caption="../report/infogain_traces_ig.rst",
-            category="5. Information gain",
+            category="6. Information gain",
             labels={"output": "IG per step, own traces"},
         ),
         detection=report(
             f"{IG_DIR}/detection_table.csv",
             caption="../report/infogain_traces_detection.rst",
-            category="5. Information gain",
+            category="6. Information gain",
             labels={"output": "detection, own traces"},
         ),
     log:
