@@ -273,3 +273,22 @@ def test_a_later_analysis_only_version_is_locked_to_the_earlier_registration(att
     )
     found = earlier_lock(later, prereg / "plan.yaml")[1]
     assert any("v4/REGISTERED registers sha256 " + "a" * 64 in p for p in found), found
+
+
+@pytest.mark.parametrize(
+    "old, new, named",
+    [
+        ("criterion: {kind: ci_upper_below, value: 0.0}", "criterion: {kind: ci_upper_below, value: 0.0, over: each_cell}",
+         "criterion.over is not a key of plan version 4"),
+        ("    quantile_rule: linear ", "    # quantile_rule: linear ", "analysis.bootstrap: missing key 'quantile_rule'"),
+    ],
+)  # fmt: skip
+def test_register_refuses_a_v4_plan_its_analysis_cannot_read(tmp_path, old, new, named):
+    text = (ROOT / "preregistration" / "plan.yaml").read_text()
+    assert old in text
+    (tmp_path / "plan.yaml").write_text(text.replace(old, new))
+    rc, out, err = cli(
+        "register", "--plan", tmp_path / "plan.yaml", "--registered", tmp_path / "REGISTERED", "--date", "2026-12-06"
+    )
+    assert rc == 1 and named in err and "Traceback" not in err
+    assert not (tmp_path / "REGISTERED").exists()

@@ -16,7 +16,9 @@ def cmd_register(args) -> int:
     from cotdyn.plan.schema import validate_plan
 
     try:
-        validate_plan(load_plan(args.plan), args.plan)  # a plan with m: five is never registered
+        plan = load_plan(args.plan)
+        validate_plan(plan, args.plan)  # a plan with m: five is never registered
+        analysis_settings(plan, args.plan)  # nor one whose analysis misses a key its version needs
         token = None
         if args.timestamp_url and args.timestamp_token:
             raise PreregistrationError("--timestamp-url and --timestamp-token: give one")
@@ -34,6 +36,18 @@ def cmd_register(args) -> int:
         return 1
     print(printable(f"registered: {line}"))
     return 0
+
+
+def analysis_settings(plan: dict, source) -> None:
+    """The plan's analysis settings as the analysis reads them (a v4 plan must name every rule,
+    and may not carry v1-v3's criterion.over), or a PreregistrationError naming the plan."""
+    from cotdyn.analysis.hypotheses import Settings
+    from cotdyn.plan.registration import PreregistrationError
+
+    try:
+        Settings.from_plan(plan)
+    except (KeyError, ValueError, TypeError) as e:
+        raise PreregistrationError(f"{source}: {e.args[0] if e.args else e}") from None
 
 
 def cmd_audit(args) -> int:
