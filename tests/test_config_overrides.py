@@ -86,6 +86,14 @@ def test_plan_drift_and_bad_plan_values_stop_the_dry_run_naming_the_studys_files
         f"plan of {config}: cell {cell}: protocol parameter 'reference_max_tokens' is 100 but the plan registers "
         f"600, and {deviations} declares no such deviation (declare it there, or drop the override)"
     )
+    rows = (tmp_path / "p.jsonl").read_text()
+    (tmp_path / "p.jsonl").write_text(rows + '{"id": "b", "question": "q", "gold": "1", "gold": "2"}\n')
+    run = dry_run("--configfile", str(config))
+    assert error_of(run) == (
+        f"{config}: benchmarks.p: {tmp_path / 'p.jsonl'}: line 2: key 'gold' appears twice in one object (which "
+        "value a reader takes depends on the reader); write it once"
+    )
+    (tmp_path / "p.jsonl").write_text(rows)
     plan.write_text(plan.read_text().replace("  m: 5\n", "  m: 1000000000\n", 1))
     run = dry_run("--configfile", str(config))
     assert error_of(run) == f"plan {plan}: protocol.m: 1000000000 is greater than the maximum of 256"

@@ -117,6 +117,10 @@ except (ConfigError, ValueError) as e:
     raise WorkflowError(str(e)) from None
 CELLS = list(CELL_SPECS)
 
+BENCHMARKS = sorted({c.benchmark_key for c in CELL_SPECS.values()})
+MODELS = sorted({c.model_key for c in CELL_SPECS.values()})
+REFERENCES = {reference_id(p): p for p in PROTOCOLS.values()}
+
 # Reviewing a study (its audit, its report) reads a drifted plan to name the drift; anything else
 # stops before planning. The command line is read for --report as in report.smk.
 _TARGETS = set(getattr(getattr(workflow, "dag_settings", None), "targets", None) or ())
@@ -130,6 +134,16 @@ if workflow.is_main_process and not REVIEWING:
         plan_check(PLAN_PATH, CELLS, list(config.get("confirmatory", [])), PROTOCOLS, PLAN)
     except ValueError as e:  # PreregistrationError, and a token or time lock that does not hold
         raise WorkflowError(f"plan of {CONFIG_SOURCE}: {e}") from None
+    # each local benchmark file's rows, as the problems job reads them (cotdyn.dataset.benchmarks)
+    from cotdyn.dataset.benchmarks import BenchmarkError, check_local_rows
+
+    for _key in BENCHMARKS:
+        try:
+            check_local_rows(next(c.benchmark for c in CELL_SPECS.values() if c.benchmark_key == _key))
+        except BenchmarkError as e:
+            raise WorkflowError(f"{CONFIG_SOURCE}: benchmarks.{_key}: {e}") from None
+        except OSError as e:
+            raise WorkflowError(f"{CONFIG_SOURCE}: benchmarks.{_key}: {e.filename}: {e.strerror or e}") from None
     # the generation's upper bound against the study's token budget (cotdyn.generation.announce)
     from cotdyn.generation.announce import BudgetError, check_token_budget, registered_sizes
 
@@ -144,9 +158,6 @@ if workflow.is_main_process and not REVIEWING:
         )
     except BudgetError as e:
         raise WorkflowError(f"{CONFIG_SOURCE}: {e}") from None
-BENCHMARKS = sorted({c.benchmark_key for c in CELL_SPECS.values()})
-MODELS = sorted({c.model_key for c in CELL_SPECS.values()})
-REFERENCES = {reference_id(p): p for p in PROTOCOLS.values()}
 
 
 wildcard_constraints:

@@ -158,6 +158,24 @@ def read_jsonl(path: str | Path) -> list[dict]:
     return [row for _, row in read_jsonl_lines(path)]
 
 
+def check_local_rows(spec: dict) -> int:
+    """How many problems a benchmark entry's local file (``path``) holds, read as the problems job
+    reads it (a line that is not a JSON object, a key twice, a missing field, a gold that does not
+    parse, an id twice or twice in two Unicode normalizations: BenchmarkError naming the line), without
+    the content hash check or its warnings; 0 for an entry without a local file. The workflow calls it
+    as it is read, so a bad row stops a dry run instead of the problems job."""
+    if not spec.get("path"):
+        return 0
+    try:
+        entry = registry.entry(spec)
+    except KeyError as e:
+        raise BenchmarkError(e.args[0]) from None
+    if entry.generated:
+        return 0
+    numbered = read_jsonl_lines(spec["path"])
+    return len(problems_from_rows([r for _, r in numbered], entry, str(spec["path"]), [n for n, _ in numbered]))
+
+
 def read_hub(repo: str, config: str | None, split: str, revision: str) -> list[dict]:
     """Rows of a hub dataset at a pinned revision (needs the network or a warm HF cache)."""
     from datasets import load_dataset
