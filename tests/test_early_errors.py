@@ -293,3 +293,15 @@ def test_the_run_refuses_a_study_past_its_token_budget():
     assert check_token_budget("s", _cell(40), {"registered": protocol}, ["registered"], {}, total) == total
     registered = {**load_plan(PLAN)["protocol"], "checkpoints": "steps"}
     assert check_token_budget("s", _cell(1319), {"registered": registered}, ["registered"], {}) < DEFAULT_TOKEN_BUDGET
+
+
+def test_a_runs_early_read_of_the_rows_names_changed_data(tmp_path):
+    from cotdyn.dataset.benchmarks import check_local_rows, content_sha256
+
+    spec = {"kind": "jsonl", "path": _jsonl(tmp_path, ROWS), "answer": "number",
+            "fields": {"question": "question", "gold": "gold", "id": "id"}}  # fmt: skip
+    pinned = content_sha256(load_benchmark(spec))
+    assert check_local_rows({**spec, "content_sha256": pinned}) == 3
+    with pytest.raises(BenchmarkError, match=f"content sha256 {pinned} differs from the pinned 0{{64}}"):
+        check_local_rows({**spec, "content_sha256": "0" * 64})
+    assert check_local_rows({"kind": "arithmetic", "n": 5}) == 0  # nothing local to read

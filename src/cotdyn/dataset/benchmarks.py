@@ -162,8 +162,9 @@ def check_local_rows(spec: dict) -> int:
     """How many problems a benchmark entry's local file (``path``) holds, read as the problems job
     reads it (a line that is not a JSON object, a key twice, a missing field, a gold that does not
     parse, an id twice or twice in two Unicode normalizations: BenchmarkError naming the line), without
-    the content hash check or its warnings; 0 for an entry without a local file. The workflow calls it
-    as it is read, so a bad row stops a dry run instead of the problems job."""
+    its warning for an unpinned file (the problems job gives it); a pinned content sha256 the rows no
+    longer have is named with both hashes. 0 for an entry without a local file. The workflow calls it
+    as it is read, so a bad row or changed data stops a dry run instead of the problems job."""
     if not spec.get("path"):
         return 0
     try:
@@ -172,8 +173,13 @@ def check_local_rows(spec: dict) -> int:
         raise BenchmarkError(e.args[0]) from None
     if entry.generated:
         return 0
-    numbered = read_jsonl_lines(spec["path"])
-    return len(problems_from_rows([r for _, r in numbered], entry, str(spec["path"]), [n for n, _ in numbered]))
+    source = str(spec["path"])
+    numbered = read_jsonl_lines(source)
+    problems = problems_from_rows([r for _, r in numbered], entry, source, [n for n, _ in numbered])
+    found, pinned = content_sha256(problems), spec.get("content_sha256")
+    if pinned and found != pinned:
+        raise BenchmarkError(f"{source}: content sha256 {found} differs from the pinned {pinned}")
+    return len(problems)
 
 
 def read_hub(repo: str, config: str | None, split: str, revision: str) -> list[dict]:
