@@ -121,11 +121,10 @@ BENCHMARKS = sorted({c.benchmark_key for c in CELL_SPECS.values()})
 MODELS = sorted({c.model_key for c in CELL_SPECS.values()})
 REFERENCES = {reference_id(p): p for p in PROTOCOLS.values()}
 
-# Reviewing a study (its audit, its report) reads a drifted plan to name the drift; anything else
-# stops before planning. The command line is read for --report as in report.smk.
-_TARGETS = set(getattr(getattr(workflow, "dag_settings", None), "targets", None) or ())
-REVIEWING = bool(_TARGETS) and _TARGETS <= {"audit", "audit_result"}
-REVIEWING |= any(arg == "--report" or arg.startswith("--report=") for arg in sys.argv)
+# Reviewing a study (`snakemake audit`, `--report`) reads a drifted plan to name the drift; anything
+# else stops before planning. The command line is read, as in report.smk: Snakemake 9.27 sets the
+# targets on `workflow` only after the Snakefile is read (api.DAGApi, workflow.dag_settings).
+REVIEWING = any(arg in ("audit", "audit_result", "--report") or arg.startswith("--report=") for arg in sys.argv[1:])
 if workflow.is_main_process and not REVIEWING:
     # Plan drift (an edited plan, an undeclared deviation of a confirmatory cell), refused as the
     # workflow is read, at a dry run too, naming the study's own plan and deviations.yaml; the
