@@ -197,6 +197,7 @@ def classify(block: dict, estimate_key: str, ci_key: str, truth: float | None) -
     est, ci = block.get(estimate_key), block.get(ci_key) or [None, None]
     if truth is None or est is None or ci[0] is None or block.get("estimable") is False:
         return {"status": "not_estimable"}
+    # a closed interval; the tolerance absorbs the truths' rounding (a null's exact 0 computes as ~1e-15)
     covered = bool(ci[0] - 1e-9 <= truth <= ci[1] + 1e-9)
     flagged = bool(block.get("flags")) or block.get("ci_trusted") is False
     return {"status": "flagged" if flagged else "unflagged", "covered": covered, "width": ci[1] - ci[0]}
@@ -204,9 +205,11 @@ def classify(block: dict, estimate_key: str, ci_key: str, truth: float | None) -
 
 def analyze_grid_cell(
     setting: Setting, d: CellData, s: Settings, seed: int, h5: bool
-) -> tuple[dict, np.ndarray | None]:
-    """H1-H3 (and H5) of one simulated cell with its own resample matrix; returns the outcomes and
-    H1's gap resamples (for H4)."""
+) -> tuple[dict, tuple[dict, np.ndarray | None]]:
+    """H1-H3 (and H5) of one simulated cell; returns the outcomes and H1's block with its gap
+    resamples (for H4)."""
+    # One matrix serves every statistic of the cell, as stats.cell_resamples does in the analysis;
+    # its seed is the cell's own, so the cells an H4 panel combines are independent.
     idx = stats.resample_indices(d.n, s.resamples, seed)
     h1, gap_rows = h1_shape_contrast(d, idx, s)
     out = {
