@@ -46,8 +46,7 @@ def registration_check(plan_path, study_dir: Path, tsa_ca) -> tuple[str, list[st
             f"registered after generation began: the timestamp token's time {registration.attested_time:%Y-%m-%d %H:%M:%S} "
             f"UTC is after the study's first generation record ({began:%Y-%m-%d %H:%M:%S} UTC, the author's clock)"
         )
-    line = f"plan {plan_path} sha256 {registration.plan_sha256}; {registration.when()}, {attestation}"
-    return line, problems
+    return registration.line(attestation), problems
 
 
 def earlier_lock(plan: dict, plan_path) -> tuple[str | None, list[str]]:

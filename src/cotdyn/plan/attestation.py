@@ -43,15 +43,10 @@ class Registration:
         stamp = self.token.gen_time.strftime("%Y-%m-%d %H:%M UTC")
         return f"registered {stamp} (timestamp token; author's date {self.author_date})"
 
-    def as_dict(self) -> dict:
-        """For plan_check.json and the pages: what REGISTERED and its token say, unverified."""
-        return {
-            "author_date": self.author_date,
-            "attested_time": self.token.gen_time.isoformat() if self.token else None,
-            "tsa": self.token.tsa_subject if self.token else None,
-            "registry_url": self.registry_url,
-            "text": self.when(),
-        }
+    def line(self, attestation: str) -> str:
+        """``plan <path> sha256 <hex>; registered <when>[, <attestation>]``."""
+        when = f"{self.when()}, {attestation}" if attestation else self.when()
+        return f"plan {self.plan_path} sha256 {self.plan_sha256}; {when}"
 
 
 def read_registration(plan_path, registered_path=None) -> Registration:
@@ -108,8 +103,8 @@ def _token_problems(token: Token, record: dict, registered_path: Path, token_pat
 def verified_attestation(registration: Registration, tsa_ca) -> tuple[str, list[str]]:
     """The attestation part of the registration line, and its problems: the token's signature
     checked against the CA the reviewer gives (``tsa_ca``), or said to be unchecked."""
-    if registration.token is None:
-        return ("timestamp token recorded but unreadable" if registration.token_path else "no timestamp token"), []
+    if registration.token is None:  # when() already says there is none
+        return ("timestamp token recorded but unreadable" if registration.token_path else ""), []
     if tsa_ca is None:
         return NO_CA, []
     try:
@@ -126,8 +121,7 @@ def registration_line(plan_path, registered_path=None, tsa_ca=None) -> str:
         registration = read_registration(plan_path, registered_path)
     except PreregistrationError as e:
         return f"plan {plan_path} sha256 {plan_sha256(plan_path)}; not registered ({e})"
-    attestation, _ = verified_attestation(registration, tsa_ca)
-    return f"plan {plan_path} sha256 {registration.plan_sha256}; {registration.when()}, {attestation}"
+    return registration.line(verified_attestation(registration, tsa_ca)[0])
 
 
 def earlier_registration_problems(plan: dict, plan_path) -> tuple[str | None, list[str]]:
