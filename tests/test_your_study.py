@@ -65,7 +65,10 @@ def test_the_walkthrough_as_written_ends_with_verdicts_for_its_cell(tmp_path):
     for line in walkthrough():
         result = run(line, tmp_path)
         assert result.returncode == 0, f"{line}\n{result.output[-3000:]}"
-    assert "PASS" in result.output.splitlines()[0]  # the audit, the last line
+    # the audit, the last line: first the registration it checked, then its verdict
+    lines = result.output.splitlines()
+    assert lines[0].startswith("plan ") and "registered 2026-12-01 (author's date; no timestamp token)" in lines[0]
+    assert lines[1].startswith("audit of results/mine: PASS")
     result = json.loads((tmp_path / "results/mine/analysis/registered/hypotheses.json").read_text())
     cell = "sim-problems"  # the model's key on the simulated backend
     assert result["cells"][cell]["role"] == "registered"
