@@ -278,3 +278,25 @@ def test_a_json_written_by_the_writers_is_json(tmp_path):
 
     for value, depth in (([], 1), ({"a": "[[[{"}, 1), (["\\", [[1]]], 3), ("x", 0), ({"a": ['\\"[']}, 2)):
         assert json_depth(json.dumps(value)) == depth
+
+
+def test_a_dictionary_bomb_in_a_list_of_texts_is_refused_and_real_options_pass(tmp_path):
+    """A problems table's options are a list of texts: bounded through the list, as a flat column is
+    (a nested column was refused outright, so every multiple-choice study failed its audit)."""
+    import numpy as np
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from cotdyn.audit.derive import read_problems
+
+    text = "".join(map(chr, np.random.default_rng(1).integers(97, 123, 150_000)))
+    options = pa.DictionaryArray.from_arrays(pa.array(np.zeros(400_000, dtype=np.int32)), pa.array([text]))
+    lists = pa.ListArray.from_arrays(pa.array(np.arange(0, 400_001, 4, dtype=np.int32)), options)
+    pq.write_table(pa.table({"options": lists}), bomb := tmp_path / "bomb.parquet")
+    with pytest.raises(UntrustedFileError, match="decodes to 60000000000 bytes"):
+        read_problems(bomb)
+    pd.DataFrame({"problem_id": ["a", "b"], "options": [["x", "y"], ["x", "z"]]}).to_parquet(
+        fine := tmp_path / "ok.parquet"
+    )
+    assert read_problems(fine)["options"].map(list).tolist() == [["x", "y"], ["x", "z"]]

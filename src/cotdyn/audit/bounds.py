@@ -63,6 +63,7 @@ def decoded_size(path: Path) -> tuple[int, int]:
     in 400,000 rows is a 17 MB file that pandas decodes to 60 GB. Such a column chunk is read as
     pyarrow holds it (dictionary and indices, no larger than its pages) and its decoded bytes summed
     from its entries' lengths; every other chunk decodes to about its uncompressed size."""
+    import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
@@ -74,11 +75,12 @@ def decoded_size(path: Path) -> tuple[int, int]:
             if not (chunk.physical_type == "BYTE_ARRAY" and chunk.has_dictionary_page):
                 total += chunk.total_uncompressed_size
                 continue
-            name = chunk.path_in_schema
-            if "." in name:  # a nested text column: raw and derived tables are flat
-                raise ValueError(f"column {name}: a dictionary-encoded nested column, which no cotdyn table holds")
-            column = pq.ParquetFile(path, read_dictionary=[name]).read_row_group(g, columns=[name]).column(0)
+            name = chunk.path_in_schema  # a list of texts (a problem's options) is "options.list.element"
+            top = name.split(".")[0]
+            column = pq.ParquetFile(path, read_dictionary=[name]).read_row_group(g, columns=[top]).column(0)
             for array in column.chunks:
+                while isinstance(array, (pa.ListArray, pa.LargeListArray)):  # to the texts, still encoded
+                    array = array.flatten()
                 if not hasattr(array, "dictionary"):  # not read as a dictionary: its size is its own
                     total += array.nbytes
                     continue
