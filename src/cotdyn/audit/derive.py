@@ -222,7 +222,7 @@ def preregistration_problems(study_dir: Path, scratch: Path, config: dict, plan:
     for cell in config.get("confirmatory", []):
         if "registered" in protocols:
             problems += [
-                f"undeclared deviation: {undeclared_message(cell, d)}"
+                f"undeclared deviation: {undeclared_message(cell, d, sibling_paths(plan_path)[1])}"
                 for d in undeclared_differences(cell, protocols["registered"], plan, deviations)
             ]
     return problems
