@@ -120,7 +120,7 @@ def build_study(root: Path, data: Path, protocol: dict, deviations: list[dict], 
     )
     derive_analysis([cell_dir / "records.parquet"], plan_path, study / PLAN_CHECK, study / "analysis" / "registered")
     derive_further_analyses(study, cell_dir, plan, protocol_used)
-    write_hash_checked_outputs(study, ref / "chains.parquet", cell_dir, plan)
+    write_hash_checked_outputs(study, ref / "chains.parquet", cell_dir, plan, protocol_used)
     generation = {"registered": cell_dir / "generation.json", f"reference/{ref.name}": ref / "generation.json"}
     write_cell_manifest(
         spec,
@@ -162,24 +162,24 @@ def derive_further_analyses(study: Path, cell_dir: Path, plan: dict, protocol: d
     )
 
 
-def write_hash_checked_outputs(study: Path, chains: Path, cell_dir: Path, plan: dict) -> None:
-    """The outputs the audit checks by hash only, written by the functions their rules call."""
-    from cotdyn.files.writers import write_csv
-    from cotdyn.methods.math_shepherd import math_shepherd_from_samples
-    from cotdyn.report.exploratory_tables import sweep_frame, tables_html, write_exploratory
-    from cotdyn.report.header import write_header
+def write_hash_checked_outputs(study: Path, chains: Path, cell_dir: Path, plan: dict, protocol: dict) -> None:
+    """The exploratory tables, Math-Shepherd labels and sweeps, written by the functions their rules
+    call (the audit re-derives them with the same, since issue 52 item 3)."""
+    from cotdyn.audit.derive_outputs import derive_exploratory
+    from cotdyn.methods.math_shepherd import math_shepherd_csv
+    from cotdyn.records.table import variant_samples
+    from cotdyn.report.exploratory_tables import derive_sweeps
 
-    analysis = study / "analysis" / "registered"
-    samples, records = pd.read_parquet(cell_dir / "samples.parquet"), pd.read_parquet(cell_dir / "records.parquet")
-    write_exploratory(records, analysis / "exploratory", m=5, epsilon=0.01, seed=1, resamples=50)
-    write_header("registered", analysis / "hypotheses.json", study / PLAN_CHECK, analysis / "report_header.html")
-    math_shepherd_from_samples(samples, records, "gsm8k", chains=pd.read_parquet(chains)).to_csv(
-        analysis / "math_shepherd.csv", index=False
-    )
-    summary = json.loads((cell_dir / "summary.json").read_text())
-    sweeps = sweep_frame({"registered": {CELL: summary}}, {"registered": {CELL: records}})
-    write_csv(sweeps, study / "analysis" / "sweeps.csv")
-    (study / "analysis" / "sweeps.html").write_text(tables_html({"sweeps": sweeps}, "sweeps"))
+    analysis, records = study / "analysis" / "registered", [cell_dir / "records.parquet"]
+    derive_exploratory(records, protocol, plan, analysis / "exploratory")
+    stored = pd.read_parquet(chains)
+    samples = variant_samples(pd.read_parquet(cell_dir / "samples.parquet"), stored, protocol)
+    labels = math_shepherd_csv([(CELL, "gsm8k", samples, stored, pd.read_parquet(records[0]))], protocol)
+    (analysis / "math_shepherd.csv").write_text(labels)
+    boot = plan["analysis"]["bootstrap"]
+    derive_sweeps([cell_dir / "summary.json"], records, "registered", seed=int(boot["seed"]),
+                  resamples=int(boot["resamples"]), level=float(boot["level"]),
+                  out_csv=study / "analysis" / "sweeps.csv", out_html=study / "analysis" / "sweeps.html")  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -225,6 +225,12 @@ def test_untouched_study_passes_twice(registered_study):
         "analysis/registered/dynamics/profiles.csv",
         "analysis/registered/dynamics/mechanism_shares.csv",
         "analysis/registered/dynamics/mechanism_shares.png",
+        # issue 52 item 3: what was hash-checked only
+        "analysis/registered/exploratory/tables.html",
+        "analysis/registered/exploratory/risk_coverage.png",
+        "analysis/registered/math_shepherd.csv",
+        "analysis/sweeps.csv",
+        "analysis/sweeps.html",
     } <= derived
     assert all(f.status == MATCH for f in first.files)
 
@@ -375,10 +381,14 @@ def test_outputs_the_audit_does_not_rederive_are_hash_checked_not_failed():
 
     assert is_derived("analysis/registered/hypotheses.json")
     assert is_derived("analysis/registered/dynamics/mechanism_shares.csv")  # re-derived since issue 24
-    assert not is_derived("analysis/registered/exploratory/tables.html")
-    listed = {"analysis/registered/exploratory/tables.html": "a", "analysis/sweeps.csv": "b"}
-    checks = {c.path: c.status for c in compare_files(listed, {**listed, "analysis/sweeps.csv": "x"}, {})}
-    assert checks == {"analysis/registered/exploratory/tables.html": MATCH, "analysis/sweeps.csv": MISMATCH}
+    # re-derived since issue 52 item 3: the exploratory tables, sweeps and Math-Shepherd labels
+    assert is_derived("analysis/registered/exploratory/tables.html") and is_derived("analysis/sweeps.csv")
+    assert is_derived("analysis/registered/math_shepherd.csv")
+    assert not is_derived("infogain/traces/ig_table.csv")  # a LoRA supervisor per cell: hash-checked only
+    listed = {"infogain/traces/ig_table.csv": "a", "infogain/traces/detection_table.csv": "b"}
+    changed = {**listed, "infogain/traces/detection_table.csv": "x"}
+    checks = {c.path: c.status for c in compare_files(listed, changed, {})}
+    assert checks == {"infogain/traces/ig_table.csv": MATCH, "infogain/traces/detection_table.csv": MISMATCH}
 
 
 def test_a_study_output_missing_from_the_manifest_fails_the_audit(study):

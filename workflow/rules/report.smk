@@ -13,9 +13,16 @@ report: "../report/workflow.rst"
 # API tells a Snakefile it is read for a report: docs/developer-notes.md).
 if any(arg == "--report" or arg.startswith("--report=") for arg in sys.argv):
     from snakemake.logging import logger
+    from cotdyn.report.csp import UnguardedPageError, refuse_unguarded
     from cotdyn.report.pages import refresh_for_report
 
     _report_warning = refresh_for_report(STUDY_DIR, VARIANTS)
+    # report.html embeds each page as it stands (an iframe of a data URL, no sandbox): a page
+    # without cotdyn's Content-Security-Policy first in its head is refused (cotdyn.report.csp)
+    try:
+        refuse_unguarded(STUDY_DIR)
+    except UnguardedPageError as e:
+        raise WorkflowError(str(e)) from None
     if _report_warning:
         logger.warning(_report_warning)
 

@@ -14,6 +14,7 @@ import pandas as pd
 
 from cotdyn.analysis.hypotheses import analyze, read_records, write_analysis
 from cotdyn.audit.bounds import decoded_problem, long_text
+from cotdyn.audit.derive_outputs import derive_exploratory, derive_grading, derive_math_shepherd, derive_sweeps_files
 from cotdyn.audit.diff import changed_answers
 from cotdyn.dataset.benchmarks import content_sha256, problems_from_table
 from cotdyn.files.layout import (
@@ -167,9 +168,10 @@ def read_raw(study_dir: Path, path: str, refused: dict[str, str]) -> pd.DataFram
 
 
 def rederive_cell(study_dir: Path, scratch: Path, config: dict, plan: dict, spec, variant: str, protocol: dict,
-                  refused: dict[str, str], problems: list[str]) -> tuple[Path, pd.DataFrame] | None:  # fmt: skip
+                  refused: dict[str, str], problems: list[str]) -> tuple[Path, pd.DataFrame, pd.DataFrame] | None:  # fmt: skip
     """One cell's re-extracted samples and records under one variant: (its records, the samples
-    its dynamics read), or None when a raw file is missing or refused."""
+    its dynamics and Math-Shepherd labels read, its chains), or None when a raw file is missing or
+    refused."""
     name = spec.name
     chains_path = reference_file(name, reference_id(protocol), "chains.parquet")
     samples_path = variant_file(name, samples_variant(config, variant), "samples.parquet")
@@ -205,7 +207,7 @@ def rederive_cell(study_dir: Path, scratch: Path, config: dict, plan: dict, spec
         cut_answers=cut_answers(config, variant),
         problems_path=_problems_path(study_dir, spec),
     )
-    return records, variant_samples(samples, chains, protocol).assign(cell=name)
+    return records, variant_samples(samples, chains, protocol).assign(cell=name), chains
 
 
 def preregistration_problems(study_dir: Path, scratch: Path, config: dict, plan: dict, plan_path: Path,
@@ -230,7 +232,8 @@ def preregistration_problems(study_dir: Path, scratch: Path, config: dict, plan:
 
 def rederive(study_dir: Path, scratch: Path, config: dict, plan_path: Path, cells: dict, refused: dict[str, str],
              problems: list[str]) -> None:  # fmt: skip
-    """Write into ``scratch`` every derived file: records, summaries, plan check, analyses."""
+    """Write into ``scratch`` every derived file: records, summaries, plan check, analyses, dynamics,
+    exploratory tables, Math-Shepherd labels, sweeps and the grading page (cotdyn.audit.derive_outputs)."""
     plan = load_plan(plan_path)
     protocols = study_protocols(config, plan)
     problems += preregistration_problems(study_dir, scratch, config, plan, plan_path, protocols)
@@ -242,6 +245,10 @@ def rederive(study_dir: Path, scratch: Path, config: dict, plan_path: Path, cell
         if records_paths:
             dynamics = [d[1] for d in done if d is not None]
             derive_dynamics(dynamics, records_paths, cells, protocol, scratch / analysis_file(variant, "dynamics"))
+        if records_paths and len(records_paths) == len(cells):  # as their rules: over every cell
+            derive_exploratory(records_paths, protocol, plan, scratch / analysis_file(variant, "exploratory"))
+            labelled = [(n, s.answer_rule, d[1], d[2], d[0]) for (n, s), d in zip(cells.items(), done)]
+            derive_math_shepherd(labelled, protocol, scratch / analysis_file(variant, "math_shepherd.csv"))
         if records_paths and (scratch / PLAN_CHECK).exists():
             derive_analysis(records_paths, plan_path, scratch / PLAN_CHECK, scratch / analysis_file(variant, ""))
             if has_secondary(plan):
@@ -255,3 +262,7 @@ def rederive(study_dir: Path, scratch: Path, config: dict, plan_path: Path, cell
     if has_secondary(plan) and all(p.exists() for p in analyses):
         benchmarks = {name: spec.answer_rule for name, spec in cells.items()}
         derive_generations(all_records, analyses, protocols, plan, scratch / Path(GENERATIONS).parent, benchmarks)
+    derive_sweeps_files(scratch, cells, list(protocols), plan)
+    derive_grading(
+        study_dir, scratch, config, cells, protocols, lambda p: read_raw(study_dir, p, refused), read_problems
+    )

@@ -1,7 +1,11 @@
 """The report pages under the audit: each variant's header and registered results page is
 re-rendered from the re-derived analysis (hypotheses.json, the plan check) and compared byte for
-byte with the page in the study, so a verdict edited on a page fails the audit. Every other file
-under report/ is named as one the audit does not vouch for.
+byte with the page in the study, so a verdict edited on a page fails the audit; the grading page
+and its tables are re-derived from the raw files (cotdyn.audit.derive_outputs) and compared the
+same way. The pages among the analysis files (exploratory tables, sweeps, seed 003's tables) are
+re-derived and compared by check.py's comparison. A page the audit does not re-render (any file a
+browser runs as a page: PAGE_SUFFIXES) fails, refused: opened, it would run whatever it holds.
+Every other file under report/ is named as one the audit does not vouch for.
 
 A page's integrity section quotes the study's report/audit.json and the stored files' check; the
 re-rendering reads the same, so an untouched study's pages match.
@@ -15,11 +19,15 @@ from pathlib import Path
 from cotdyn.files.layout import AUDIT_RESULT, PLAN_CHECK, REPORT_DIR, REPORT_PAGES, analysis_file
 from cotdyn.files.strict import UntrustedFileError, read_bytes, read_json
 from cotdyn.provenance.integrity import MATCH, MISMATCH, MISSING, UNLISTED, FileCheck, stored_check
+from cotdyn.report.csp import PAGE_SUFFIXES
 
 MAX_PAGE_BYTES = 64 << 20  # a report page: tens of kB
 MAX_RESULT_BYTES = 64 << 20  # report/audit.json: a line per file of the study
 
 NOT_VOUCHED = "a report file the audit does not re-render: not vouched for"
+# A page (cotdyn.report.csp.PAGE_SUFFIXES: what a browser renders, and so may run script in) is
+# re-rendered where the project writes it, and refused anywhere else.
+REFUSED_PAGE = "a page the project does not write here, not re-rendered: refused (opened, it would run what it holds)"
 
 
 def page_variant(path: str) -> tuple[str, str] | None:
@@ -78,13 +86,42 @@ def report_files(study_dir: Path) -> list[str]:
     return [f.relative_to(study_dir).as_posix() for f in found if f.is_file() and not f.is_symlink()]
 
 
+def derived_check(study_dir: Path, derived_dir: Path, path: str) -> FileCheck:
+    """A report file the audit re-derived (the grading tables and page) against the study's."""
+    try:
+        theirs = read_bytes(study_dir / path, max_bytes=MAX_PAGE_BYTES)
+    except UntrustedFileError as e:
+        return FileCheck(path, MISMATCH, f"not read ({e})")
+    ours = (derived_dir / path).read_bytes()
+    if ours != theirs:
+        return FileCheck(
+            path, MISMATCH, f"re-derived from the stored raw data, it differs ({first_difference(ours, theirs)})"
+        )
+    return FileCheck(path, MATCH, "re-derived from the stored raw data")
+
+
+def is_page(path: str) -> bool:
+    return path.lower().endswith(PAGE_SUFFIXES)
+
+
+def report_check(study_dir: Path, derived_dir: Path, path: str, stored: dict | None) -> FileCheck:
+    if page_variant(path):
+        return page_check(study_dir, derived_dir, path, stored)
+    if (derived_dir / path).is_file():
+        return derived_check(study_dir, derived_dir, path)
+    return FileCheck(path, MISMATCH, REFUSED_PAGE) if is_page(path) else FileCheck(path, UNLISTED, NOT_VOUCHED)
+
+
+def refuse_pages(check: FileCheck) -> FileCheck:
+    """A page elsewhere in the study that no comparison vouched for (not in the manifest) is refused."""
+    return FileCheck(check.path, MISMATCH, REFUSED_PAGE) if check.status == UNLISTED and is_page(check.path) else check
+
+
 def check_pages(files: list[FileCheck], study_dir, derived_dir) -> list[FileCheck]:
-    """The audit's file checks, followed by the report pages re-rendered and compared and the rest
-    of report/ named as not vouched for."""
+    """The audit's file checks, each page among them that nothing vouched for refused, followed by
+    report/: its pages re-rendered or re-derived and compared, any other page refused, the rest
+    named as not vouched for."""
     study_dir, derived_dir = Path(study_dir), Path(derived_dir)
     paths = [p for p in report_files(study_dir) if p not in {f.path for f in files}]
     stored = stored_check(study_dir) if any(page_variant(p) for p in paths) else None
-    return files + [
-        page_check(study_dir, derived_dir, p, stored) if page_variant(p) else FileCheck(p, UNLISTED, NOT_VOUCHED)
-        for p in paths
-    ]
+    return [refuse_pages(f) for f in files] + [report_check(study_dir, derived_dir, p, stored) for p in paths]

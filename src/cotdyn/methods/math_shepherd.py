@@ -81,3 +81,23 @@ def math_shepherd_from_samples(
             }
         )
     return pd.DataFrame(rows)
+
+
+def math_shepherd_csv(cells: list[tuple], protocol: dict) -> str:
+    """analysis/<variant>/math_shepherd.csv as rule math_shepherd writes it, and the audit again.
+    ``cells``: (cell, its answer rule, the variant's samples, the reference chains, the records) per
+    cell; ``protocol``: the variant's (its equivalence, endpoint and answer form)."""
+    tables = [
+        math_shepherd_from_samples(
+            samples,
+            records,
+            benchmark,
+            protocol["equivalence"],
+            # the last prefix is the whole chain only under the registered endpoint
+            chains if protocol["endpoint"] == "continuation" else None,
+            protocol["answer_form"],
+        ).assign(cell=cell)
+        for cell, benchmark, samples, chains, records in cells
+    ]
+    table = pd.concat(tables, ignore_index=True)
+    return table[["cell"] + [c for c in table.columns if c != "cell"]].to_csv(index=False, float_format="%.10g")

@@ -72,17 +72,25 @@ class AuditReport:
         """The report for a terminal: every name and text from the study with its control
         characters escaped (cotdyn.files.terminal.printable)."""
         verdict = "PASS" if self.ok else "FAIL"
+        # what the audit neither re-derives nor compares is listed once, last, and counted apart
+        outside = [f for f in self.files if f.status == UNLISTED]
         lines = [printable(self.registration_line())] if self.registration else []
         lines += [
             f"audit of {printable(self.study)}: {verdict} (re-derived from the stored raw data); {self.model_check}"
         ]
         if self.model_check == NOT_VERIFIED:
             lines.append(f"  {printable(how_to_verify(self.study))}")
+        if outside:
+            lines.append(f"  outside this {verdict}: {len(outside)} file(s) not vouched for, listed last")
         lines += [f"  problem: {printable(p)}" for p in self.problems]
         lines += [
             f"  {f.status:9s} {printable(f.path)}" + (f"  ({printable(f.detail)})" if f.detail else "")
             for f in self.files
+            if f.status != UNLISTED
         ]
+        if outside:
+            lines.append(f"  not vouched for, {len(outside)} file(s) the audit neither re-derives nor compares:")
+            lines += [f"    {printable(f.path)}" + (f"  ({printable(f.detail)})" if f.detail else "") for f in outside]
         return "\n".join(lines)
 
 

@@ -8,14 +8,17 @@ records and seeds give byte-identical files.
 from __future__ import annotations
 
 import html
+import json
 from pathlib import Path
 from typing import Mapping
 
 import pandas as pd
 
 from cotdyn.analysis import exploratory as ex
+from cotdyn.analysis.secondary import sweep_columns
 from cotdyn.files.writers import write_csv, write_png, write_text
 from cotdyn.report import figures
+from cotdyn.report.csp import with_policy
 from cotdyn.stats import cell_resamples, derive_seed
 
 TABLES = (
@@ -173,6 +176,26 @@ def sweep_frame(
     return pd.DataFrame(ex.sweep_table(summaries, registered, lengths))
 
 
+def derive_sweeps(summaries: list, records: list, registered: str, *, seed: int, resamples: int, level: float,
+                  out_csv, out_html) -> list[Path]:  # fmt: skip
+    """analysis/sweeps.csv and .html as rule sweeps writes them, and the audit again: every cell's
+    summary.json and records.parquet under every variant (paths ``.../<cell>/<variant>/<file>``)."""
+    by_summary, by_records, extras = {}, {}, {}
+    # read each (cell, variant) from its path, not from the order of the inputs
+    for s, r in zip(sorted(map(str, summaries)), sorted(map(str, records))):
+        cell, variant = Path(s).parent.parent.name, Path(s).parent.name
+        if (cell, variant) != (Path(r).parent.parent.name, Path(r).parent.name):
+            raise ValueError(f"sweeps: summary {s} and records {r} are not of one cell and variant")
+        by_summary.setdefault(variant, {})[cell] = json.loads(Path(s).read_text())
+        frame = pd.read_parquet(r, columns=["reference_tokens", "raw_units", "coherence", "correct", "excluded"])
+        by_records.setdefault(variant, {})[cell] = frame
+        n = len(ex.analyzed(frame))
+        idx = cell_resamples(seed, cell, n, resamples) if n else None
+        extras.setdefault(variant, {})[cell] = sweep_columns(frame, idx, level)
+    frame = sweep_frame(by_summary, by_records, registered, extras)
+    return [write_csv(frame, Path(out_csv)), write_text(sweeps_html(frame, registered), Path(out_html))]
+
+
 def sweeps_html(frame: pd.DataFrame, registered: str = "registered") -> str:
     """The sweep table as a page; a study without sweep variants says so instead of showing a
     row of zero deltas."""
@@ -212,7 +235,7 @@ def tables_html(tables: Mapping[str, pd.DataFrame], title: str) -> str:
         parts.append(f"<h2 id='{html.escape(name)}'>{html.escape(name, quote=False)}</h2>")
         parts.append(frame.map(_cell_text).to_html(index=False, border=0, escape=True))
     parts.append("</body></html>")
-    return "\n".join(parts) + "\n"
+    return with_policy("\n".join(parts) + "\n")
 
 
 def write_exploratory(

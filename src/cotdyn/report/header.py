@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 
 from cotdyn.files.writers import write_bytes, write_text
 from cotdyn.provenance.integrity import NOT_VERIFIED, audit_verdict, warning_text
+from cotdyn.report.csp import with_policy
 from cotdyn.report.scope import NOT_RUN, cells_absent, cells_run, scope_lines
 
 # --- values from data as rst: text, never markup ------------------------------------------------
@@ -166,11 +167,12 @@ def header_html(text: str) -> bytes:
 
     doctree = publish_doctree(text, settings_overrides=SAFE_SETTINGS)
     links_as_text(doctree)
-    return publish_from_doctree(
+    page = publish_from_doctree(
         doctree,
         writer="html5",
         settings_overrides={**SAFE_SETTINGS, "datestamp": False, "generator": False, "embed_stylesheet": True},
     )
+    return with_policy(page.decode()).encode()  # cotdyn.report.csp: nothing in the page runs
 
 
 def header_bytes(

@@ -16,6 +16,7 @@ from pathlib import Path
 from cotdyn.analysis.hypotheses.outputs import table_rows
 from cotdyn.files.writers import write_bytes
 from cotdyn.provenance.integrity import audit_verdict, warning_text
+from cotdyn.report.csp import with_policy
 from cotdyn.report.header import header_bytes
 from cotdyn.report.scope import NOT_RUN, cells_absent, cells_run, scope_lines  # noqa: F401 (also read from here)
 
@@ -288,7 +289,7 @@ excluded. The gap is monotone minus non-monotone accuracy in percentage points w
 {audit_files_html(audit)}
 </body></html>
 """
-    return body.encode()
+    return with_policy(body).encode()
 
 
 def read_json(path) -> dict | None:

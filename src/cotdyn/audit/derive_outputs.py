@@ -1,0 +1,94 @@
+"""The audit's re-derivation of what lies beside the registered analysis (docs/design.md section 7):
+each variant's exploratory tables and figures, its Math-Shepherd labels, the sensitivity sweeps
+over every variant, and the grading tables and page under report/grading/. Each is written into
+the audit's scratch folder by the function its rule calls (workflow/scripts/exploratory.py,
+math_shepherd.py, sweeps.py, grading.py, grading_page.py), from the re-derived records and the
+raw files the bounds admitted, so the audit compares them with the study's byte for byte.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from cotdyn.files.layout import GRADING_PAGE, grading_file, reference_file, variant_file
+from cotdyn.files.layout import problems as problems_file
+from cotdyn.files.writers import write_text
+from cotdyn.methods.math_shepherd import math_shepherd_csv
+from cotdyn.plan.config import reference_id, samples_variant
+from cotdyn.report.exploratory_tables import derive_sweeps, write_exploratory
+from cotdyn.report.grading import grading_page, grading_tables, read_grading, write_grading
+
+
+def derive_exploratory(records_paths: list, protocol: dict, plan: dict, out_dir: Path) -> list[Path]:
+    """analysis/<variant>/exploratory/ as rule exploratory writes it: the variant's m and epsilon,
+    the plan's bootstrap."""
+    records = pd.concat([pd.read_parquet(r) for r in records_paths], ignore_index=True)
+    boot = plan["analysis"]["bootstrap"]
+    return write_exploratory(
+        records,
+        out_dir,
+        m=int(protocol["m"]),
+        epsilon=float(protocol["epsilon"]),
+        seed=int(boot["seed"]),
+        resamples=int(boot["resamples"]),
+        level=float(boot["level"]),
+    )
+
+
+def derive_math_shepherd(cells: list[tuple], protocol: dict, out: Path) -> Path:
+    """analysis/<variant>/math_shepherd.csv as rule math_shepherd writes it; ``cells``: (cell, answer
+    rule, the variant's samples, the chains, the records path) per cell."""
+    rows = [(c, rule, samples, chains, pd.read_parquet(r)) for c, rule, samples, chains, r in cells]
+    return write_text(math_shepherd_csv(rows, protocol), out)
+
+
+def derive_sweeps_files(scratch: Path, cells: dict, variants: list[str], plan: dict) -> list[Path]:
+    """analysis/sweeps.csv and .html as rule sweeps writes them, when every cell of every variant
+    was re-derived (otherwise the audit names them as not re-derived)."""
+    summaries = [scratch / variant_file(c, v, "summary.json") for c in cells for v in variants]
+    records = [scratch / variant_file(c, v, "records.parquet") for c in cells for v in variants]
+    if not all(p.exists() for p in summaries + records):
+        return []
+    boot = plan["analysis"]["bootstrap"]
+    registered = "registered"  # rule sweeps' params.registered
+    return derive_sweeps(
+        summaries,
+        records,
+        registered,
+        seed=int(boot["seed"]),
+        resamples=int(boot["resamples"]),
+        level=float(boot["level"]),
+        out_csv=scratch / "analysis/sweeps.csv",
+        out_html=scratch / "analysis/sweeps.html",
+    )
+
+
+def grading_variant(protocols: dict) -> str:
+    """The variant the grading page reads (workflow/rules/grading.smk's GRADING_VARIANT)."""
+    return "registered" if "registered" in protocols else next(iter(protocols))
+
+
+def derive_grading(study_dir: Path, scratch: Path, config: dict, cells: dict, protocols: dict, read_raw,
+                   read_problems) -> list[Path]:  # fmt: skip
+    """report/grading/<cell>/*.csv and report/grading/grading.html as rules grading and grading_page
+    write them, from the stored chains, the grading variant's stored samples and each benchmark's
+    stored problems (``read_raw``, ``read_problems``: the audit's bounded readers; a raw file they
+    refuse leaves the page not re-derived, and the audit fails it)."""
+    variant = grading_variant(protocols)
+    protocol, tables, written = protocols[variant], {}, []
+    for name, spec in cells.items():
+        chains = read_raw(reference_file(name, reference_id(protocol), "chains.parquet"))
+        samples = read_raw(variant_file(name, samples_variant(config, variant), "samples.parquet"))
+        problems = study_dir / problems_file(spec.benchmark_key)
+        if chains is None or samples is None or not problems.exists():
+            return written
+        cell_tables = grading_tables(
+            chains, samples, read_problems(problems), spec.answer_rule, name, protocol["answer_form"]
+        )
+        folder = scratch / grading_file(name, "")
+        written += write_grading(cell_tables, folder)
+        tables[name] = read_grading(folder)  # as rule grading_page reads them: back from the CSVs
+    written.append(write_text(grading_page(tables, variant), scratch / GRADING_PAGE))
+    return written
