@@ -189,7 +189,7 @@ def test_stored_check_finds_a_tampered_and_a_missing_file(tmp_path):
     (study / "report").mkdir()
     (study / "report" / "page.html").write_text("written after the manifest: not checked")
     check = integrity.stored_check(study)
-    assert not check["ok"] and check["counts"] == {"match": 0, "mismatch": 1, "missing": 1, "unlisted": 0}
+    assert not check["ok"] and check["counts"] == {"match": 0, "mismatch": 1, "missing": 1, "unlisted": 0, "extra": 0}
     warning = integrity.warning_text(clean, check)
     assert "mismatch: cells/c/samples.parquet" in warning and "missing: a.csv" in warning
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from cotdyn.files.columns import RAW_CONTRACTS
 from cotdyn.provenance.seal import SealError, file_sha256, read_seal
 
 MAX_FILE_BYTES = 4 << 30  # a raw file on disk
@@ -136,13 +137,56 @@ def long_text(table: pd.DataFrame, path: str) -> str | None:
     return None
 
 
+def _kind_of(kind: str):
+    """Whether a pyarrow type is of a contract's ``kind`` (cotdyn.files.columns)."""
+    import pyarrow as pa
+
+    lists = (pa.types.is_list, pa.types.is_large_list)
+    return {
+        "string": lambda t: pa.types.is_string(t) or pa.types.is_large_string(t),
+        "int": pa.types.is_integer,
+        "bool": pa.types.is_boolean,
+        "int_list": lambda t: any(f(t) for f in lists) and pa.types.is_integer(t.value_type),
+    }[kind]
+
+
+def contract_problem(path: Path, contract: dict[str, str]) -> str | None:
+    """How the parquet schema of ``path`` breaks the records ``contract`` (column names and kinds,
+    cotdyn.files.columns: no column missing, extra or twice), or None; reads no row. A column
+    of nulls (pyarrow's null type) is allowed where the contract marks it ``?`` or the file has
+    no rows."""
+    import pyarrow.parquet as pq
+
+    try:
+        schema, rows = pq.read_schema(path), pq.ParquetFile(path).metadata.num_rows
+    except (OSError, ValueError) as e:  # ArrowInvalid is a ValueError
+        return f"not a parquet file ({type(e).__name__})"
+    names = list(schema.names)
+    problems = [f"column {n} {names.count(n)} times" for n in sorted(set(names)) if names.count(n) > 1]
+    problems += [f"no column {n}" for n in contract if n not in names]
+    problems += [f"an extra column {n}" for n in sorted(set(names) - set(contract))]
+    for name, kind in contract.items():
+        if name not in names or names.count(name) > 1:
+            continue
+        found = schema.field(name).type
+        nulls = str(found) == "null" and (kind.endswith("?") or rows == 0)
+        if not nulls and not _kind_of(kind.rstrip("?"))(found):
+            problems.append(f"column {name} of type {found}, not {kind.rstrip('?')}")
+    if not problems:
+        return None
+    return f"breaks the records contract of {path.name} (cotdyn.files.columns): {'; '.join(problems)}"
+
+
 def admit_raw(study_dir: Path, paths: list[str]) -> dict[str, str]:
-    """Each raw file of ``paths`` the audit will not parse -> why; the rest may be read."""
+    """Each raw file of ``paths`` the audit will not parse -> why (a bound, cotdyn.audit.bounds, or
+    the records contract of its name, contract_problem); the rest may be read."""
     refused = {}
     for rel in paths:
         path = study_dir / rel
         if path.exists() or path.is_symlink():
             problem = raw_file_problem(path)
+            if problem is None and path.name in RAW_CONTRACTS:
+                problem = contract_problem(path, RAW_CONTRACTS[path.name])
             if problem:
                 refused[rel] = problem
     return refused

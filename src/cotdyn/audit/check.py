@@ -21,6 +21,7 @@ from cotdyn.audit.derive import (  # noqa: F401  (the workflow's rules import th
     write_plan_check,
 )
 from cotdyn.audit.diff import changed_rows
+from cotdyn.audit.expected import expected_checks, expected_files
 from cotdyn.audit.pages import check_pages
 from cotdyn.audit.raw import apply_raw_checks, raw_checks, raw_files
 from cotdyn.audit.registration import earlier_lock, registration_check, seed_problems, time_lock_status
@@ -57,10 +58,14 @@ def is_derived(path: str) -> bool:
     )
 
 
-def compare_files(listed: dict[str, str], stored: dict[str, str], derived: dict[str, str]) -> list[FileCheck]:
+def compare_files(
+    listed: dict[str, str], stored: dict[str, str], derived: dict[str, str], expected: dict[str, str] | None = None
+) -> list[FileCheck]:
     """Per file: the manifest's hash against the file on disk and, where the audit re-derived it,
-    against the re-derivation. Files on disk but not in the manifest are listed, not failed;
-    re-derived files the manifest lacks fail, and so do derived files the audit could not re-derive."""
+    against the re-derivation. Re-derived files the manifest lacks fail, and so do derived files
+    the audit could not re-derive. ``expected``: the files the DAG writes for the study's config
+    (cotdyn.audit.expected), each required on disk and in the manifest, and none other in the
+    folders the DAG alone writes; other files on disk but not in the manifest are listed, not failed."""
     checks = []
     for path in sorted(set(listed) | set(stored) | set(derived)):
         want = listed.get(path)
@@ -83,7 +88,7 @@ def compare_files(listed: dict[str, str], stored: dict[str, str], derived: dict[
             )
         else:
             checks.append(FileCheck(path, MATCH, "re-derived" if path in derived else "stored"))
-    return checks
+    return checks if expected is None else expected_checks(checks, expected, listed, stored)
 
 
 def plan_problems(study: Admitted) -> list[str]:
@@ -138,8 +143,9 @@ def audit(study_dir, plan_path=None, scratch=None, cache=None, pages: bool = Tru
         except ManifestError as e:
             report.problems.append(str(e))
             return report
-        listed = study.manifest["files"]
-        report.files = [with_changed_rows(f, study_dir, derived_dir) for f in compare_files(listed, stored, derived)]
+        listed, expected = study.manifest["files"], expected_files(study.config, study.plan, cells, protocols)
+        compared = compare_files(listed, stored, derived, expected)
+        report.files = [with_changed_rows(f, study_dir, derived_dir) for f in compared]
         if pages:  # the report pages, re-rendered (not by the run's own audit, whose result they show)
             report.files = check_pages(report.files, study_dir, derived_dir)
     checks = raw_checks(study_dir, raw, protocols, study.cache_dir, study.cache_note, refused, sealed)

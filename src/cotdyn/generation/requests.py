@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from cotdyn.dataset.benchmarks import Problem
+from cotdyn.files.columns import CHAINS_COLUMNS, SAMPLES_COLUMNS
 from cotdyn.generation.backends.base import Completion, Request, Sampling
 from cotdyn.grading import answers
 from cotdyn.protocol import answer_cut, segment
@@ -85,7 +86,7 @@ def chains_table(
                 "chain_status": own.status,
             }
         )
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=list(CHAINS_COLUMNS))  # the records contract (cotdyn.files.columns)
 
 
 def prefix_plan(chains: pd.DataFrame, protocol: dict, decode: Decode, benchmark: str | None = None) -> pd.DataFrame:
@@ -168,4 +169,4 @@ def samples_table(
                     "status": found.status,
                 }
             )
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=list(SAMPLES_COLUMNS))

@@ -16,7 +16,10 @@ from cotdyn.provenance.manifests import ManifestError, file_sha256, output_hashe
 MAX_MANIFEST_BYTES = 64 << 20  # as cotdyn.audit.untrusted bounds it: a manifest lists hashes
 
 MATCH, MISMATCH, MISSING, UNLISTED = "match", "mismatch", "missing", "unlisted"
-STATUSES = (MATCH, MISMATCH, MISSING, UNLISTED)
+# a file in a folder only the DAG writes into that no rule writes for the study's config (cotdyn.audit.expected)
+EXTRA = "extra"
+STATUSES = (MATCH, MISMATCH, MISSING, UNLISTED, EXTRA)
+FAILING = (MISMATCH, MISSING, EXTRA)
 # The re-derivation proves the study consistent with its raw data, not the raw data drawn from the
 # model (docs/tamper-evidence.md); only ``cotdyn audit DIR --regenerate N|all`` checks that.
 NOT_VERIFIED = "raw data not verified against the model"
@@ -29,7 +32,7 @@ def how_to_verify(study: str) -> str:
 @dataclass(frozen=True)
 class FileCheck:
     path: str
-    status: str  # match | mismatch | missing | unlisted
+    status: str  # match | mismatch | missing | unlisted | extra
     detail: str = ""
 
 
@@ -46,7 +49,7 @@ class AuditReport:
 
     @property
     def failures(self) -> list[FileCheck]:
-        return [f for f in self.files if f.status in (MISMATCH, MISSING)]
+        return [f for f in self.files if f.status in FAILING]
 
     @property
     def ok(self) -> bool:
@@ -164,7 +167,9 @@ def warning_text(audit: dict | None, stored: dict | None) -> str | None:
     if audit is None:
         lines.append("the audit has not run for this study")
     elif not audit["ok"]:
-        lines.append(f"the audit FAILED ({audit['counts'][MISMATCH]} mismatching, {audit['counts'][MISSING]} missing)")
+        counts = audit["counts"]
+        extra = f", {counts[EXTRA]} extra" if counts.get(EXTRA) else ""
+        lines.append(f"the audit FAILED ({counts[MISMATCH]} mismatching, {counts[MISSING]} missing{extra})")
         lines += [f"  {line}" for line in failures(audit)]
     if stored is not None and not stored["ok"]:
         lines.append(
