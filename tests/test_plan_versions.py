@@ -23,7 +23,9 @@ from cotdyn.stats import Interval
 
 ROOT = Path(__file__).resolve().parents[1]
 PREREG = ROOT / "preregistration"
-V1, V2, V3 = (load_plan(p) for p in (PREREG / "v1" / "plan.yaml", PREREG / "v2" / "plan.yaml", PREREG / "v3" / "plan.yaml"))
+V1, V2, V3 = (
+    load_plan(p) for p in (PREREG / "v1" / "plan.yaml", PREREG / "v2" / "plan.yaml", PREREG / "v3" / "plan.yaml")
+)
 RECORDS = ROOT / "tests" / "fixtures" / "golden" / "records.parquet"
 
 

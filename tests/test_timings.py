@@ -319,7 +319,14 @@ def test_the_benchmark_entry_and_the_file_it_reads_are_part_of_the_work(tmp_path
 
 def test_every_protocol_parameter_is_placed_for_the_work(plan):
     # a new parameter must be placed: shaping the requests, a model setting, or read after generation
-    read_after = {"epsilon", "null_answers", "label", "equivalence", "endpoint", "answer_form"}  # endpoint: its cut only
+    read_after = {
+        "epsilon",
+        "null_answers",
+        "label",
+        "equivalence",
+        "endpoint",
+        "answer_form",
+    }  # endpoint: its cut only
     shaping = set(REFERENCE_FIELDS) | set(timings.CONTINUATION_FIELDS)
     assert set(plan["protocol"]) == shaping | set(STUDY_WIDE) | read_after
     assert not shaping & read_after
