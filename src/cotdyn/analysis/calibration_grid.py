@@ -19,7 +19,6 @@ untrusted (``ci_trusted``); coverage is read over the unflagged intervals and ov
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -33,95 +32,22 @@ from cotdyn.analysis.calibration import (
     population_baseline,
     simulate_labels,
 )
+from cotdyn.analysis.calibration_latent import (  # noqa: F401  (the script and tests read them here)
+    COHERENCE_CUTS,
+    COHERENCE_LEVELS,
+    VIOLATION_CUTS,
+    LatentLaw,
+    gap_pp_of,
+    grade_correlation,
+    latent_population,
+)
+from cotdyn.analysis.calibration_size import h3_size, h3_tests, null_ties_cell, share  # noqa: F401
 from cotdyn.analysis.hypotheses.cells import h1_shape_contrast, h2_magnitude_null, h3_graded_signal
 from cotdyn.analysis.hypotheses.h5 import h5_triage_filter
 from cotdyn.analysis.hypotheses.inputs import CellData, Settings
 from cotdyn.analysis.hypotheses.verdicts import h4_distilled_contrast
 
 HYPOTHESES = ("H1", "H2", "H3", "H4", "H5")
-
-# --- the latent process -------------------------------------------------------------------------
-
-# Cumulative shares of the latent cut points: violations 0 (monotone) .. 4 with a heavy tie at 0 and
-# at 1; coherence on three levels; confidence on five (1/5 .. 5/5).
-VIOLATION_CUTS = (0.45, 0.75, 0.9, 0.97)
-COHERENCE_LEVELS = (-0.5, 0.0, 0.5)
-COHERENCE_CUTS = (0.3, 0.7)
-CONFIDENCE_CUTS = (0.2, 0.4, 0.6, 0.8)
-
-
-@dataclass(frozen=True)
-class LatentLaw:
-    """Loadings on the common factor F of the four latents; the correlation of two latents is the
-    product of their loadings. Loading 0 on ``correct`` makes every feature independent of it (the null)."""
-
-    accuracy: float
-    correct: float = 0.0
-    violations: float = -0.6
-    coherence: float = 0.4
-    confidence: float = 0.6
-
-    @classmethod
-    def signal(cls, accuracy: float) -> "LatentLaw":
-        return cls(accuracy, correct=0.7)
-
-
-def _cut_probabilities(loading: float, cuts, f: np.ndarray) -> np.ndarray:
-    """P(level | F = f) for a latent Z = loading F + sqrt(1 - loading^2) E cut at N(0,1) quantiles
-    ``cuts``; shape (levels, nodes)."""
-    from scipy.stats import norm
-
-    edges = np.concatenate([[-np.inf], norm.ppf(cuts), [np.inf]])
-    scale = math.sqrt(1 - loading**2)
-    cdf = norm.cdf((edges[:, None] - loading * f[None, :]) / scale)
-    return np.diff(cdf, axis=0)
-
-
-def latent_population(law: LatentLaw, nodes: int = 120) -> pd.DataFrame:
-    """The exact law of (violations, coherence, final_confidence, correct) under ``law``: one row per
-    value with its ``mass``. Given F the latents are independent, so each mass is the integral over
-    F of a product of normal interval probabilities (Gauss-Hermite, ``nodes`` nodes: error far below
-    1e-10 for these smooth integrands)."""
-    f, w = np.polynomial.hermite_e.hermegauss(nodes)
-    w = w / w.sum()
-    threshold = 1 - law.accuracy  # correct when its latent is above the (1 - accuracy) quantile
-    parts = [
-        _cut_probabilities(law.violations, VIOLATION_CUTS, f),
-        _cut_probabilities(law.coherence, COHERENCE_CUTS, f),
-        _cut_probabilities(law.confidence, CONFIDENCE_CUTS, f),
-        _cut_probabilities(law.correct, (threshold,), f)[::-1],  # row 0: correct, row 1: not
-    ]
-    mass = np.einsum("an,bn,cn,dn,n->abcd", *parts, w)
-    v, c, q, y = np.meshgrid(*(np.arange(s) for s in mass.shape), indexing="ij")
-    return pd.DataFrame(
-        {
-            "violations": v.ravel(),
-            "coherence": np.asarray(COHERENCE_LEVELS)[c.ravel()],
-            "final_confidence": (q.ravel() + 1) / 5.0,
-            "correct": y.ravel() == 0,
-            "mass": mass.ravel(),
-        }
-    )
-
-
-def grade_correlation(population: pd.DataFrame, column: str) -> float:
-    """Population Spearman rho of ``column`` with correct: the limit of the sample rho with average
-    ranks, corr(G(X), Y) with G(x) = P(X < x) + P(X = x) / 2 (a midrank over n tends to G)."""
-    marginal = population.groupby(column)["mass"].sum().sort_index()
-    grade = (marginal.cumsum() - marginal / 2).rename("grade")
-    frame = population.join(grade, on=column)
-    m, g, y = frame["mass"].to_numpy(), frame["grade"].to_numpy(), frame["correct"].to_numpy(dtype=float)
-    eg, ey = (m * g).sum(), (m * y).sum()
-    cov = (m * g * y).sum() - eg * ey
-    return float(cov / math.sqrt(((m * g * g).sum() - eg**2) * ey * (1 - ey)))
-
-
-def gap_pp_of(population: pd.DataFrame) -> float:
-    """H1's population gap: accuracy with 0 violations minus accuracy with some, in pp."""
-    mono = population["violations"] == 0
-    m, y = population["mass"], population["correct"]
-    return 100 * float((m * y)[mono].sum() / m[mono].sum() - (m * y)[~mono].sum() / m[~mono].sum())
-
 
 # --- the grid's settings ------------------------------------------------------------------------
 
@@ -270,14 +196,6 @@ def h4_panel(h1_blocks: list[tuple[dict, np.ndarray | None]], s: Settings) -> di
 # --- summaries ----------------------------------------------------------------------------------
 
 
-def share(hits: int, total: int) -> dict:
-    """A share with its binomial Monte Carlo standard error."""
-    if not total:
-        return {"rate": None, "se": None, "k": 0, "of": 0}
-    rate = hits / total
-    return {"rate": rate, "se": math.sqrt(rate * (1 - rate) / total), "k": int(hits), "of": int(total)}
-
-
 def summarize(rows: list[dict]) -> list[dict]:
     """Per hypothesis and setting: cells, shares not estimable and flagged, coverage of the
     unflagged intervals and of all estimable ones, each with its MC se."""
@@ -321,48 +239,6 @@ def pooled(rows: list[dict]) -> dict:
         unflagged = g[g["status"] == "unflagged"]
         out[h] = share(int(unflagged["covered"].sum()), len(unflagged))
     return out
-
-
-# --- H3's size under the null with ties ---------------------------------------------------------
-
-
-def null_ties_cell(
-    n: int, accuracy: float, rng: np.random.Generator, zero_share: float = 0.5
-) -> tuple[np.ndarray, np.ndarray]:
-    """A true null with heavy ties: violations = min(Geometric(zero_share) - 1, 5) (a share
-    ``zero_share`` of them 0, then geometrically fewer up to 5) independent of correct ~ Bernoulli(accuracy)."""
-    violations = np.minimum(rng.geometric(zero_share, n) - 1, 5).astype(float)
-    return violations, rng.random(n) < accuracy
-
-
-def h3_size(
-    n: int, accuracy: float, draws: int, seed: int, tests: dict, alphas=(0.05, 0.0125), zero_share: float = 0.5
-) -> dict:
-    """Rejection rates of each H3 test (``tests``: name -> p(x, y, draw seed)) over ``draws`` null
-    cells. A cell where either vector is constant has no p-value; the registered Holm family enters it
-    as undefined_p = 1, so it counts as not rejected (and is counted apart)."""
-    # the zero share enters the stream's name only where it is not 1/2, the first run's law
-    law = () if zero_share == 0.5 else (f"zero share {zero_share:g}",)
-    rng = np.random.default_rng(stats.derive_seed(seed, "h3-size", str(n), str(accuracy), *law))
-    p = {name: np.ones(draws) for name in tests}
-    undefined = 0
-    for i in range(draws):
-        x, y = null_ties_cell(n, accuracy, rng, zero_share)
-        if x.min() == x.max() or y.all() or not y.any():
-            undefined += 1
-            continue
-        draw_seed = stats.derive_seed(seed, "h3-size", str(n), str(accuracy), *law, str(i))
-        for name, test in tests.items():
-            value = test(x, y, draw_seed)
-            p[name][i] = value if math.isfinite(value) else 1.0
-    return {
-        "n": n,
-        "accuracy": accuracy,
-        "zero_share": zero_share,
-        "draws": draws,
-        "undefined": undefined,
-        "tests": {name: {str(a): share(int((v <= a).sum()), draws) for a in alphas} for name, v in p.items()},
-    }
 
 
 # --- the script's sections (scripts/calibrate_analysis.py --only grid,h3-size) --------------------
@@ -432,18 +308,6 @@ def grid_section(s: Settings, cells: dict, seed: int, h5: bool, out, header: dic
     pool = payload["pooled_unflagged_coverage"]
     print("  pooled unflagged coverage: " + ", ".join(f"{h} {_pct(v)} [{v['of']}]" for h, v in pool.items()))
     return payload
-
-
-def h3_tests(resamples: int, names=("t", "permutation")) -> dict:
-    """v3's H3 p-value (scipy's t approximation) and v4's (the permutation test, each draw its own seed)."""
-    tests = {
-        "t": ("v3 t approximation", lambda x, y, _: stats.spearman_p(x, y, "less")),
-        "permutation": (
-            f"v4 permutation ({resamples})",
-            lambda x, y, seed: stats.spearman_permutation_p(x, y, "less", resamples, seed),
-        ),
-    }
-    return dict(tests[name] for name in names)
 
 
 def h3_size_section(
