@@ -189,8 +189,13 @@ def registered_study(tmp_path_factory, data_dir) -> Path:
 
 @pytest.fixture
 def study(registered_study, tmp_path) -> Path:
-    """A private copy of the registered study (with its preregistration/ and its cache, beside its
-    results/ as a reviewer receives them: the audit opens only what lies there) to tamper with."""
+    """A private copy of the registered study to tamper with (``copy_study``)."""
+    return copy_study(registered_study, tmp_path)
+
+
+def copy_study(registered_study: Path, tmp_path: Path) -> Path:
+    """A copy of a study built by ``build_study`` (with its preregistration/ and its cache, beside its
+    results/ as a reviewer receives them: the audit opens only what lies there)."""
     root = registered_study.parents[1]
     shutil.copytree(root / "preregistration", tmp_path / "preregistration")
     shutil.copytree(root / "cache", tmp_path / "cache")

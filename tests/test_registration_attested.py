@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from test_audit import build_study
+from test_audit import build_study, copy_study
 from tsa import TsaServer, make_authority
 
 from cotdyn.audit.check import audit
@@ -24,7 +24,6 @@ from cotdyn.files.layout import STUDY_MANIFEST
 from cotdyn.plan.load import load_plan, plan_sha256
 from cotdyn.plan.registration import TOKEN_NAME, PreregistrationError, register
 from cotdyn.protocol.seeds import request_seed
-from cotdyn.provenance.manifests import config_sha256
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data"
@@ -63,21 +62,6 @@ def attested_study(authority, tmp_path_factory) -> Path:
         assert out.startswith(f"registered: plan {plan} sha256 {plan_sha256(plan)}; registered ")
 
     return build_study(root, DATA, {}, [], registration=register_with_token)
-
-
-def copy_study(study: Path, tmp_path: Path) -> Path:
-    """A private copy to tamper with, as test_audit's ``study`` fixture makes one."""
-    root = study.parents[1]
-    shutil.copytree(root / "preregistration", tmp_path / "preregistration")
-    shutil.copytree(root / "cache", tmp_path / "cache")
-    copy = tmp_path / "results" / "t"
-    shutil.copytree(study, copy)
-    manifest = json.loads((copy / STUDY_MANIFEST).read_text())
-    manifest["config"]["plan"] = str(tmp_path / "preregistration" / "plan.yaml")
-    manifest["config"]["cache"] = str(tmp_path / "cache")
-    manifest["config_sha256"] = config_sha256(manifest["config"])
-    (copy / STUDY_MANIFEST).write_text(json.dumps(manifest))
-    return copy
 
 
 def test_the_reviewer_verifies_all_three_parts(attested_study, authority):
