@@ -76,6 +76,7 @@ def test_the_reviewer_verifies_all_three_parts(attested_study, authority):
     assert " UTC (timestamp token; author's date " in lines[full]
     assert "attested by " in lines[full] and "cotdyn test" in lines[full]
     assert f"verified against {authority.ca_pem}" in lines[full]
+    assert "; public registration https://osf.io/abcde (the author's word)" in lines[full]
     assert lines[full].endswith("generation time-locked to this registration: verified (10 regenerated)")
     assert lines[full + 1].startswith(f"audit of {attested_study}: PASS")
 

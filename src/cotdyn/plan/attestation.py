@@ -44,9 +44,11 @@ class Registration:
         return f"registered {stamp} (timestamp token; author's date {self.author_date})"
 
     def line(self, attestation: str) -> str:
-        """``plan <path> sha256 <hex>; registered <when>[, <attestation>]``."""
+        """``plan <path> sha256 <hex>; registered <when>[, <attestation>][; public registration <url>]``
+        (the URL is REGISTERED's, unchecked: this workplace reaches no registry)."""
         when = f"{self.when()}, {attestation}" if attestation else self.when()
-        return f"plan {self.plan_path} sha256 {self.plan_sha256}; {when}"
+        registry = f"; public registration {self.registry_url} (the author's word)" if self.registry_url else ""
+        return f"plan {self.plan_path} sha256 {self.plan_sha256}; {when}{registry}"
 
 
 def read_registration(plan_path, registered_path=None) -> Registration:
