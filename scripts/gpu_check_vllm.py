@@ -67,21 +67,20 @@ from cotdyn.audit.check import audit
 from cotdyn.audit.derive import derive_analysis, derive_dynamics, write_plan_check
 from cotdyn.dataset.benchmarks import load_benchmark, problems_table
 from cotdyn.files import layout as L
-from cotdyn.files.writers import write_csv, write_json, write_parquet
+from cotdyn.files.writers import write_json, write_parquet, write_text
 from cotdyn.generation import requests as P
 from cotdyn.generation.backends import make_backend
 from cotdyn.generation.run import run_continuations, run_reference
 from cotdyn.generation.sealing import seal_chains, seal_samples
 from cotdyn.generation.timings import TimingObserver
-from cotdyn.methods.math_shepherd import math_shepherd_from_samples
+from cotdyn.methods.math_shepherd import math_shepherd_csv
 from cotdyn.plan.config import Cell, protocol_for, reference_id, resolve_cells, split_cell
 from cotdyn.plan.load import load_plan
 from cotdyn.provenance.manifests import write_cell_manifest, write_study_manifest
 from cotdyn.provenance.seal import unsealed_path
 from cotdyn.records import table as R
 from cotdyn.records.derive import derive_records
-from cotdyn.report.exploratory_tables import sweep_frame, tables_html, write_exploratory
-from cotdyn.report.header import write_header
+from cotdyn.report.exploratory_tables import derive_sweeps, write_exploratory
 from cotdyn.report.secondary_tables import derive_generations, derive_secondary, has_secondary
 
 # Qwen2-7B-Instruct's config.json, less its token ids (the tokenizer's are written in their place).
@@ -304,8 +303,7 @@ def write_cell_analyses(
     records: Path,
     summary: Path,
 ) -> None:
-    """The rules dynamics, exploratory, report_header, math_shepherd, sweeps, secondary and
-    generations, for one cell."""
+    """The rules dynamics, exploratory, math_shepherd, sweeps, secondary and generations, for one cell."""
     cell, kind = spec.name, spec.answer_rule
     out = lambda name: study / L.analysis_file(VARIANT, name)  # noqa: E731
     sample_rows, record_rows = pd.read_parquet(samples), pd.read_parquet(records)
@@ -326,19 +324,14 @@ def write_cell_analyses(
         resamples=bootstrap["resamples"],
         level=bootstrap["level"],
     )
-    write_header(VARIANT, out("hypotheses.json"), study / L.PLAN_CHECK, out("report_header.html"))
-    shepherd = math_shepherd_from_samples(sample_rows, record_rows, kind).assign(cell=cell)
-    shepherd[["cell"] + [c for c in shepherd.columns if c != "cell"]].to_csv(
-        out("math_shepherd.csv"), index=False, float_format="%.10g"
-    )
-    frame = sweep_frame(
-        {VARIANT: {cell: json.loads(summary.read_text())}},
-        {VARIANT: {cell: record_rows[["reference_tokens"]]}},
-        VARIANT,
-    )
-    csv, html = (study / p for p in L.SWEEPS)
-    write_csv(frame, csv)
-    html.write_text(tables_html({"sweeps": frame}, "Sensitivity sweeps against the registered cell"))
+    # the functions rules math_shepherd and sweeps call (and the audit again, cotdyn.audit.derive_outputs)
+    chain_rows = pd.read_parquet(chains)
+    rows = [(cell, kind, R.variant_samples(sample_rows, chain_rows, protocol), chain_rows, record_rows)]
+    write_text(math_shepherd_csv(rows, protocol), out("math_shepherd.csv"))
+    derive_sweeps(
+        [summary], [records], VARIANT, seed=int(bootstrap["seed"]), resamples=int(bootstrap["resamples"]),
+        level=float(bootstrap["level"]), out_csv=study / L.SWEEPS[0], out_html=study / L.SWEEPS[1],
+    )  # fmt: skip
     if has_secondary(plan):
         derive_secondary([records], out("hypotheses.json"), plan, protocol["epsilon"], out("secondary"))
         derive_generations(

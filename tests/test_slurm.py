@@ -118,9 +118,9 @@ def finish(proc: subprocess.Popen, root: Path, timeout: float = 900) -> str:
 
 
 # -- the outputs -------------------------------------------------------------------------------
-# What a phase's log says about how this run got its samples, not what they are: time, and how
-# many came from the cache (a resubmitted job finds its orphan's shards there).
-RUN_HISTORY = {"seconds", "cached_requests", "calls", "generated_tokens"}
+# What a phase's log says about how this run got its samples, not what they are: time (how long, and
+# when it began), and how many came from the cache (a resubmitted job finds its orphan's shards there).
+RUN_HISTORY = {"seconds", "started_utc", "cached_requests", "calls", "generated_tokens"}
 
 
 def _timeless(data: bytes, rel: str, hashes: dict[str, str]) -> bytes:

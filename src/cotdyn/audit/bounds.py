@@ -146,7 +146,10 @@ def _kind_of(kind: str):
         "string": lambda t: pa.types.is_string(t) or pa.types.is_large_string(t),
         "int": pa.types.is_integer,
         "bool": pa.types.is_boolean,
-        "int_list": lambda t: any(f(t) for f in lists) and pa.types.is_integer(t.value_type),
+        # a column of empty lists (every continuation empty) has no element type: pyarrow's null
+        "int_list": lambda t: (
+            any(f(t) for f in lists) and (pa.types.is_integer(t.value_type) or pa.types.is_null(t.value_type))
+        ),
     }[kind]
 
 
