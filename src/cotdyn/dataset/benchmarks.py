@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from cotdyn.files.strict import DuplicateKey, refuse_duplicates
 from cotdyn.grading import choices, registry
 from cotdyn.grading.answers import gold_answer
 
@@ -111,20 +112,6 @@ def problems_from_rows(
     return problems
 
 
-class _KeyTwice(Exception):
-    pass
-
-
-def _once(pairs: list) -> dict:
-    """A JSON object whose keys are each written once (``json.loads`` keeps the last of two)."""
-    out = {}
-    for key, value in pairs:
-        if key in out:
-            raise _KeyTwice(key)
-        out[key] = value
-    return out
-
-
 def read_jsonl_lines(path: str | Path) -> list[tuple[int, dict]]:
     """(line number, row) of each non-blank line; BenchmarkError naming the file and line of a line
     that is not UTF-8, not JSON, not a JSON object, or an object holding a key twice."""
@@ -140,12 +127,12 @@ def read_jsonl_lines(path: str | Path) -> list[tuple[int, dict]]:
             if not line.strip():
                 continue
             try:
-                row = json.loads(line, object_pairs_hook=_once)
+                row = json.loads(line, object_pairs_hook=refuse_duplicates)
             except json.JSONDecodeError as e:
                 raise BenchmarkError(f"{path}: line {number} is not JSON ({e.msg})") from None
-            except _KeyTwice as e:
+            except DuplicateKey as e:
                 raise BenchmarkError(
-                    f"{path}: line {number}: key {ascii(e.args[0])} appears twice in one object (which value a "
+                    f"{path}: line {number}: key {ascii(e.key)} appears twice in one object (which value a "
                     "reader takes depends on the reader); write it once"
                 ) from None
             if not isinstance(row, dict):

@@ -157,16 +157,18 @@ def json_depth(text: str) -> int:
     return int(np.cumsum(np.where((steps == 91) | (steps == 123), 1, -1), dtype=np.int64).max())
 
 
-class _Duplicate(Exception):
+class DuplicateKey(Exception):
     def __init__(self, key: str):
         self.key = key
 
 
-def _refuse_duplicates(pairs: list) -> dict:
+def refuse_duplicates(pairs: list) -> dict:
+    """``json.loads``'s object_pairs_hook for an object whose keys are each written once (json
+    keeps the last of two): raises DuplicateKey naming the key."""
     out = {}
     for key, value in pairs:
         if key in out:
-            raise _Duplicate(key)
+            raise DuplicateKey(key)
         out[key] = value
     return out
 
@@ -221,8 +223,8 @@ def parse_json(text: str, source, *, max_depth: int = MAX_DEPTH, constants: bool
         raise UntrustedFileError(f"{_name(source)}: JSON nested {depth} deep, more than the {max_depth} it may")
     hooks = {} if constants else {"parse_constant": _no_constant}
     try:
-        return json.loads(text, object_pairs_hook=_refuse_duplicates, **hooks)
-    except _Duplicate as e:
+        return json.loads(text, object_pairs_hook=refuse_duplicates, **hooks)
+    except DuplicateKey as e:
         found = json_duplicate(text)
         if found is None:  # the scan and the parser disagree on where: name the key alone
             raise UntrustedFileError(f"{_name(source)}: key '{printable(e.key)}' appears twice") from None
