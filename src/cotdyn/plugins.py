@@ -1,0 +1,145 @@
+"""Plugins found through packaging entry points, cotdyn's own included (issue 50).
+
+A package declares its plugins in its metadata, under one group per kind (``cotdyn.backends``,
+``cotdyn.benchmarks``, ``cotdyn.signals``), as inspect_ai finds model providers::
+
+    [project.entry-points."cotdyn.backends"]
+    llama_cpp = "my_lab_backends.llama:build"
+
+The entry point only says which module to import: importing it runs the plugin's own declaration
+(``register_backend`` and the like), which stays the one place that describes it. This module loads
+a group's entry points, records the distribution (name and version) each comes from, so that a
+listing and a manifest can name it, and turns a plugin that fails to import into a ``PluginError``
+naming the plugin, its package and the cause, instead of an ImportError from deep inside it. A
+plugin's declared dependency is checked by ``check_dependency`` (inspect_ai's
+``pip_dependency_error``): a ``MissingDependency`` names the package, the range and the fix.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from importlib import metadata
+
+
+class PluginError(ImportError):
+    """A plugin that cannot be used: it does not import, or its declaration is wrong."""
+
+
+class MissingDependency(PluginError):
+    """A plugin's declared dependency is not installed, or not at a version in its range."""
+
+
+@dataclass(frozen=True)
+class Plugin:
+    """One entry point of a group, with the distribution that declares it."""
+
+    group: str
+    name: str
+    value: str  # "module" or "module:attribute"
+    distribution: str | None  # the package's name in its metadata; None if the entry point has none
+    version: str | None
+
+    @property
+    def module(self) -> str:
+        return self.value.partition(":")[0].strip()
+
+    @property
+    def package(self) -> str:
+        """``name version``, as a listing shows where a plugin comes from."""
+        return f"{self.distribution} {self.version}" if self.distribution else "(no distribution)"
+
+
+def _plugin(group: str, point: metadata.EntryPoint) -> Plugin:
+    dist = getattr(point, "dist", None)
+    name = dist.metadata["Name"] if dist is not None else None
+    return Plugin(group, point.name, point.value, name, dist.version if dist is not None else None)
+
+
+def entry_points(group: str) -> list[Plugin]:
+    """The group's entry points by name. The same declaration met twice (one distribution seen on
+    two sys.path entries, as an editable install can be) counts once; two packages that declare one
+    name differently are refused, naming both, since either could silently win."""
+    found: dict[str, Plugin] = {}
+    for point in metadata.entry_points(group=group):
+        plugin = _plugin(group, point)
+        earlier = found.get(plugin.name)
+        if earlier is None:
+            found[plugin.name] = plugin
+        elif earlier.value != plugin.value:
+            raise PluginError(
+                f"{group}: '{plugin.name}' is declared by {earlier.package} ({earlier.value}) and by "
+                f"{plugin.package} ({plugin.value}); uninstall one of them"
+            )
+    return [found[name] for name in sorted(found)]
+
+
+def load(plugin: Plugin) -> object:
+    """Import the plugin's module (running its declaration) and return what its entry point names.
+    Any failure becomes one ``PluginError`` naming the plugin, its package and the cause."""
+    try:
+        return metadata.EntryPoint(plugin.name, plugin.value, plugin.group).load()
+    except PluginError:
+        raise
+    except Exception as error:  # an import error, or any error the plugin's module raises as it loads
+        raise PluginError(
+            f"{plugin.group} plugin '{plugin.name}' from {plugin.package} failed to load "
+            f"({plugin.value}): {type(error).__name__}: {error}"
+        ) from error
+
+
+def load_group(group: str) -> tuple[dict[str, object], dict[str, PluginError]]:
+    """Every plugin of the group loaded: (name -> what its entry point names, name -> the error of
+    each that failed). One broken plugin does not hide the others; its error is raised where it is used."""
+    loaded, broken = {}, {}
+    for plugin in entry_points(group):
+        try:
+            loaded[plugin.name] = load(plugin)
+        except PluginError as error:
+            broken[plugin.name] = error
+    return loaded, broken
+
+
+@dataclass(frozen=True)
+class Dependency:
+    """A package a plugin needs: its distribution name, the versions it works with (a PEP 440
+    range, "" for any) and the module whose import shows it is there."""
+
+    package: str
+    versions: str = ""
+    module: str = ""
+
+    @property
+    def requirement(self) -> str:
+        return f"{self.package}{self.versions}"
+
+
+def installed_version(package: str) -> str | None:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def dependency_problem(dependency: Dependency) -> str | None:
+    """What is wrong with the installed dependency (None when it is there, in range, and importable)."""
+    from packaging.specifiers import SpecifierSet
+
+    version = installed_version(dependency.package)
+    if version is None:
+        return "not installed"
+    if dependency.versions and not SpecifierSet(dependency.versions).contains(version, prereleases=True):
+        return f"version {version} is installed"
+    if dependency.module and importlib.util.find_spec(dependency.module) is None:
+        return f"its module '{dependency.module}' is not importable"
+    return None
+
+
+def check_dependency(dependency: Dependency, who: str) -> None:
+    """Raise ``MissingDependency`` naming ``who`` (e.g. "backend llama_cpp"), the requirement and the fix."""
+    problem = dependency_problem(dependency)
+    if problem:
+        raise MissingDependency(
+            f"{who} needs {dependency.requirement} ({problem}): pip install '{dependency.requirement}', "
+            "or run it in the environment its declaration names"
+        )
