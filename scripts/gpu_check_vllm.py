@@ -80,6 +80,7 @@ from cotdyn.provenance.manifests import write_cell_manifest, write_study_manifes
 from cotdyn.provenance.seal import unsealed_path
 from cotdyn.records import table as R
 from cotdyn.records.derive import derive_records
+from cotdyn.records.export import write_samples_jsonl
 from cotdyn.report.exploratory_tables import derive_sweeps, write_exploratory
 from cotdyn.report.secondary_tables import derive_generations, derive_secondary, has_secondary
 
@@ -261,6 +262,7 @@ def run_study(config: dict, study: Path, backend) -> dict:
         observer=observer,
     )
     seal_samples(samples, chains, logs[VARIANT], protocol, cell, staged=True)
+    write_samples_jsonl(samples, samples.with_suffix(".jsonl"))  # rule samples_jsonl
     derive_records(chains, samples, protocol, plan["exclusion"], kind, cell, records, summary)
     derive_analysis([records], plan_path, check, at(L.analysis_file(VARIANT, "")))
     write_cell_analyses(study, spec, protocol, plan, chains, samples, records, summary)

@@ -33,6 +33,7 @@ from cotdyn.provenance.manifests import (
     write_study_manifest,
 )
 from cotdyn.records.derive import derive_records
+from cotdyn.records.export import write_samples_jsonl
 
 ROOT = Path(__file__).resolve().parents[1]
 CELL = "qwen7b-gsm8k"
@@ -108,6 +109,7 @@ def build_study(root: Path, data: Path, protocol: dict, deviations: list[dict], 
     seal_samples(
         cell_dir / "samples.parquet", ref / "chains.parquet", cell_dir / "generation.json", protocol_used, CELL
     )
+    write_samples_jsonl(cell_dir / "samples.parquet", cell_dir / "samples.jsonl")  # rule samples_jsonl
     derive_records(
         ref / "chains.parquet",
         cell_dir / "samples.parquet",

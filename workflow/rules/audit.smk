@@ -79,6 +79,7 @@ rule cell_manifest:
 rule manifest:
     input:
         study_targets(),
+        samples_jsonl_files(),
     output:
         f"{STUDY_DIR}/{STUDY_MANIFEST}",
     log:

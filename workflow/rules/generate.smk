@@ -77,3 +77,28 @@ rule continuations:
         cache=CACHE_DIR,
     script:
         "../scripts/continuations.py"
+
+
+# The samples as JSON lines beside the parquet (cotdyn.records.export): byte for byte a function of
+# the sealed parquet, which the audit re-derives. Only a generating variant has samples of its own.
+def samples_jsonl_files():
+    return [
+        f"{STUDY_DIR}/cells/{c}/{v}/samples.jsonl" for c in CELLS for v in VARIANTS if samples_variant(config, v) == v
+    ]
+
+
+rule samples_jsonl:
+    input:
+        samples=lambda w: samples_path(w.cell, w.variant),
+        seal=lambda w: str(seal_path(samples_file(w.cell, w.variant))),
+    output:
+        jsonl=f"{STUDY_DIR}/cells/{{cell}}/{{variant}}/samples.jsonl",
+    log:
+        f"{STUDY_DIR}/logs/samples_jsonl/{{cell}}/{{variant}}.log",
+    localrule: True
+    conda:
+        "../../envs/analysis.yaml"
+    params:
+        code=code_of("samples_jsonl.py"),
+    script:
+        "../scripts/samples_jsonl.py"

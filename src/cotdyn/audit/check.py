@@ -54,7 +54,7 @@ def is_derived(path: str) -> bool:
     return (
         path == PLAN_CHECK
         or path.startswith("analysis/")
-        or (path.startswith("cells/") and path.endswith(("/records.parquet", "/summary.json")))
+        or (path.startswith("cells/") and path.endswith(("/records.parquet", "/summary.json", "/samples.jsonl")))
     )
 
 

@@ -40,6 +40,7 @@ from cotdyn.plan.registration import (  # noqa: F401  (write_plan_check: the aud
     write_plan_check,
 )
 from cotdyn.records.derive import derive_records
+from cotdyn.records.export import write_samples_jsonl
 from cotdyn.records.table import variant_samples
 from cotdyn.report.secondary_tables import derive_generations, derive_secondary, has_secondary
 
@@ -182,6 +183,8 @@ def rederive_cell(study_dir: Path, scratch: Path, config: dict, plan: dict, spec
     if chains is None or stored is None:
         problems.append(f"cell {name}, variant {variant}: a raw file was refused (see its line), nothing re-derived")
         return None
+    # the JSON lines of the stored samples, as rule samples_jsonl writes them (cotdyn.records.export)
+    write_samples_jsonl(study_dir / samples_path, scratch / (samples_path.removesuffix(".parquet") + ".jsonl"))
     samples, changed = reextract_answers(stored, spec.answer_rule, _options(study_dir, spec))
     if changed:
         rows = changed_answers(stored, samples)

@@ -75,6 +75,8 @@ def expected_files(config: dict, plan: dict, cells: dict, protocols: dict[str, d
     files |= {problems(b): "problems" for b in sorted({spec.benchmark_key for spec in cells.values()})}
     for raw, (_, _, chains) in raw_files(config, protocols, cells).items():
         files |= _phase_files(raw, "reference" if chains is None else "continuations")
+        if chains is not None:  # the samples as JSON lines beside them (cotdyn.records.export)
+            files[raw.removesuffix(".parquet") + ".jsonl"] = "samples_jsonl"
     for cell in cells:
         files[cell_manifest(cell)] = "cell_manifest"
         for variant in protocols:

@@ -12,6 +12,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
+from typing import Iterable
 
 import pandas as pd
 
@@ -31,10 +32,11 @@ def linked_folder(path: Path, within: Path) -> Path | None:
     return None
 
 
-def write_bytes(data: bytes, path: str | Path, within: str | Path | None = None) -> Path:
-    """Write ``data`` atomically, creating the folder: into a temporary file that ``mkstemp``
-    creates anew in the target folder (O_CREAT | O_EXCL, a random name: a link placed beforehand is
-    never followed), then renamed over ``path`` (a rename replaces a link there, not its target).
+def write_bytes(data: bytes | Iterable[bytes], path: str | Path, within: str | Path | None = None) -> Path:
+    """Write ``data`` (bytes, or chunks of them: a large file streamed) atomically, creating the
+    folder: into a temporary file that ``mkstemp`` creates anew in the target folder (O_CREAT |
+    O_EXCL, a random name: a link placed beforehand is never followed), then renamed over ``path``
+    (a rename replaces a link there, not its target).
     ``within``: a folder ``path`` lies in (a study handed to a reviewer) whose sub-folders on the way
     to ``path`` must not be links, so nothing is written outside it through one."""
     path = Path(path)
@@ -44,7 +46,7 @@ def write_bytes(data: bytes, path: str | Path, within: str | Path | None = None)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            f.writelines([data] if isinstance(data, bytes) else data)
         os.chmod(tmp, 0o666 & ~UMASK)  # mkstemp makes it 0600; a plain write would not
         os.replace(tmp, path)
     except BaseException:

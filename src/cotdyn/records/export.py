@@ -1,0 +1,54 @@
+"""The samples as JSON lines, beside the parquet (docs/design.md section 3): one object per row.
+
+For readers without a parquet library (jq, grep, a notebook's ``json.loads``), like the per-sample
+logs of lm-evaluation-harness and inspect_ai. Written by rule ``samples_jsonl`` from the sealed
+samples, and re-derived by the audit from the same parquet, so the two must agree byte for byte:
+the bytes are a function of the parquet's rows alone (the contract's column order, UTF-8 without
+escaping, ``\\n`` line ends, no NaN: a missing value is ``null``). Streamed in batches, so a
+panel's samples never sit in memory twice.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Iterator
+
+import pyarrow.parquet as pq
+
+from cotdyn.files.writers import write_bytes
+
+BATCH_ROWS = 4096
+
+
+def json_value(value):
+    """A parquet cell as JSON takes it: NaN and infinities (which JSON has no word for) as null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, list):
+        return [json_value(v) for v in value]
+    return value
+
+
+# Line breaks JSON leaves raw in a string once non-ASCII is kept, which str.splitlines (and so many
+# a line reader) breaks a line at: escaped, so one row stays one line for every reader.
+LINE_BREAKS = str.maketrans({c: f"\\u{ord(c):04x}" for c in "\x85\u2028\u2029"})
+
+
+def jsonl_line(row: dict) -> bytes:
+    """One row, one line: keys in the table's column order, non-ASCII text as itself."""
+    fields = {key: json_value(value) for key, value in row.items()}
+    line = json.dumps(fields, ensure_ascii=False, allow_nan=False, separators=(",", ":")).translate(LINE_BREAKS)
+    return (line + "\n").encode("utf-8")
+
+
+def samples_jsonl(parquet_path: str | Path) -> Iterator[bytes]:
+    """Every row of a samples (or any) parquet file as a JSON line, in stored order."""
+    for batch in pq.ParquetFile(parquet_path).iter_batches(batch_size=BATCH_ROWS):
+        yield from (jsonl_line(row) for row in batch.to_pylist())
+
+
+def write_samples_jsonl(parquet_path: str | Path, out: str | Path) -> Path:
+    """``out``, atomically: the JSON lines of ``parquet_path``."""
+    return write_bytes(samples_jsonl(parquet_path), out)

@@ -1,0 +1,105 @@
+"""The samples as JSON lines beside the parquet (issue 53 item 6; cotdyn.records.export): the same
+rows, deterministic bytes, written by rule samples_jsonl, expected and re-derived by the audit."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import yaml
+from inprocess import ROOT, run_study
+
+from cotdyn.audit.check import MISMATCH, MISSING, audit
+from cotdyn.records.export import samples_jsonl, write_samples_jsonl
+
+SAMPLES = "cells/sim-gsm8k/registered/samples.jsonl"
+
+
+def _table(path: Path) -> Path:
+    table = pa.table(
+        {
+            "problem_id": ["café", "q<2>"],
+            "prefix": [0, 1],
+            "seed": [2**62 + 3, 7],
+            "text": ['<script>alert("x")</script>\n', "naïve \u2028 line"],
+            "token_ids": [[1, 2, 3], []],
+            "hit_budget": [False, True],
+            "answer": ["9", None],
+            "score": [0.5, math.nan],
+        }
+    )
+    pq.write_table(table, path)
+    return path
+
+
+def test_each_line_is_its_row_in_order_with_null_for_missing(tmp_path):
+    path = _table(tmp_path / "samples.parquet")
+    lines = write_samples_jsonl(path, tmp_path / "samples.jsonl").read_bytes()
+    rows = [json.loads(line) for line in lines.decode("utf-8").splitlines()]
+    expected = pq.read_table(path).to_pylist()
+    expected[1]["score"] = None  # NaN has no JSON word: null
+    assert rows == expected
+    assert list(rows[0]) == ["problem_id", "prefix", "seed", "text", "token_ids", "hit_budget", "answer", "score"]
+    assert lines.endswith(b"\n") and lines.count(b"\n") == 2  # the text's own newline is escaped
+    assert "café".encode() in lines and b"NaN" not in lines
+    assert [line.decode() for line in lines.splitlines()] == lines.decode().splitlines()  # U+2028 escaped
+
+
+def test_bytes_depend_on_the_rows_alone_not_on_how_the_parquet_was_written(tmp_path):
+    one = _table(tmp_path / "one.parquet")
+    two = tmp_path / "two.parquet"
+    pq.write_table(pq.read_table(one), two, row_group_size=1, compression="gzip")  # other row groups, codec
+    assert b"".join(samples_jsonl(one)) == b"".join(samples_jsonl(two))
+    write_samples_jsonl(one, tmp_path / "a.jsonl")
+    write_samples_jsonl(one, tmp_path / "b.jsonl")
+    assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()
+
+
+@pytest.fixture(scope="module")
+def exported_study(tmp_path_factory) -> Path:
+    """A one-cell simulated study with a subsample variant, through every rule in process."""
+    root = tmp_path_factory.mktemp("exported")
+    config = {
+        "study": "t",
+        "plan": str(ROOT / "preregistration" / "plan.yaml"),
+        "cache": str(root / "cache"),
+        "cells": ["sim-gsm8k"],
+        "models": {"sim": {"backend": "simulated"}},
+        "benchmarks": {"gsm8k": {"kind": "gsm8k", "path": str(ROOT / "data" / "gsm8k_test.jsonl"), "limit": 12}},
+        "variants": {"registered": {}, "fewer": {"subsample_of": "registered", "m": 5}},
+    }
+    (root / "study.yaml").write_text(yaml.safe_dump(config))
+    seconds = run_study(root / "study.yaml", root)
+    assert "samples_jsonl" in seconds
+    return root / "results" / "t"
+
+
+def test_the_rule_writes_the_parquet_rows_and_the_audit_rederives_them(exported_study):
+    stored = pd.read_parquet(exported_study / "cells/sim-gsm8k/registered/samples.parquet")
+    rows = [json.loads(line) for line in (exported_study / SAMPLES).read_text().splitlines()]
+    assert len(rows) == len(stored) > 0
+    assert [r["text"] for r in rows] == stored["text"].tolist()
+    assert not (exported_study / "cells/sim-gsm8k/fewer/samples.jsonl").exists()  # it has no samples of its own
+    report = audit(exported_study)
+    assert report.ok, report.text()
+    line = next(f for f in report.files if f.path == SAMPLES)
+    assert line.detail == "re-derived"
+
+
+def test_the_audit_fails_an_edited_or_deleted_export(exported_study, tmp_path):
+    study = tmp_path / "results" / "t"
+    shutil.copytree(exported_study.parents[1], tmp_path, dirs_exist_ok=True)
+    jsonl = study / SAMPLES
+    jsonl.write_text(jsonl.read_text().replace('"status":"ok"', '"status":"no_answer"', 1))
+    report = audit(study)
+    line = next(f for f in report.files if f.path == SAMPLES)
+    assert not report.ok and line.status == MISMATCH, line
+    jsonl.unlink()
+    line = next(f for f in audit(study).files if f.path == SAMPLES)
+    assert line.status == MISSING and "samples_jsonl" in line.detail, line
