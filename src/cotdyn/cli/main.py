@@ -121,11 +121,13 @@ def parser() -> argparse.ArgumentParser:
     a.add_argument("--out", required=True, help="output directory for hypotheses.json and tables")
     a.set_defaults(run=cmd_analyze)
 
+    from cotdyn.cli.cache import add_subcommand as add_cache
     from cotdyn.cli.init import add_subcommand as add_init
     from cotdyn.cli.prereg import add_subcommands
 
     add_subcommands(sub)
     add_init(sub)
+    add_cache(sub)
     return p
 
 
