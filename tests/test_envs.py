@@ -7,13 +7,21 @@ ones included; an import inside ``try: ... except ImportError`` is optional and 
 third-party distribution must be listed in the rule's envs/*.yaml. NEVER_RUN names the few modules
 (or a module's lazy import) that the closure reaches but that never run in an environment, each
 with its reason; an entry no longer needed fails too, so the list stays true.
+
+Backends are read from their declarations (cotdyn.generation.backends.registry, issue 50): importing
+cotdyn.generation.backends imports every module cotdyn's ``cotdyn.backends`` entry points name, so the
+closure follows them; a backend's own modules (what its build function imports) are counted only in
+the environments its declaration runs it in (``runs_in``); and each package it declares
+(``requires``) is pinned there, within its declared range, and at pyproject.toml's range.
 """
 
 from __future__ import annotations
 
 import ast
+import inspect
 import re
 import sys
+import textwrap
 from functools import cache
 from importlib import metadata
 from pathlib import Path
@@ -21,7 +29,11 @@ from pathlib import Path
 import pytest
 import yaml
 from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
 from packaging.version import Version
+
+from cotdyn import plugins
+from cotdyn.generation.backends import registry
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src"
@@ -29,24 +41,16 @@ RULES = ROOT / "workflow" / "rules"
 ENVS = ROOT / "envs"
 LOCK = ROOT / "requirements.lock"
 
-_BACKENDS = "rules in analysis.yaml re-derive from stored generations; only reference and continuations make a backend"
 _SEAL = "the generation rules' seals read only file_sha256 of cotdyn.provenance.manifests; its config validation runs in the manifest rules"
 _HUB = "cotdyn.dataset.benchmarks.read_hub runs only in rule problems (analysis.yaml)"
 # env file -> {module, or "module:distribution" for one lazy import of a module: why it never runs there}
 NEVER_RUN = {
-    "analysis.yaml": {
-        "cotdyn.generation.backends.transformers": _BACKENDS,
-        "cotdyn.generation.backends.vllm": _BACKENDS,
-        "cotdyn.generation.backends.openai_compat": _BACKENDS,
-    },
     "generate-cpu.yaml": {
         "cotdyn.provenance.manifests:snakemake": _SEAL,
-        "cotdyn.generation.backends.vllm": "generation_env picks generate-vllm.yaml for a vllm model (openai_compat uses only its helpers, not vllm)",
         "cotdyn.dataset.benchmarks:datasets": _HUB,
     },
     "generate-cuda.yaml": {
         "cotdyn.provenance.manifests:snakemake": _SEAL,
-        "cotdyn.generation.backends.vllm": "generation_env picks generate-vllm.yaml for a vllm model (openai_compat uses only its helpers, not vllm)",
         "cotdyn.dataset.benchmarks:datasets": _HUB,
     },
     "generate-vllm.yaml": {
@@ -76,7 +80,10 @@ def _smk_texts() -> dict[str, str]:
 
 def _env_function(name: str) -> list[str]:
     """The environments a ``conda: <function>`` may return: every envs/*.yaml named in its body or
-    in the body of a workflow function it calls."""
+    in the body of a workflow function it calls. A generation job's are those the backends'
+    declarations name (``runs_in``, which the workflow reads through the registry)."""
+    if name == "generation_env":
+        return declared_environments()
     texts = "\n".join(_smk_texts().values()) + "\n#"
     found = re.search(rf"^def {name}\(.*?(?=^\S)", texts, re.S | re.M)
     assert found, f"conda: {name} names no function defined in workflow/rules/*.smk"
@@ -175,6 +182,9 @@ def closure(script: str, never_run: dict[str, str]) -> tuple[set[str], dict[str,
 
     while queue:
         name, path, package = queue.pop()
+        if name == DISCOVERS:  # registry.discover() imports every module cotdyn's entry points name
+            for module in own_plugin_modules():
+                reach(module)
         for module, names in _parsed(path, package):
             top = module.split(".")[0]
             if top == "cotdyn":
@@ -189,6 +199,51 @@ def closure(script: str, never_run: dict[str, str]) -> tuple[set[str], dict[str,
 
 def third_party(script: str, never_run: dict[str, str]) -> dict[str, str]:
     return closure(script, never_run)[1]
+
+
+# ---------------------------------------------------------------------------------------------
+# Backends, as declared.
+
+DISCOVERS = "cotdyn.generation.backends"  # its import runs registry.discover()
+
+
+@cache
+def own_plugin_modules() -> tuple[str, ...]:
+    return tuple(p.module for p in plugins.entry_points(registry.GROUP) if p.distribution == "cotdyn")
+
+
+def own_backends() -> list[registry.BackendSpec]:
+    """cotdyn's own backends (a test may have registered others in this process)."""
+    return [registry.REGISTRY[name] for name, origin in registry.ORIGINS.items() if origin.distribution == "cotdyn"]
+
+
+@cache
+def backend_modules(name: str) -> frozenset[str]:
+    """The cotdyn modules a backend's build function imports: the backend's own code."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(registry.REGISTRY[name].build)))
+    return frozenset(m for m, _ in _imports(tree, "") if m.startswith("cotdyn."))
+
+
+def declared_never_run(env: str) -> dict[str, str]:
+    """The modules of backends whose declaration does not run them in ``env`` (and that no backend
+    running there uses), with the reason."""
+    runs_here = {d.name for d in own_backends() if env.removesuffix(".yaml") in d.environments}
+    used_here = set().union(*(backend_modules(n) for n in runs_here))
+    found = {}
+    for declared in own_backends():
+        if declared.name in runs_here:
+            continue
+        for module in sorted(backend_modules(declared.name) - used_here):
+            found[module] = f"backend {declared.name} runs in {', '.join(declared.environments)} (its declaration)"
+    return found
+
+
+def declared_environments() -> list[str]:
+    return sorted({f"{env}.yaml" for declared in own_backends() for env in declared.environments})
+
+
+def never_run(env: str) -> dict[str, str]:
+    return {**declared_never_run(env), **NEVER_RUN.get(env, {})}
 
 
 @cache
@@ -249,6 +304,8 @@ def test_every_rule_with_a_script_is_checked():
 
 def test_gpu_jobs_get_the_cuda_environments():
     assert _env_function("generation_env") == ["generate-cpu.yaml", "generate-cuda.yaml", "generate-vllm.yaml"]
+    assert registry.environment_for({"backend": "transformers", "device": "cuda:0"}) == "../../envs/generate-cuda.yaml"
+    assert registry.environment_for({"backend": "vllm"}) == "../../envs/generate-vllm.yaml"
     assert _env_function("infogain_env") == ["generate-cpu.yaml", "generate-cuda.yaml"]
     cpu, cuda = env_pins("generate-cpu.yaml"), env_pins("generate-cuda.yaml")
     assert cpu == cuda  # the same packages at the same versions; only torch's build differs
@@ -267,14 +324,14 @@ def test_the_closure_follows_transitive_and_function_level_imports():
     assert {"datasets", "math_verify", "numpy"} <= set(problems), problems
     # provenance.cuda_device's `try: import torch / except ImportError` is optional: the manifest,
     # without the backends that never run in analysis.yaml, needs no torch.
-    manifest = third_party("workflow/scripts/manifest.py", NEVER_RUN["analysis.yaml"])
+    manifest = third_party("workflow/scripts/manifest.py", never_run("analysis.yaml"))
     assert "torch" not in manifest and "snakemake" in manifest, manifest
 
 
 @pytest.mark.parametrize("rule,script,env", RULE_ENVS, ids=[f"{r}-{e}" for r, _, e in RULE_ENVS])
 def test_a_rules_environment_lists_what_its_script_imports(rule, script, env):
     listed = set(env_pins(env))
-    imports = third_party(script, NEVER_RUN.get(env, {}))
+    imports = third_party(script, never_run(env))
     missing = sorted(
         f"{distribution(top)} (import {top}, in {where})"
         for top, where in imports.items()
@@ -288,8 +345,8 @@ def test_every_never_run_entry_is_still_needed():
     for env, entries in NEVER_RUN.items():
         scripts = {script for _, script, e in RULE_ENVS if e == env}
         for entry in entries:
-            without = {k: v for k, v in entries.items() if k != entry}
-            needed = any(set(third_party(s, without)) - set(third_party(s, entries)) for s in scripts)
+            without = {k: v for k, v in never_run(env).items() if k != entry}
+            needed = any(set(third_party(s, without)) - set(third_party(s, never_run(env))) for s in scripts)
             if not needed:
                 stale.append(f"{env}: {entry}")
     assert not stale, f"NEVER_RUN entries that change nothing (remove them): {stale}"
@@ -330,3 +387,38 @@ def test_the_lock_pins_every_dependency_of_pyproject():
         elif not req.specifier.contains(Version(lock[name]), prereleases=True):
             missing.append(f"{line} (the lock has {lock[name]})")
     assert not missing, f"requirements.lock does not satisfy pyproject.toml: {missing}; run scripts/lock.sh"
+
+
+def _pyproject_ranges() -> dict[str, SpecifierSet]:
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    lines = project["dependencies"] + [r for reqs in project["optional-dependencies"].values() for r in reqs]
+    return {canonical(Requirement(line).name): Requirement(line).specifier for line in lines}
+
+
+@pytest.mark.parametrize("declared", own_backends(), ids=lambda d: d.name)
+def test_a_backends_environments_pin_the_packages_it_declares_in_their_range(declared):
+    """What a backend declares it needs is in every environment its declaration runs it in, at a
+    version in the declared range, and the range is pyproject.toml's where pyproject names the package."""
+    ranges = _pyproject_ranges()
+    wrong = []
+    for dependency in declared.requires:
+        name = canonical(dependency.package)
+        if name in ranges and ranges[name] != SpecifierSet(dependency.versions):
+            wrong.append(f"{dependency.requirement}, but pyproject.toml has {name}{ranges[name]}")
+        for env in declared.environments:
+            pinned = env_pins(f"{env}.yaml").get(name)
+            if pinned is None or not SpecifierSet(dependency.versions).contains(pinned, prereleases=True):
+                wrong.append(f"envs/{env}.yaml pins {name}=={pinned}, not in {dependency.requirement}")
+    assert not wrong, f"backend {declared.name}: {'; '.join(wrong)}"
+
+
+def test_a_backends_own_modules_count_only_where_its_declaration_runs_it():
+    assert backend_modules("vllm") == {"cotdyn.generation.backends.vllm"}
+    assert "cotdyn.generation.backends.vllm" in never_run("generate-cpu.yaml")  # openai_compat uses its helpers only
+    assert "cotdyn.generation.backends.openai_compat" not in never_run("generate-cpu.yaml")
+    assert set(never_run("analysis.yaml")) >= {"cotdyn.generation.backends.transformers"}
+    # the closure follows cotdyn's own entry points: the generation scripts reach every backend's module
+    seen, found = closure("workflow/scripts/reference.py", never_run("generate-vllm.yaml"))
+    assert "cotdyn.generation.backends.builtin" in seen and "vllm" in found, sorted(found)

@@ -18,6 +18,7 @@ plugin's declared dependency is checked by ``check_dependency`` (inspect_ai's
 from __future__ import annotations
 
 import importlib.util
+import sys
 from dataclasses import dataclass
 from importlib import metadata
 
@@ -121,16 +122,29 @@ def installed_version(package: str) -> str | None:
         return None
 
 
+def importable(module: str) -> bool:
+    """Whether ``module`` imports, without importing it: one already imported counts, a stand-in put
+    in sys.modules (a test's, whose ``__spec__`` is None) included."""
+    if module in sys.modules:
+        return True
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a parent package that is missing or is not a package
+        return False
+
+
 def dependency_problem(dependency: Dependency) -> str | None:
-    """What is wrong with the installed dependency (None when it is there, in range, and importable)."""
+    """What is wrong with the dependency here (None when it is fine): its distribution installed at a
+    version in range, and its module importable. A module already imported without a distribution
+    (a test's stand-in) has no version to check, and is taken as it is."""
     from packaging.specifiers import SpecifierSet
 
     version = installed_version(dependency.package)
     if version is None:
-        return "not installed"
+        return None if dependency.module in sys.modules else "not installed"
     if dependency.versions and not SpecifierSet(dependency.versions).contains(version, prereleases=True):
         return f"version {version} is installed"
-    if dependency.module and importlib.util.find_spec(dependency.module) is None:
+    if dependency.module and not importable(dependency.module):
         return f"its module '{dependency.module}' is not importable"
     return None
 

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import yaml
 
+from cotdyn.cli.init_backend import model_entry, settings_of
 from cotdyn.cli.init_checks import (
     InitError,
     check_config,
@@ -106,26 +107,6 @@ def declared_entry(name: str, jsonl: str | None, registered: dict) -> tuple[dict
     return config, {"kind": name, **pinned}
 
 
-def model_entry(
-    backend: str, model_id: str | None, revision: str | None, device: str, options: dict | None = None
-) -> dict:
-    """The config's model entry, as the backend's declaration writes it (``init_entry``), with
-    ``options`` (--option KEY=VALUE) under the backend's own key."""
-    from cotdyn.generation.backends import registry
-
-    try:
-        declared = registry.spec(backend, "--backend")
-        entry = declared.init_entry(model_id, revision, device)
-    except ValueError as e:
-        raise InitError(str(e)) from None
-    entry = {**entry, declared.key: dict(options)} if options else entry
-    try:
-        registry.check_entry(entry, f"backend {backend}")
-    except ValueError as e:
-        raise InitError(f"{e} (give it with --model-id, --revision or --option)") from None
-    return entry
-
-
 def study_plan(
     registered: dict,
     cell: str,
@@ -204,7 +185,7 @@ def write_skeleton(
     backend: str = "transformers",
     model_id: str | None = None,
     revision: str | None = None,
-    device: str = "cpu",
+    device: str | None = None,
     dtype: str | None = None,
     registered_plan: str = REGISTERED_PLAN,
     protocol: dict | None = None,
@@ -250,7 +231,7 @@ def write_skeleton(
     else:
         entry, frozen = declared_entry(benchmark, jsonl, registered)
     cell = f"{model}-{benchmark}"
-    dtype = dtype or (declared.cpu_dtype if device == "cpu" else None)
+    device, dtype = settings_of(declared, device, dtype)
     protocol = {**({"dtype": dtype} if dtype else {}), **(protocol or {})}
     plan = study_plan(registered, cell, model, benchmark, frozen, protocol, min_group_size)
     check_plan_values(plan, protocol, min_group_size)
@@ -372,8 +353,15 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
     )
     i.add_argument("--model-id", default=None, help="a hub id or a local model folder")
     i.add_argument("--revision", default=None, help="the hub revision to pin")
-    i.add_argument("--device", default="cpu", help="transformers: cpu or cuda (default: cpu)")
-    i.add_argument("--dtype", default=None, help="the study's precision (default: float32 on a CPU, else the plan's)")
+    i.add_argument(
+        "--device", default=None, help="for a backend with a device setting (transformers): cpu or cuda (default: cpu)"
+    )
+    i.add_argument(
+        "--dtype",
+        default=None,
+        help="for a backend with a precision setting (transformers, vllm): the study's precision (default: float32 "
+        "on a CPU, else the plan's)",
+    )
     i.add_argument("--registered-plan", default=REGISTERED_PLAN, help="the plan whose protocol and analysis to copy")
     i.add_argument(
         "--protocol",

