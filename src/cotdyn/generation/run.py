@@ -20,7 +20,7 @@ import pandas as pd
 from cotdyn.dataset.benchmarks import Problem, problems_from_table
 from cotdyn.files.writers import write_json, write_parquet
 from cotdyn.generation import requests as P
-from cotdyn.generation.backends import make_backend
+from cotdyn.generation.backends import make_backend, registry
 from cotdyn.generation.backends.base import GenerationStats
 from cotdyn.generation.cache import GenerationCache, generate, revision_folder
 
@@ -52,6 +52,8 @@ def _generation_log(backend, stats, sampling, phase: str) -> dict:
         # when this phase's generation began, by this machine's clock: the audit compares the
         # registration's attested time with the earliest (cotdyn.audit.registration)
         "started_utc": _utc(time.time() - stats.seconds),
+        # the backend's own package and the packages its declaration names, as this job had them
+        "packages": registry.package_versions(backend.name),
     }
 
 

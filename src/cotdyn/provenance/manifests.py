@@ -95,6 +95,17 @@ def package_versions(names: tuple[str, ...] = PACKAGES) -> dict[str, str | None]
     return versions
 
 
+def backend_packages(generation: dict[str, dict]) -> dict[str, str | None]:
+    """The versions the generation logs recorded (``packages``, from the backend's declaration). Phases
+    run in one environment agree; where they do not, each version is kept, by phase, so that nothing
+    is hidden."""
+    seen: dict[str, dict[str, str | None]] = {}
+    for phase, log in sorted(generation.items()):
+        for name, version in (log.get("packages") or {}).items():
+            seen.setdefault(name, {})[phase] = version
+    return {name: (next(iter(set(v.values()))) if len(set(v.values())) == 1 else v) for name, v in seen.items()}
+
+
 def hardware() -> dict:
     """The machine writing the manifest; the generating device is in each backend description."""
     return {
@@ -196,6 +207,8 @@ def cell_manifest(
         "backend": {phase: g.get("backend") for phase, g in generation.items()},
         "totals": generation_totals(generation),
         "packages": packages,
+        # the backend's own package and those its declaration names, as the generation jobs had them
+        "backend_packages": backend_packages(generation),
         "hardware": machine,
         "plan_check": declared,
     }

@@ -212,6 +212,12 @@ def packages_of(entry: dict) -> tuple[str, ...]:
     return tuple(dict.fromkeys([*own, *(d.package for d in declared.requires)]))
 
 
+def package_versions(name: str) -> dict[str, str | None]:
+    """``packages_of`` the backend with their versions here (None: not installed): a generation job
+    records them in generation.json, so the cell manifest holds the versions that generated."""
+    return {package: plugins.installed_version(package) for package in packages_of({"backend": name})}
+
+
 def options(entry: dict, where: str = "") -> dict:
     """The entry's backend options: its block laid over any flat ones, over the declared defaults."""
     declared = spec(entry.get("backend"), where)
