@@ -123,10 +123,12 @@ def parser() -> argparse.ArgumentParser:
 
     from cotdyn.cli.cache import add_subcommand as add_cache
     from cotdyn.cli.init import add_subcommand as add_init
+    from cotdyn.cli.ls import add_subcommand as add_ls
     from cotdyn.cli.prereg import add_subcommands
 
     add_subcommands(sub)
     add_init(sub)
+    add_ls(sub)
     add_cache(sub)
     return p
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Mapping, Protocol, Sequence
 
@@ -119,3 +121,44 @@ class Backend(Protocol):
           would make every re-run look changed.
         """
         ...
+
+
+# What every description holds (the contract above): what the manifest reports and the cache keys read.
+DESCRIBED = ("backend", "revision", "model_id", "dtype", "device")
+_SECRET = re.compile(r"api_?key|secret|password|authorization|bearer", re.I)
+
+
+def _plain_json(value, where: str) -> list[str]:
+    """Where ``value`` is not plain JSON (str, int, float, bool, None, lists, dicts with str keys)."""
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return [] if not isinstance(value, float) or math.isfinite(value) else [f"{where}: {value} is not finite"]
+    if isinstance(value, list):
+        return [p for i, item in enumerate(value) for p in _plain_json(item, f"{where}[{i}]")]
+    if isinstance(value, dict):
+        problems = [f"{where}: key {k!r} is not a str" for k in value if not isinstance(k, str)]
+        problems += [
+            f"{where}.{k}: a secret's name: an API key is never recorded" for k in value if _SECRET.search(str(k))
+        ]
+        return problems + [p for k, item in value.items() for p in _plain_json(item, f"{where}.{k}")]
+    return [f"{where}: a {type(value).__name__}, not plain JSON"]
+
+
+def describe_problems(backend: Backend, name: str) -> list[str]:
+    """How ``backend.describe()`` breaks the contract of ``Backend.describe`` for a backend registered
+    as ``name`` (empty: it keeps it). A plugin's own test calls it on the backend it builds."""
+    described = backend.describe()
+    if not isinstance(described, dict):
+        return [f"describe() returned a {type(described).__name__}, not a dict"]
+    problems = [f"no '{key}'" for key in DESCRIBED if key not in described]
+    if described.get("backend") != name:
+        problems.append(f"backend is {described.get('backend')!r}, not its registered name {name!r}")
+    if described.get("revision") != backend.model_revision:
+        problems.append(f"revision {described.get('revision')!r} is not model_revision {backend.model_revision!r}")
+    problems += _plain_json(described, "describe()")
+    if backend.describe() != described:
+        problems.append("two calls describe the same backend differently (a volatile field)")
+    for key in ("tokenizer_sha256", "chat_template_sha256"):
+        value = described.get(key)
+        if value is not None and not re.fullmatch(r"[0-9a-f]{64}", str(value)):
+            problems.append(f"{key} {value!r} is not a sha256")
+    return problems

@@ -1,0 +1,111 @@
+"""Every registered backend (issue 50): its declaration is complete, and a backend built from it keeps
+the ``describe()`` contract (cotdyn.generation.backends.base.Backend.describe). A lab's backend in
+its own package calls ``describe_problems`` in its own test (tests/test_plugins.py shows one)."""
+
+from __future__ import annotations
+
+import sys
+
+import jsonschema
+import pytest
+from conftest import ROOT
+from packaging.specifiers import SpecifierSet
+
+from cotdyn.generation.backends import make_backend, registry, vllm_standin
+from cotdyn.generation.backends.base import describe_problems
+
+REVISION = "0123abcd" * 5
+
+
+def _simulated(request):
+    return {"backend": "simulated"}
+
+
+def _transformers(request):
+    return {"backend": "transformers", "id": str(request.getfixturevalue("tiny_model_dir")), "dtype": "float32"}
+
+
+def _vllm(request):
+    monkeypatch = request.getfixturevalue("monkeypatch")
+    monkeypatch.setitem(sys.modules, "vllm", vllm_standin.module({}))
+    import cotdyn.generation.backends.vllm as backend_module
+
+    monkeypatch.setattr(backend_module, "_model_eos_ids", lambda model_id, revision: [vllm_standin.EOT])
+    return {"backend": "vllm", "id": "org/model", "revision": REVISION, "dtype": "bfloat16", "vllm": {}}
+
+
+def _openai_compat(request):
+    from fake_openai_server import SERVED, FakeServer
+
+    tokenizer_dir = request.getfixturevalue("smol_tokenizer_dir")
+    server = FakeServer(tokenizer_dir).__enter__()
+    request.addfinalizer(lambda: server.__exit__(None, None, None))
+    block = {"base_url": server.url, "model": SERVED}
+    return {"backend": "openai_compat", "id": str(tokenizer_dir), "revision": "rev-1", "openai_compat": block}
+
+
+# A model entry per backend cotdyn ships (its own test's fixtures): a backend added to cotdyn adds one.
+ENTRIES = {"simulated": _simulated, "transformers": _transformers, "vllm": _vllm, "openai_compat": _openai_compat}
+
+
+def own() -> list[str]:
+    return [name for name, origin in registry.ORIGINS.items() if origin.distribution == "cotdyn"]
+
+
+def test_every_backend_cotdyn_ships_is_found_through_its_entry_points_and_has_a_case_here():
+    assert sorted(own()) == sorted(ENTRIES)
+
+
+@pytest.mark.parametrize("name", list(ENTRIES))
+def test_a_built_backend_keeps_the_describe_contract(name, request):
+    backend = make_backend(ENTRIES[name](request), {"What is 1 plus 2?": "3"}, "gsm8k")
+    assert describe_problems(backend, name) == []
+
+
+@pytest.mark.parametrize("name", sorted(registry.REGISTRY))
+def test_a_declaration_is_complete(name):
+    declared = registry.REGISTRY[name]
+    assert declared.summary.startswith(f"{name}: ") and "\n" not in declared.summary
+    assert set(declared.settings) <= set(registry.SETTINGS)
+    for env in declared.environments:  # one of cotdyn's own, or the plugin's own file
+        path = ROOT / "envs" / f"{env}.yaml" if env in registry.ENVIRONMENTS else ROOT / env
+        assert path.is_file(), f"backend {name}: runs_in {env}: no such environment file"
+    for dependency in declared.requires:
+        assert dependency.package and dependency.module, f"backend {name}: {dependency} names no package or module"
+        SpecifierSet(dependency.versions)  # a PEP 440 range, or it raises
+    schema = declared.options_schema
+    jsonschema.Draft202012Validator.check_schema(schema)
+    # its defaults are options it accepts (the options a model entry must give are not defaults)
+    jsonschema.validate(declared.defaults, {k: v for k, v in schema.items() if k != "required"})
+    assert set(declared.flat_options) <= set(schema.get("properties", {}))
+    assert declared.batching in (None, "rows", "scheduler")
+    assert declared.init_entry is not None, f"backend {name}: cotdyn init cannot write its model entry"
+
+
+def test_a_declaration_naming_an_unknown_setting_or_environment_is_refused():
+    with pytest.raises(ValueError, match=r"backend bad: unknown settings \['precision'\]"):
+        registry.register_backend("bad", summary="bad: x", settings=("precision",))(lambda *a: None)
+    with pytest.raises(ValueError, match="runs_in 'generate-tpu' is neither one of generate-cpu"):
+        registry.register_backend("bad", summary="bad: x", runs_in={"cpu": "generate-tpu"})(lambda *a: None)
+    with pytest.raises(ValueError, match="a cpu_dtype, but 'dtype' is not one of its settings"):
+        registry.register_backend("bad", summary="bad: x", cpu_dtype="float32")(lambda *a: None)
+    assert "bad" not in registry.REGISTRY
+
+
+def test_the_contract_check_names_what_a_description_breaks():
+    class Loose:
+        name, model_revision, calls = "loose", "r1", 0
+
+        def describe(self):
+            self.calls += 1
+            return {"backend": "other", "revision": "r2", "model_id": "m", "dtype": None,
+                    "started": self.calls, "api_key": "k", "ids": (1, 2)}  # fmt: skip
+
+    assert describe_problems(Loose(), "loose") == [
+        "no 'device'",
+        "backend is 'other', not its registered name 'loose'",
+        "revision 'r2' is not model_revision 'r1'",
+        "describe().api_key: a secret's name: an API key is never recorded",
+        "describe().ids: a tuple, not plain JSON",
+        "two calls describe the same backend differently (a volatile field)",
+    ]
