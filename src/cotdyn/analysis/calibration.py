@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from cotdyn.protocol.trajectory import entropy_grid
+from cotdyn.records.factory import records_frame
 from cotdyn.stats import derive_seed
 
 MAX_POINTS = 9  # cap 8 units -> prefixes k = 0..8
@@ -190,29 +191,29 @@ def simulate_records(truth: PlantedCell, cell: str, seed: int) -> pd.DataFrame:
     ]
     reference_tokens = rng.integers(80, 601, truth.n)
     raw_units = np.where(usable, labels.n_points - 1 + rng.integers(0, 3, truth.n), labels.n_points)
-    return pd.DataFrame(
-        {
-            "cell": cell,
-            "problem_id": [f"{cell.rpartition('-')[2]}-{i:04d}" for i in range(truth.n)],
-            "trajectory": trajectories,
-            "n_points": labels.n_points.astype(int),
-            "monotone": labels.monotone,
-            "violations": labels.violations.astype(int),
-            "coherence": [t[0] - t[-1] if len(t) >= 2 else np.nan for t in trajectories],
-            "final_entropy": [t[-1] if t else np.nan for t in trajectories],
-            "final_confidence": labels.final_confidence,
-            "pred": pred,
-            "gold": gold,
-            "correct": labels.correct,
-            "chain_answer": pred,
-            "chain_correct": labels.correct,
-            "excluded": labels.excluded,
-            "exclusion_reason": [EXCLUSION_REASON if ex else None for ex in labels.excluded],
-            "reference_tokens": reference_tokens.astype(int),
-            "reference_truncated": reference_tokens == 600,
-            "raw_units": raw_units.astype(int),
-            "cap_hit": raw_units >= MAX_POINTS - 1,
-        }
+    # the one records factory: every column planted here is given, and each declared signal with a
+    # ``derive`` is derived from these trajectories (cotdyn.records.factory)
+    return records_frame(
+        cell=cell,
+        problem_id=[f"{cell.rpartition('-')[2]}-{i:04d}" for i in range(truth.n)],
+        trajectory=trajectories,
+        n_points=labels.n_points.astype(int),
+        monotone=labels.monotone,
+        violations=labels.violations.astype(int),
+        coherence=[t[0] - t[-1] if len(t) >= 2 else np.nan for t in trajectories],
+        final_entropy=[t[-1] if t else np.nan for t in trajectories],
+        final_confidence=labels.final_confidence,
+        pred=pred,
+        gold=gold,
+        correct=labels.correct,
+        chain_answer=pred,
+        chain_correct=labels.correct,
+        excluded=labels.excluded,
+        exclusion_reason=[EXCLUSION_REASON if ex else None for ex in labels.excluded],
+        reference_tokens=reference_tokens.astype(int),
+        reference_truncated=reference_tokens == 600,
+        raw_units=raw_units.astype(int),
+        cap_hit=raw_units >= MAX_POINTS - 1,
     )
 
 

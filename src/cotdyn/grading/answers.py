@@ -21,6 +21,10 @@ rules above), ``boxed`` (the MATH rules), ``choice`` (an option's letter, ``cotd
 ``string`` (normalized exact match: NFKC, case-folded, whitespace collapsed, end punctuation and
 quotes dropped; the answer is what follows the last "answer is"/"Answer:", else the last line).
 Each function takes a registered benchmark's name (``cotdyn.grading.registry``) or an answer type.
+A benchmark may declare its own ``extract`` and ``normalize`` (``registry.Benchmark``: money golds
+such as "$8.50" read as 8.5, say); where it does, they replace its type's extraction and
+normalization above, and every function here reads them through ``own_rule``. The declarations of
+GSM8K, MATH-500 and the others declare neither, so their rules are the types' (plans v1-v4).
 
 Answer classes for entropy are the normalized strings; ``None`` means no answer was found. Under
 ``answer_form: canonical`` (plan v4; ``cotdyn.grading.canonical``) an answer of the number or boxed
@@ -34,14 +38,10 @@ turns a missing string into NaN.
 
 from __future__ import annotations
 
-import math
 import re
 import unicodedata
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
-
-import numpy as np
-import pandas as pd
 
 from cotdyn.grading import choices as _choices
 from cotdyn.grading.boxed import last_boxed
@@ -49,6 +49,9 @@ from cotdyn.grading.canonical import canonical_class, canonical_number
 
 # strip_string is re-exported: the MATH normalization lives in cotdyn.grading.math_normal
 from cotdyn.grading.math_normal import MATH_NUMBER, final_math_number, normalize_math, strip_string  # noqa: F401
+
+# the one definition of a missing answer, re-exported: callers read it from here
+from cotdyn.grading.missing import answer_or_none, answers_or_none, is_answered  # noqa: F401
 from cotdyn.grading.registry import REGISTRY
 
 # where a text states its answer (the string type's rule and the final_statement extraction)
@@ -80,35 +83,6 @@ class Extraction:
     # the answer as written, before normalization (what math-verify parses); two extractions that
     # find one answer are equal however it was spelled
     raw: str | None = field(default=None, compare=False)
-
-
-def answer_or_none(value: Any) -> str | None:
-    """A stored answer as a string, or None when it is missing (None, NaN, NA, NaT, blank).
-
-    Numbers (a gold read from JSON as 18, say) become their string; anything else is an error
-    that names its type, since an answer can only be text.
-    """
-    if isinstance(value, str):
-        return value if value.strip() else None
-    if value is None or value is pd.NA or value is pd.NaT:
-        return None
-    if isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"an answer must be text, got the boolean {value!r}")
-    if isinstance(value, (int, np.integer)):
-        return str(int(value))
-    if isinstance(value, (float, np.floating)):
-        return None if math.isnan(value) else str(float(value))
-    raise TypeError(f"an answer must be text or missing, got {type(value).__name__} {value!r}")
-
-
-def answers_or_none(values: Iterable[Any]) -> list[str | None]:
-    """``answer_or_none`` over a column of stored answers."""
-    return [answer_or_none(v) for v in values]
-
-
-def is_answered(values: Iterable[Any]) -> np.ndarray:
-    """Boolean mask: which of ``values`` hold an answer (``answer_or_none`` is not None)."""
-    return np.array([answer_or_none(v) is not None for v in values], dtype=bool)
 
 
 def normalize_number(raw: str) -> str | None:
@@ -150,6 +124,21 @@ def answer_type(rule: str) -> str:
     )
 
 
+def own_rule(benchmark: str, rule: str):
+    """A registered benchmark's own ``extract`` or ``normalize`` (``registry.Benchmark``), or None
+    (an answer type's name, or a benchmark that keeps its type's rule)."""
+    declared = None if benchmark in ANSWER_TYPES else REGISTRY.get(benchmark)
+    return getattr(declared, rule) if declared is not None else None
+
+
+def _number_class(raw: str | None, benchmark: str) -> str | None:
+    """A number as written -> its class: the benchmark's own normalization, else the GSM8K rule."""
+    if raw is None:
+        return None
+    own = own_rule(benchmark, "normalize")
+    return (own(raw) or None) if own is not None else normalize_number(raw)
+
+
 def normalize_string(answer: str) -> str | None:
     """A free-text answer's class: NFKC, case-folded, markdown, end punctuation and quotes dropped."""
     text = unicodedata.normalize("NFKC", answer).casefold()
@@ -180,6 +169,10 @@ def normalize(
     if answer is None:
         return None
     kind = answer_type(benchmark)
+    own = own_rule(benchmark, "normalize")
+    if own is not None:
+        # the benchmark's own class as written; under canonical, its type's canonical class of it
+        return answer_class(own(answer) or None, kind, answer_form)
     if answer_form == CANONICAL and kind in NUMERIC_TYPES:
         # a whole number-type answer that is one number (1/2, \frac{17}{2}: a canonical class read
         # again) is its value; the GSM8K rule would read its last number, the 2
@@ -257,27 +250,34 @@ def _extract(text: str, benchmark: str, options: Sequence[str] | None, extractio
         raise ValueError(f"unknown extraction '{extraction}' (known: {', '.join(EXTRACTIONS)})")
     kind = answer_type(benchmark)
     text = answer_or_none(text) or ""
+    own = own_rule(benchmark, "extract")
+    if own is not None and extraction == REGISTERED_EXTRACTION:
+        raw = own(text)
+        return _found(normalize(raw, benchmark) if raw else None, raw)
     if kind == "choice":
         letter = _choices.extract_letter(text, options)
         return _found(letter, letter)
     if kind == "string":
         boxed = last_boxed(text)
         stated = boxed if boxed is not None else final_statement(text) or ""
-        return _found(normalize_string(stated), stated)
+        return _found(normalize(stated, benchmark), stated)
     if kind == "boxed":
         boxed = last_boxed(text)
-        if boxed is not None and (answer := normalize(boxed, "boxed")) is not None:
+        if boxed is not None and (answer := normalize(boxed, benchmark)) is not None:
             return _found(answer, boxed)
     if extraction == "final_statement" and (stated := closing_expression(text)) is not None:
-        answer = normalize(stated, "boxed") if kind == "boxed" else final_number(stated)
+        if kind == "boxed":
+            answer = normalize(stated, benchmark)
+        else:
+            answer = _number_class(_final_number_raw(stated), benchmark)  # final_number(stated), or the own rule's
         if answer is not None:
             return _found(answer, stated)
     if kind == "boxed":
         found = final_math_number(text)
         raw = found[0] if found else None
-        return _found(normalize(raw, "boxed"), raw)
+        return _found(normalize(raw, benchmark), raw)
     raw = _final_number_raw(text)
-    return _found(normalize_number(raw) if raw is not None else None, raw)
+    return _found(_number_class(raw, benchmark), raw)
 
 
 def _final_number_raw(text: str) -> str | None:
@@ -332,6 +332,10 @@ def _gold_as_written(raw: str, benchmark: str, options: Sequence[str] | None) ->
     kind = answer_type(benchmark)
     if raw is None:
         return None
+    own = own_rule(benchmark, "normalize")
+    if own is not None:
+        expression = gold_expression(raw, benchmark)
+        return (own(expression) or None) if expression is not None else None
     if gold_marker(benchmark) is not None:
         return normalize_number(gold_expression(raw, benchmark) or "")
     if kind == "number":

@@ -41,6 +41,13 @@ class Benchmark:
     adapt: Callable[[dict], dict] | None = None  # a raw row in the form ``fields`` reads
     gold_after: str | None = None  # the gold is the text after this marker (GSM8K's "... #### 18")
     generated: bool = False  # made by code (cotdyn.dataset.benchmarks.arithmetic), no rows
+    # The benchmark's own rules, where its answer type's are not right for it (None: the type's).
+    # ``extract``: a model's text -> the answer as written (None: none found), in place of the type's
+    # registered extraction. ``normalize``: an answer as written (a model's, or the gold) -> its class
+    # (None: unreadable), in place of the type's normalization; it must map a class to itself, since a
+    # stored class is normalized again when it is compared.
+    extract: Callable[[str], str | None] | None = None
+    normalize: Callable[[str], str | None] | None = None
 
 
 def _arc_row(row: dict) -> dict:
@@ -75,6 +82,9 @@ def register(benchmark: Benchmark) -> Benchmark:
     for role in ("question", "gold"):
         if role not in benchmark.fields:
             raise ValueError(f"benchmark '{benchmark.name}': fields has no '{role}'")
+    if benchmark.answer == "choice" and (benchmark.extract or benchmark.normalize):
+        # a choice's class is an option's letter, read against the problem's own options
+        raise ValueError(f"benchmark '{benchmark.name}': a choice benchmark declares no extract or normalize")
     REGISTRY[benchmark.name] = benchmark
     return benchmark
 
