@@ -13,6 +13,7 @@ from packaging.specifiers import SpecifierSet
 
 from cotdyn.generation.backends import make_backend, registry, vllm_standin
 from cotdyn.generation.backends.base import describe_problems
+from cotdyn.plugins import installed_version
 
 REVISION = "0123abcd" * 5
 
@@ -109,3 +110,43 @@ def test_the_contract_check_names_what_a_description_breaks():
         "describe().ids: a tuple, not plain JSON",
         "two calls describe the same backend differently (a volatile field)",
     ]
+
+
+def test_cotdyn_init_writes_and_takes_only_the_settings_a_declaration_names():
+    from cotdyn.cli.init_backend import model_entry, settings_of
+    from cotdyn.cli.init_checks import InitError
+
+    assert settings_of(registry.spec("transformers"), None, None) == ("cpu", "float32")
+    assert settings_of(registry.spec("transformers"), "cuda", None) == ("cuda", None)  # the plan's dtype
+    assert settings_of(registry.spec("vllm"), None, "float16") == (None, "float16")
+    assert settings_of(registry.spec("openai_compat"), None, None) == (None, None)
+    with pytest.raises(InitError) as refused:
+        settings_of(registry.spec("openai_compat"), None, "bfloat16")
+    assert (
+        str(refused.value)
+        == "--dtype bfloat16: means nothing to backend openai_compat (it takes neither --device nor --dtype)"
+    )
+    with pytest.raises(InitError, match=r"^--device cuda: means nothing to backend vllm \(it takes --dtype\)$"):
+        settings_of(registry.spec("vllm"), "cuda", None)
+    assert model_entry("simulated", None, None, None) == {"backend": "simulated"}
+    assert model_entry("transformers", "org/m", "abc", "cuda") == {
+        "backend": "transformers",
+        "id": "org/m",
+        "revision": "abc",
+        "device": "cuda",
+    }
+    assert "device" not in model_entry("vllm", "org/m", "abc", None)
+
+
+def test_a_generation_log_records_the_backends_packages_and_the_cell_manifest_gathers_them():
+    from cotdyn.generation.backends.base import GenerationStats, Sampling
+    from cotdyn.generation.run import _generation_log
+    from cotdyn.provenance.manifests import backend_packages
+
+    backend = make_backend({"backend": "simulated"}, {}, "gsm8k")
+    log = _generation_log(backend, GenerationStats(), Sampling(temperature=1.0, max_tokens=4), "reference")
+    assert log["packages"] == {"cotdyn": installed_version("cotdyn")}  # the simulated backend requires nothing more
+    logs = {"reference/r": log, "registered": {**log, "packages": {"cotdyn": "0.0.9"}}, "old": {"phase": "x"}}
+    assert backend_packages({"reference/r": log, "registered": log}) == {"cotdyn": installed_version("cotdyn")}
+    # phases that ran with other versions keep each, by phase: nothing is averaged away
+    assert backend_packages(logs) == {"cotdyn": {"reference/r": installed_version("cotdyn"), "registered": "0.0.9"}}
