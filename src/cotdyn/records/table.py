@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Mapping
 
 import numpy as np
@@ -158,11 +159,11 @@ def records_table(
     chains, samples = with_answer_form(chains, samples, benchmark, answer_form)
     samples = variant_samples(samples, chains, protocol, m)
     as_written = protocol["equivalence"] == "math_verify" and answers.answer_type(benchmark) == "boxed"
-    grouped = {pid: g for pid, g in samples.groupby("problem_id", sort=False)}
+    grouped = problem_samples(samples)
     rows = []
     for chain in chains.itertuples():
         group = grouped.get(chain.problem_id)
-        prefix_answers = _prefix_answers(group)
+        prefix_answers = group.prefix_answers if group is not None else []
         t = summarize(
             prefix_answers, protocol["epsilon"], protocol["null_answers"], plan_exclusion["min_answer_bearing_prefixes"]
         )
@@ -181,16 +182,14 @@ def records_table(
         )
         gold, pred_scored, chain_scored = gold_class, pred, chain_answer
         if as_written:
-            texts = []
-            if t.points and group is not None:  # the samples of the last answer-bearing prefix, in order
-                last = sorted(group["prefix"].unique())[t.points[-1]]
-                texts = list(group[group["prefix"] == last].sort_values("sample")["text"])
+            # the samples of the last answer-bearing prefix, in sample order
+            texts = group.texts[t.points[-1]] if t.points and group is not None else []
             pred_scored = _as_written(pred, [*texts, chain.text], benchmark, extraction, answer_form)
             chain_scored = _as_written(chain_answer, [chain.text], benchmark, extraction, answer_form)
             gold = answers.gold_expression((gold_raw or {}).get(chain.problem_id), benchmark) or chain.gold
-        raw_units = int(group["raw_units"].iloc[0]) if group is not None else 0
-        n_answered = int((group["status"] == answers.OK).sum()) if group is not None else 0
-        n_cut = int(((group["status"] == answers.OK) & hit_budget(group)).sum()) if group is not None else 0
+        raw_units, n_answered, n_cut = (
+            (group.raw_units, group.n_answered, group.n_cut) if group is not None else (0, 0, 0)
+        )
         rows.append(
             {
                 "cell": cell,
@@ -219,7 +218,7 @@ def records_table(
                 "cap_hit": protocol["cap"] is not None
                 and protocol["checkpoints"] == "steps"
                 and raw_units >= protocol["cap"],
-                "parse_rate": n_answered / len(group) if group is not None and len(group) else float("nan"),
+                "parse_rate": n_answered / group.n if group is not None else float("nan"),
                 # the share of the problem's answers that came from continuations cut by their budget
                 "cut_answer_share": n_cut / n_answered if n_answered else float("nan"),
                 "endpoint_answered": bool(prefix_answers and any(a is not None for a in prefix_answers[-1])),
@@ -251,11 +250,56 @@ def without_cut_answers(samples: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _prefix_answers(group: pd.DataFrame | None) -> list[list[str | None]]:
-    if group is None:
-        return []
-    ordered = group.sort_values(["prefix", "sample"])
-    return [answers.answers_or_none(g["answer"]) for _, g in ordered.groupby("prefix", sort=True)]
+@dataclass(frozen=True)
+class ProblemSamples:
+    """One problem's samples as its record reads them."""
+
+    prefix_answers: list[list[str | None]]  # per prefix, ascending, the answers in sample order
+    texts: list[list]  # the same rows' texts
+    raw_units: int  # of its first row as stored
+    n: int  # rows
+    n_answered: int  # rows whose status is ok
+    n_cut: int  # of those, the ones cut by their budget
+
+
+def problem_samples(samples: pd.DataFrame) -> dict[str, ProblemSamples]:
+    """Each problem's samples, found by one stable sort of the whole table (problem, prefix,
+    sample) instead of a pandas group, sort and comparison per problem, which cost most of the
+    records rule's time on a panel-sized study. Rows of a prefix keep their stored order where
+    their sample numbers tie, as a stable sort of each problem's rows would."""
+    codes, problems = pd.factorize(samples["problem_id"], sort=False)  # a missing id: -1, no group
+    if not len(problems):
+        return {}
+    prefix, sample = samples["prefix"].to_numpy(), samples["sample"].to_numpy()
+    order = np.lexsort((sample, prefix, codes))
+    order = order[codes[order] >= 0]
+    ok = (samples["status"] == answers.OK).to_numpy(dtype=bool, na_value=False)
+    cut = ok & hit_budget(samples).to_numpy(dtype=bool)
+    kept = codes[codes >= 0]
+    n = np.bincount(kept, minlength=len(problems))
+    n_answered = np.bincount(kept, weights=ok[codes >= 0], minlength=len(problems)).astype(np.int64)
+    n_cut = np.bincount(kept, weights=cut[codes >= 0], minlength=len(problems)).astype(np.int64)
+    _, first = np.unique(codes, return_index=True)  # each problem's first stored row
+    first = first[codes[first] >= 0]
+    raw_units = samples["raw_units"].to_numpy()[first]
+    stored_answers = answers.answers_or_none(samples["answer"].to_numpy()[order])
+    stored_texts = samples["text"].to_numpy()[order].tolist()
+    sorted_codes, sorted_prefix = codes[order], prefix[order]
+    starts = np.flatnonzero(
+        np.r_[True, (sorted_codes[1:] != sorted_codes[:-1]) | (sorted_prefix[1:] != sorted_prefix[:-1])]
+    )
+    ends = np.r_[starts[1:], len(order)]
+    per_prefix: dict[int, tuple[list, list]] = {}
+    for start, end, code in zip(starts.tolist(), ends.tolist(), sorted_codes[starts].tolist()):
+        found, texts = per_prefix.setdefault(code, ([], []))
+        found.append(stored_answers[start:end])
+        texts.append(stored_texts[start:end])
+    return {
+        problems[code]: ProblemSamples(
+            found, texts, int(raw_units[code]), int(n[code]), int(n_answered[code]), int(n_cut[code])
+        )
+        for code, (found, texts) in per_prefix.items()
+    }
 
 
 def cell_summary(records: pd.DataFrame, samples: pd.DataFrame, min_group_size: int | None = None) -> dict:
