@@ -29,7 +29,7 @@ from cotdyn.audit.untrusted import Admitted, Refused, admit
 from cotdyn.files.layout import PLAN_CHECK, study_targets
 from cotdyn.files.terminal import printable
 from cotdyn.files.writers import write_json
-from cotdyn.plan.config import ConfigError, resolve_cells
+from cotdyn.plan.config import ConfigError, limited_scope, resolve_cells, study_limit
 from cotdyn.plan.load import plan_sha256
 from cotdyn.plan.registration import PreregistrationError
 from cotdyn.provenance.integrity import MATCH, MISMATCH, MISSING, UNLISTED, AuditReport, FileCheck
@@ -122,6 +122,8 @@ def audit(study_dir, plan_path=None, scratch=None, cache=None, pages: bool = Tru
     except (Refused, ConfigError) as e:
         report.problems.append(str(e))
         return report
+    limit = study_limit(study.config)
+    report.scope = limited_scope(limit) if limit else None
     report.registration, problems = registration_check(study.plan_path, study_dir, tsa_ca)
     report.problems += problems + plan_problems(study)
     raw = raw_files(study.config, protocols, cells)

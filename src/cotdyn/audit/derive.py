@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from cotdyn.analysis.hypotheses import analyze, read_records, write_analysis
+from cotdyn.analysis.hypotheses.limited import descriptive_only
 from cotdyn.audit.bounds import decoded_problem, long_text
 from cotdyn.audit.derive_outputs import derive_exploratory, derive_grading, derive_math_shepherd, derive_sweeps_files
 from cotdyn.audit.diff import changed_answers
@@ -29,7 +30,7 @@ from cotdyn.files.layout import problems as problems_file
 from cotdyn.files.strict import UntrustedFileError, read_json, regular_file
 from cotdyn.files.writers import write_parquet
 from cotdyn.grading import answers
-from cotdyn.plan.config import cut_answers, reference_id, samples_variant, study_protocols
+from cotdyn.plan.config import confirmatory_cells, cut_answers, reference_id, samples_variant, study_protocols
 from cotdyn.plan.load import load_plan, plan_sha256
 from cotdyn.plan.registration import (  # noqa: F401  (write_plan_check: the audit's callers import it from here)
     PreregistrationError,
@@ -58,6 +59,8 @@ def derive_analysis(records_paths: list, plan_path, plan_check_path, out_dir) ->
     result = analyze(records, load_plan(plan_path), plan_sha256(plan_path))
     cells = sorted(records["cell"].astype(str).unique())
     result["preregistration"] = {"registered": check["registered"], "cells": {c: check["cells"].get(c) for c in cells}}
+    if check.get("limit"):  # a limited study: every verdict descriptive (cotdyn.analysis.hypotheses.limited)
+        result = descriptive_only(result, int(check["limit"]["problems"]), str(check["limit"]["scope"]))
     return write_analysis(result, records, Path(out_dir))
 
 
@@ -148,7 +151,7 @@ def benchmark_hash_problems(study_dir: Path, config: dict, plan: dict) -> list[s
                 f"benchmark {key}: the config pins content sha256 {entry['content_sha256']}, the plan {pinned}"
             )
         path = study_dir / problems_file(key)
-        if entry.get("limit") or not path.exists():
+        if entry.get("limit") or config.get("limit") or not path.exists():
             continue
         found = content_sha256(problems_from_table(read_problems(path)))
         if found != pinned:
@@ -224,7 +227,7 @@ def preregistration_problems(study_dir: Path, scratch: Path, config: dict, plan:
         problems.append(f"plan check: {e}")
     problems += benchmark_hash_problems(study_dir, config, plan)
     deviations = load_deviations(sibling_paths(plan_path)[1])
-    for cell in config.get("confirmatory", []):
+    for cell in confirmatory_cells(config):  # none in a limited study
         if "registered" in protocols:
             problems += [
                 f"undeclared deviation: {undeclared_message(cell, d, sibling_paths(plan_path)[1])}"

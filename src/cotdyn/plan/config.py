@@ -126,6 +126,37 @@ def split_cell(name: str) -> tuple[str, str]:
     return model, benchmark
 
 
+# A quick look (``limit:``, as lm-evaluation-harness's --limit): the first N problems of each
+# benchmark. A subset of a benchmark tests no registered hypothesis, so a limited study is
+# descriptive: no cell of it is held as confirmatory, whatever ``confirmatory`` lists, and its
+# plan check, verdicts, report header and audit say so (``limited_scope``).
+def study_limit(config: dict) -> int | None:
+    """The config's ``limit``, or None for a study of every problem."""
+    limit = config.get("limit")
+    return None if limit is None else int(limit)
+
+
+def confirmatory_cells(config: dict) -> list[str]:
+    """The cells held to the plan's frozen protocol: none in a limited study."""
+    return [] if study_limit(config) else list(config.get("confirmatory", []))
+
+
+def limited_scope(limit: int) -> str:
+    """What a limited study is, in the words its pages and its audit use."""
+    return (
+        f"descriptive: limited to the first {limit} problems of each benchmark (config limit), "
+        "so no cell is confirmatory and no verdict is a registered result"
+    )
+
+
+def limited(benchmark: dict, limit: int | None) -> dict:
+    """A benchmark entry under the study's ``limit`` (the smaller, where the entry has its own)."""
+    if limit is None:
+        return benchmark
+    own = benchmark.get("limit")
+    return {**benchmark, "limit": min(limit, int(own)) if own else limit}
+
+
 def resolve_cells(config: dict, plan: dict, source: str = "config") -> dict[str, Cell]:
     panel_models = plan.get("panel", {}).get("models", {})
     panel_benchmarks = plan.get("panel", {}).get("benchmarks", {})
@@ -155,7 +186,7 @@ def resolve_cells(config: dict, plan: dict, source: str = "config") -> dict[str,
             registry_entry(benchmark)
         except KeyError as e:
             raise ConfigError(f"{source}: benchmarks.{benchmark_key}: {e.args[0]}") from None
-        cells[name] = Cell(name, model_key, benchmark_key, model, benchmark)
+        cells[name] = Cell(name, model_key, benchmark_key, model, limited(benchmark, study_limit(config)))
     for name in config.get("confirmatory", []):
         if name not in cells:
             raise ConfigError(f"{source}: confirmatory cell '{name}' is not one of the study's cells")

@@ -16,7 +16,7 @@ from typing import Any
 from cotdyn.files.strict import UntrustedFileError, read_yaml
 from cotdyn.files.writers import write_json
 from cotdyn.plan.attestation import earlier_registration_problems, read_registration
-from cotdyn.plan.config import study_protocols
+from cotdyn.plan.config import confirmatory_cells, limited_scope, study_limit, study_protocols
 from cotdyn.plan.load import load_plan, plan_sha256, registered_protocol
 from cotdyn.plan.registered import (  # noqa: F401  (the names callers import from here)
     REGISTERED_FIELDS,
@@ -263,10 +263,12 @@ def write_plan_check(plan_path, config: dict, out) -> dict:
     protocol and variants only (PLAN_CHECK_KEYS): the rule check_plan is given no other part."""
     plan = load_plan(plan_path)
     check = plan_check(
-        plan_path, list(config["cells"]), list(config.get("confirmatory", [])), study_protocols(config, plan), plan
+        plan_path, list(config["cells"]), confirmatory_cells(config), study_protocols(config, plan), plan
     )
+    if study_limit(config):  # a limited study: descriptive, whatever its config calls confirmatory
+        check["limit"] = {"problems": study_limit(config), "scope": limited_scope(study_limit(config))}
     write_json(check, out)
     return check
 
 
-PLAN_CHECK_KEYS = ("cells", "confirmatory", "protocol", "variants")
+PLAN_CHECK_KEYS = ("cells", "confirmatory", "protocol", "variants", "limit")

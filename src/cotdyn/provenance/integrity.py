@@ -46,6 +46,7 @@ class AuditReport:
     # time-locked to it (cotdyn.audit.registration); None where the audit did not get that far
     registration: str | None = None
     time_lock: str | None = None
+    scope: str | None = None  # a limited study's (config limit): descriptive, never confirmatory
 
     @property
     def failures(self) -> list[FileCheck]:
@@ -63,7 +64,7 @@ class AuditReport:
             "registration": self.registration_line(),
             "problems": self.problems,
             "files": [asdict(f) for f in self.files],
-        }
+        } | ({"scope": self.scope} if self.scope else {})
 
     def registration_line(self) -> str | None:
         """``plan <path> sha256 <hex>; registered <when>, <attestation>; <time lock>``."""
@@ -81,6 +82,8 @@ class AuditReport:
         lines += [
             f"audit of {printable(self.study)}: {verdict} (re-derived from the stored raw data); {self.model_check}"
         ]
+        if self.scope:
+            lines.append(f"  {printable(self.scope)}")
         if self.model_check == NOT_VERIFIED:
             lines.append(f"  {printable(how_to_verify(self.study))}")
         if outside:
@@ -112,7 +115,7 @@ def summary(study_dir: Path, report: AuditReport, how: str) -> dict:
         "files": [
             {"path": f.path, "status": f.status, "detail": f.detail} for f in report.files if f.status != UNLISTED
         ],
-    }
+    } | ({"scope": report.scope} if report.scope else {})
 
 
 def stored_check(study_dir) -> dict:

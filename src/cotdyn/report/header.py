@@ -124,6 +124,9 @@ def report_header(
         "Differences from the registered protocol, by cell (for confirmatory cells, the declared deviations):",
         "",
     ]
+    limit = plan_check.get("limit")
+    if isinstance(limit, dict):  # a limited study (config limit): said before anything is read as a result
+        lines[3:3] = [f"**Descriptive study**: {rst_text(limit.get('scope'))}.", ""]
     cells = plan_check.get("cells")
     if not isinstance(cells, dict):
         raise KeyError("plan_check.json: missing key 'cells'")
