@@ -4,8 +4,13 @@ A declaration (``Benchmark``) is all there is to know of a benchmark that is not
 its name, where its rows come from (a hub dataset's repo, config and split; a local copy in the
 checkout, ``source``; or code, ``generated``), which row fields hold the question, the gold answer,
 the id and the options, its answer type (``number``, ``boxed``, ``choice``, ``string``:
-``cotdyn.grading.answers``), the marker its gold follows where a solution holds it (``gold_after``)
-and how a row becomes a problem. ``register`` adds one; every list of
+``cotdyn.grading.answers``), its own extraction and normalization where its type's are not right for
+it (``extract``, ``normalize``: money golds, say), the marker its gold follows where a solution holds
+it (``gold_after``) and how a row becomes a problem. ``register`` adds one.
+
+Benchmarks are found through packaging entry points of group ``cotdyn.benchmarks`` (``discover``, run
+as ``cotdyn.grading`` is imported), cotdyn's own (``cotdyn.grading.builtin_benchmarks``) as a lab's
+plugin package: ``ORIGINS`` records the package each came from. Every list of
 benchmark names is read from ``REGISTRY`` (``kinds``): the config schema's ``kind`` enum
 (``cotdyn.plan.schema``), the plan check, ``cotdyn init --benchmark`` and the ``--benchmark``
 choices of ``cotdyn extract``/``equivalent``. docs/developer-notes.md, "Adding a benchmark".
@@ -24,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
-from cotdyn.grading import choices
+from cotdyn import plugins
 from cotdyn.grading.types import ANSWER_TYPES
 
 
@@ -50,22 +55,10 @@ class Benchmark:
     normalize: Callable[[str], str | None] | None = None
 
 
-def _arc_row(row: dict) -> dict:
-    """ARC's options are ``choices: {text: [...], label: [...]}`` with labels A-E or 1-5; the model
-    sees them lettered A, B, ... in their order, so the gold is the letter at the key's position."""
-    options, labels = row["choices"]["text"], row["choices"]["label"]
-    key = str(row["answerKey"])
-    if key not in labels:
-        raise KeyError(f"answerKey {key!r} is none of the labels {labels}")
-    return {**row, "options": list(options), "gold": choices.letters(len(options))[list(labels).index(key)]}
-
-
-def _svamp_row(row: dict) -> dict:
-    """SVAMP splits a problem into a Body and a Question; the model reads them joined."""
-    return {**row, "text": f"{str(row['Body']).strip()} {str(row['Question']).strip()}"}
-
-
 REGISTRY: dict[str, Benchmark] = {}
+GROUP = "cotdyn.benchmarks"  # the entry-point group a package declares its benchmarks under
+ORIGINS: dict[str, plugins.Plugin] = {}  # benchmark -> the entry point (and package) it was found through
+BROKEN: dict[str, plugins.PluginError] = {}  # benchmark -> why its plugin could not be loaded
 
 # A researcher's own file: its fields and answer type come from the config entry.
 JSONL = "jsonl"
@@ -89,54 +82,43 @@ def register(benchmark: Benchmark) -> Benchmark:
     return benchmark
 
 
+def discover() -> None:
+    """Load every benchmark plugin (group ``cotdyn.benchmarks``) not yet loaded, recording its package;
+    cotdyn's own first, so its declaration order leads ``kinds()``. An entry point names a declared
+    ``Benchmark`` (registered here if its module did not register it) or a module whose import
+    registers it; either way the entry point's name is the benchmark's. A plugin that fails is kept in
+    ``BROKEN``, and its error is given where a config names it (``entry``)."""
+    for plugin in sorted(plugins.entry_points(GROUP), key=lambda p: p.distribution != "cotdyn"):
+        if plugin.name in ORIGINS or plugin.name in BROKEN:
+            continue
+        try:
+            declared = plugins.load(plugin)
+            if plugin.name not in REGISTRY and isinstance(declared, Benchmark) and declared.name == plugin.name:
+                try:
+                    register(declared)
+                except ValueError as error:
+                    raise plugins.PluginError(
+                        f"{GROUP} plugin '{plugin.name}' from {plugin.package}: {error}"
+                    ) from None
+            if plugin.name not in REGISTRY:
+                raise plugins.PluginError(
+                    f"{GROUP} plugin '{plugin.name}' from {plugin.package} declares no benchmark of that name ({plugin.value})"
+                )
+        except plugins.PluginError as error:
+            BROKEN[plugin.name] = error
+            continue
+        ORIGINS[plugin.name] = plugin
+
+
+def package_of(name: str) -> str:
+    """The distribution (name and version) a benchmark comes from, as ``cotdyn ls`` lists it."""
+    origin = ORIGINS.get(name)
+    return origin.package if origin else "(registered in-process, no entry point)"
+
+
 def kinds() -> list[str]:
     """Every ``kind`` a config's benchmark entry may name: the declared benchmarks, then ``jsonl``."""
     return [*REGISTRY, JSONL]
-
-
-for _declared in (
-    # revision and content sha256: the plan's panel (preregistration/plan.yaml); the local
-    # copies are those rows, byte-exact (data/README.md)
-    Benchmark(
-        "gsm8k",
-        "number",
-        {"question": "question", "gold": "answer", "id": None},
-        {"repo": "openai/gsm8k", "config": "main", "split": "test"},
-        source="data/gsm8k_test.jsonl",
-        gold_after="####",
-    ),
-    Benchmark(
-        "math500",
-        "boxed",
-        {"question": "problem", "gold": "answer", "id": "unique_id"},
-        {"repo": "HuggingFaceH4/MATH-500", "config": None, "split": "test"},
-        source="data/math500_test.jsonl",
-    ),
-    Benchmark("arithmetic", "number", {"question": "question", "gold": "gold", "id": None}, generated=True),
-    # seed 002 appendix A.1; revisions and hashes unverified (hub unreachable when added)
-    Benchmark(
-        "arc",
-        "choice",
-        {"question": "question", "gold": "gold", "gold_raw": "answerKey", "id": "id", "options": "options"},
-        {"repo": "allenai/ai2_arc", "config": "ARC-Challenge", "split": "test"},
-        adapt=_arc_row,
-    ),
-    Benchmark(
-        "svamp",
-        "number",
-        {"question": "text", "gold": "Answer", "id": "ID"},
-        {"repo": "ChilleD/SVAMP", "config": None, "split": "test"},
-        adapt=_svamp_row,
-    ),
-    Benchmark(
-        "math_algebra",
-        "boxed",
-        {"question": "problem", "gold": "solution", "id": None},
-        {"repo": "EleutherAI/hendrycks_math", "config": "algebra", "split": "test"},
-        where={"type": "Algebra"},
-    ),
-):
-    register(_declared)
 
 
 def entry(spec: Mapping) -> Benchmark:
@@ -156,8 +138,11 @@ def entry(spec: Mapping) -> Benchmark:
         if spec["answer"] == "choice" and "options" not in fields:
             raise KeyError(f"{where}: a choice benchmark needs fields.options (the list of option texts)")
         return Benchmark(JSONL, spec["answer"], {"id": None, **fields})
+    if kind in BROKEN and kind not in REGISTRY:
+        raise KeyError(str(BROKEN[kind]))
     if kind not in REGISTRY:
-        raise KeyError(f"unknown benchmark kind '{kind}' (known: {', '.join(kinds())})")
+        hint = "" if ORIGINS else f"; no {GROUP} entry point was found: reinstall cotdyn (pip install -e .)"
+        raise KeyError(f"unknown benchmark kind '{kind}' (known: {', '.join(kinds())}){hint}")
     return REGISTRY[kind]
 
 

@@ -7,8 +7,13 @@ label coupling, the risk-coverage figure and the captions loop over ``SIGNALS``;
 secondary selective accuracy reads only the signals declared ``registered``, so declaring a new
 signal never adds a row to a registered analysis (that takes a new plan version).
 
-To add a signal: declare it here with a ``derive`` (computed per chain from its summarized
-trajectory and per-prefix answers when the records are built) and test it; nothing else names it.
+Signals are found through packaging entry points of group ``cotdyn.signals`` (``discover``, run as
+``cotdyn.protocol`` is imported), cotdyn's own four (``cotdyn.protocol.builtin_signals``) as a lab's
+plugin package's: an entry point names a declared ``Signal`` (or a module whose import registers one)
+and ``ORIGINS`` records its package. To add a signal: declare it with a ``derive`` (computed per
+chain from its summarized trajectory and per-prefix answers when the records are built) in a package
+of one's own, name it under that group, and test it; nothing else names it. A plugin's signal is
+never ``registered``: which signals a registered analysis reads is fixed by the plan version.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from cotdyn import plugins
 from cotdyn.protocol.trajectory import Trajectory
 
 PrefixAnswers = Sequence[Sequence[str | None]]
@@ -40,17 +46,60 @@ class Signal:
         return values if self.higher_is_correct else -values
 
 
-def _declare(*signals: Signal) -> dict[str, Signal]:
-    return {s.name: s for s in signals}
+SIGNALS: dict[str, Signal] = {}
+GROUP = "cotdyn.signals"  # the entry-point group a package declares its signals under
+OWN = "cotdyn"  # the one distribution whose signals may be registered
+ORIGINS: dict[str, plugins.Plugin] = {}  # signal -> the entry point (and package) it was found through
+BROKEN: dict[str, plugins.PluginError] = {}  # signal -> why its plugin could not be loaded
 
 
-# Distinct dashes as well as colours: curves that coincide (a small cell) stay distinguishable.
-SIGNALS: dict[str, Signal] = _declare(
-    Signal("monotone", True, "monotone flag", "the monotone flag", "#4477aa", "-", registered=True),
-    Signal("violations", False, "-violations", "-violations", "#228833", (0, (6, 3)), registered=True),
-    Signal("final_entropy", False, "-final entropy", "-final entropy", "#ee6677", (0, (1, 2)), registered=True),
-    Signal("coherence", True, "coherence C", "coherence C", "#aa3377", (0, (6, 2, 1, 2)), registered=True),
-)
+def register_signal(signal: Signal) -> Signal:
+    """Add one declaration to ``SIGNALS``: a name no other signal has."""
+    if signal.name in SIGNALS:
+        raise ValueError(f"signal '{signal.name}' is declared already")
+    SIGNALS[signal.name] = signal
+    return signal
+
+
+def _found(plugin: plugins.Plugin, declared: object) -> None:
+    """Register what a signal entry point names (if its module did not), refusing a plugin's
+    ``registered`` signal: a registered analysis reads the signals its plan version fixes."""
+    where = f"{GROUP} plugin '{plugin.name}' from {plugin.package}"
+    try:
+        if plugin.name not in SIGNALS and isinstance(declared, Signal) and declared.name == plugin.name:
+            register_signal(declared)
+    except ValueError as error:
+        raise plugins.PluginError(f"{where}: {error}") from None
+    if plugin.name not in SIGNALS:
+        raise plugins.PluginError(f"{where} declares no signal of that name ({plugin.value})")
+    if SIGNALS[plugin.name].registered and plugin.distribution != OWN:
+        del SIGNALS[plugin.name]
+        raise plugins.PluginError(
+            f"{where} is declared registered; only the plan version fixes the signals a registered "
+            "analysis reads (declare it with registered=False)"
+        )
+
+
+def discover() -> None:
+    """Load every signal plugin (group ``cotdyn.signals``) not yet loaded, recording its package;
+    cotdyn's own first, so its four lead ``SIGNALS``. A plugin that fails is kept in ``BROKEN`` and
+    refused where records are built (``derived_columns``): a study's records never silently lack a
+    signal that was installed."""
+    for plugin in sorted(plugins.entry_points(GROUP), key=lambda p: p.distribution != OWN):
+        if plugin.name in ORIGINS or plugin.name in BROKEN:
+            continue
+        try:
+            _found(plugin, plugins.load(plugin))
+        except plugins.PluginError as error:
+            BROKEN[plugin.name] = error
+            continue
+        ORIGINS[plugin.name] = plugin
+
+
+def package_of(name: str) -> str:
+    """The distribution (name and version) a signal comes from, as ``cotdyn ls`` lists it."""
+    origin = ORIGINS.get(name)
+    return origin.package if origin else "(registered in-process, no entry point)"
 
 
 def registered_signals() -> list[Signal]:
@@ -60,6 +109,8 @@ def registered_signals() -> list[Signal]:
 
 def derived_columns(t: Trajectory, prefix_answers: PrefixAnswers) -> dict[str, Any]:
     """The records columns of the signals that are not fields of the trajectory summary."""
+    if BROKEN:
+        raise next(iter(BROKEN.values()))
     return {s.name: s.derive(t, prefix_answers) for s in SIGNALS.values() if s.derive is not None}
 
 
