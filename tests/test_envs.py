@@ -8,11 +8,10 @@ third-party distribution must be listed in the rule's envs/*.yaml. NEVER_RUN nam
 (or a module's lazy import) that the closure reaches but that never run in an environment, each
 with its reason; an entry no longer needed fails too, so the list stays true.
 
-Backends are read from their declarations (cotdyn.generation.backends.registry, issue 50): importing
-cotdyn.generation.backends imports every module cotdyn's ``cotdyn.backends`` entry points name, so the
-closure follows them; a backend's own modules (what its build function imports) are counted only in
-the environments its declaration runs it in (``runs_in``); and each package it declares
-(``requires``) is pinned there, within its declared range, and at pyproject.toml's range.
+Backends are read from their declarations (cotdyn.generation.backends.registry, issue 50): a
+backend's own modules (what its build function imports) are counted only in the environments its
+declaration runs it in (``runs_in``), and each package it declares (``requires``) is pinned there,
+within its declared range, and at pyproject.toml's range.
 """
 
 from __future__ import annotations
@@ -32,7 +31,6 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from cotdyn import plugins
 from cotdyn.generation.backends import registry
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -182,9 +180,6 @@ def closure(script: str, never_run: dict[str, str]) -> tuple[set[str], dict[str,
 
     while queue:
         name, path, package = queue.pop()
-        if name == DISCOVERS:  # registry.discover() imports every module cotdyn's entry points name
-            for module in own_plugin_modules():
-                reach(module)
         for module, names in _parsed(path, package):
             top = module.split(".")[0]
             if top == "cotdyn":
@@ -203,13 +198,6 @@ def third_party(script: str, never_run: dict[str, str]) -> dict[str, str]:
 
 # ---------------------------------------------------------------------------------------------
 # Backends, as declared.
-
-DISCOVERS = "cotdyn.generation.backends"  # its import runs registry.discover()
-
-
-@cache
-def own_plugin_modules() -> tuple[str, ...]:
-    return tuple(p.module for p in plugins.entry_points(registry.GROUP) if p.distribution == "cotdyn")
 
 
 def own_backends() -> list[registry.BackendSpec]:
@@ -419,6 +407,6 @@ def test_a_backends_own_modules_count_only_where_its_declaration_runs_it():
     assert "cotdyn.generation.backends.vllm" in never_run("generate-cpu.yaml")  # openai_compat uses its helpers only
     assert "cotdyn.generation.backends.openai_compat" not in never_run("generate-cpu.yaml")
     assert set(never_run("analysis.yaml")) >= {"cotdyn.generation.backends.transformers"}
-    # the closure follows cotdyn's own entry points: the generation scripts reach every backend's module
+    # the closure follows the registry's discovery to cotdyn's own declarations and every backend's module
     seen, found = closure("workflow/scripts/reference.py", never_run("generate-vllm.yaml"))
     assert "cotdyn.generation.backends.builtin" in seen and "vllm" in found, sorted(found)

@@ -10,7 +10,7 @@ listed by ``cotdyn ls``, recorded in the cell manifest) and the generation job's
 (``environment_for``) all read it.
 
 Backends are found through packaging entry points of group ``cotdyn.backends`` (``discover``), cotdyn's
-own (cotdyn.generation.backends.builtin) as a lab's plugin package: an entry point names a module to
+own (cotdyn.generation.backends.builtin) as a lab's plugin package's: an entry point names a module to
 import, whose declaration registers the backend, and the registry records the package it came from.
 
 A model entry holds the settings every backend shares (``backend``, ``id``, ``revision``, ``gguf``,
@@ -153,7 +153,14 @@ def discover() -> None:
     """Import every backend plugin (group ``cotdyn.backends``) not yet registered, recording its
     package. Each entry point's name must be the backend its declaration registers. A plugin that
     fails to load is kept in BROKEN, so its own error is raised where it is asked for, and the other
-    backends stay usable."""
+    backends stay usable.
+
+    cotdyn's own declarations are imported first, whatever the installed metadata says: a job runs
+    the checkout's src (PYTHONPATH) in an environment whose metadata may predate it, and the code
+    hash of a job (cotdyn.provenance.code) follows imports, not entry points. Their entry points
+    then name their package, as a plugin's do."""
+    from cotdyn.generation.backends import builtin  # noqa: F401 (it registers as it is imported)
+
     for plugin in plugins.entry_points(GROUP):
         if plugin.name in ORIGINS or plugin.name in BROKEN:
             continue
@@ -179,15 +186,18 @@ def spec(name, where: str = "") -> BackendSpec:
     if name in BROKEN and name not in REGISTRY:
         raise ValueError(f"{prefix}{BROKEN[name]}")
     if name not in REGISTRY:
-        hint = "" if ORIGINS else "; no cotdyn.backends entry point was found: reinstall cotdyn (pip install -e .)"
-        raise ValueError(f"{prefix}unknown backend '{name}' (known: {', '.join(REGISTRY) or 'none'}){hint}")
+        raise ValueError(f"{prefix}unknown backend '{name}' (known: {', '.join(REGISTRY)})")
     return REGISTRY[name]
 
 
 def package_of(name: str) -> str:
     """The distribution (name and version) a backend comes from, as ``cotdyn ls`` lists it."""
     origin = ORIGINS.get(name)
-    return origin.package if origin else "(registered in-process, no entry point)"
+    if origin:
+        return origin.package
+    if name in REGISTRY and REGISTRY[name].build.__module__.startswith("cotdyn."):
+        return f"cotdyn {plugins.installed_version('cotdyn')} (no entry point: reinstall cotdyn)"
+    return "(registered in-process, no entry point)"
 
 
 def check_requires(declared: BackendSpec) -> None:
