@@ -40,8 +40,14 @@ def test_it_lists_every_kind_with_the_package_each_comes_from(monkeypatch, capsy
     backends = {line.split()[0]: line for line in section(out, "backends")}
     assert list(backends) == ["simulated", "transformers", "vllm", "openai_compat"]
     assert all(f" {OWN} " in line for line in backends.values())
-    assert "runs in generate-cpu|generate-cuda; requires torch>=2.13,<2.14 (" in backends["transformers"]
-    assert backends["simulated"].endswith("runs in generate-cpu; requires nothing beyond cotdyn")
+    assert (
+        "runs in generate-cpu|generate-cuda; takes device, dtype; requires torch>=2.13,<2.14 ("
+        in backends["transformers"]
+    )
+    assert "runs in generate-vllm; takes dtype; requires vllm>=0.26.0,<0.33 (" in backends["vllm"]
+    assert backends["simulated"].endswith(
+        "runs in generate-cpu; takes no device or dtype; requires nothing beyond cotdyn"
+    )
     benchmarks = section(out, "benchmarks")
     assert [line.split()[0] for line in benchmarks] == list(BENCHMARKS)
     assert f"  {'gsm8k':<16} {OWN:<20} answer: number" in benchmarks

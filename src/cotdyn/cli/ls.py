@@ -135,7 +135,7 @@ def _backend_line(row: dict) -> str:
     )
     return (
         f"  {row['name']:<16} {row['package']:<20} runs in {'|'.join(row['environments'])}"
-        f"; requires {needs or 'nothing beyond cotdyn'}"
+        f"; takes {', '.join(row['settings']) or 'no device or dtype'}; requires {needs or 'nothing beyond cotdyn'}"
     )
 
 
