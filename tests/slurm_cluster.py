@@ -23,9 +23,10 @@ from pathlib import Path
 PACKAGES = ["slurm-wlm", "slurmdbd", "mariadb-server", "munge"]
 BINARIES = ["slurmctld", "slurmd", "slurmdbd", "munged", "mariadbd", "mariadb-install-db", "sbatch", "sacct"]
 ACCOUNT = "cotdyn"
-# The node: more CPUs than the machine has (SlurmdParameters=config_overrides), so several small
-# jobs run side by side on a 2-core machine, as they would on a real node; memory as declared.
-NODE_CPUS = 4
+# The node: the machine's own CPUs, so that what a job asks for is checked against what the node
+# really has (a grouped job sized past it would pend for ever); its memory as declared
+# (SlurmdParameters=config_overrides).
+NODE_CPUS = os.cpu_count() or 1
 NODE_MEMORY_MB = 16000
 MUNGE_SOCKET = Path("/run/munge/munge.socket.2")
 
@@ -75,6 +76,7 @@ class SlurmCluster:
         self.conf = self.folder / "slurm.conf"
         # bin/srun (written by _write_configs) first on the PATH that sbatch carries into the jobs
         self.bin = self.folder / "bin"
+        self.paused = self.folder / "paused"  # a file per rule whose jobs wait (pause, resume)
         path = os.pathsep.join([str(self.bin), os.environ.get("PATH", "")])
         self.env = {**os.environ, "SLURM_CONF": str(self.conf), "PATH": path}
         for key in [k for k in self.env if k.startswith("SLURM_") and k != "SLURM_CONF"]:
@@ -91,8 +93,23 @@ class SlurmCluster:
         # login node), before the configless node's copy: it then asks that cluster's controller
         # ("Unable to contact slurm controller"). This srun puts the test cluster's back.
         self.bin.mkdir(parents=True, exist_ok=True)
+        self.paused.mkdir(parents=True, exist_ok=True)
         shim = self.bin / "srun"
-        shim.write_text(f'#!/bin/sh\nSLURM_CONF={self.conf} exec {shutil.which("srun") or "/usr/bin/srun"} "$@"\n')
+        shim.write_text(
+            f"""#!/bin/sh
+export SLURM_CONF={self.conf}
+# pause(rule): a job of that rule waits here, RUNNING in SLURM's eyes, until resume(rule)
+if [ -n "$SLURM_JOB_ID" ] && [ -n "$(ls -A {self.paused})" ]; then
+    rule=$(scontrol show job "$SLURM_JOB_ID" -o | sed -n 's/.* Comment=\\(rule_[^ ]*\\)_wildcards.*/\\1/p')
+    while [ -n "$rule" ] && [ -e "{self.paused}/$rule" ]; do
+        # the job ended while held (scancel): end what it started, as a node's cgroup would
+        scontrol show job "$SLURM_JOB_ID" -o | grep -q "JobState=RUNNING" || kill -KILL 0
+        sleep 0.2
+    done
+fi
+exec {shutil.which("srun") or "/usr/bin/srun"} "$@"
+"""
+        )
         shim.chmod(0o755)
         key = f / "munge" / "munge.key"
         key.write_bytes(os.urandom(1024))
@@ -317,6 +334,16 @@ StorageLoc=slurm_acct_db
         for log in sorted((self.folder / "log").glob("*")):
             parts.append(f"--- {log.name}\n{log.read_text(errors='replace')[-1500:]}")
         return "\n".join(parts)
+
+    # -- holding a rule's jobs -------------------------------------------------------------------
+    def pause(self, rule: str) -> None:
+        """From now on a job of ``rule`` (its comment, e.g. rule_continuations) that starts waits in
+        bin/srun before its step: RUNNING for SLURM, doing nothing, so a test acts on a running job
+        without racing it."""
+        (self.paused / rule).touch()
+
+    def resume(self, rule: str) -> None:
+        (self.paused / rule).unlink(missing_ok=True)
 
     # -- queries -------------------------------------------------------------------------------
     def job_step_conf(self) -> list[str]:

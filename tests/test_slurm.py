@@ -26,7 +26,7 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from cotdyn.plan.cluster import Node, parse_sinfo, unmet
+from cotdyn.plan.cluster import Node, group_width, parse_sinfo, unmet
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data"
@@ -225,6 +225,23 @@ def wait_for(cluster, proc, predicate, what: str, timeout: float = 600) -> dict:
     pytest.fail(f"timed out waiting for {what}")
 
 
+def accounted(cluster, job_ids: set[str], timeout: float = 600) -> dict[str, str]:
+    """The accounting states once slurmdbd has recorded every job of ``job_ids`` as ended (it
+    records them after the controller, by as long as a busy machine makes it)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        states = cluster.accounting_states()
+        ended = {i for i in job_ids if states.get(i, "PENDING").split()[0] not in ("PENDING", "RUNNING", "REQUEUED")}
+        if ended == job_ids or time.monotonic() > deadline:
+            return states
+        time.sleep(1)
+
+
+def requeued(cluster, job_id: str) -> bool:
+    """Whether slurmdbd has recorded a run of the job that ended REQUEUED."""
+    return "REQUEUED" in cluster.accounting_history(job_id)
+
+
 def running(rule: str):
     return lambda job: job["state"] == "RUNNING" and job["comment"].startswith(rule)
 
@@ -263,18 +280,25 @@ def test_a_study_survives_a_failed_job_a_cancel_a_preemption_and_its_controller_
     write_study(tmp_path)
     before = set(cluster.accounting_states())
     start = time.monotonic()
+    # Every accident acts on a job held RUNNING (cluster.pause): on states, never on how long a job
+    # takes, so a slow or a fast machine runs the same story.
+    cluster.pause("rule_reference")
+    cluster.pause("rule_continuations")
     proc = slurm_run(tmp_path, cluster)
     failed = wait_for(cluster, proc, running("rule_reference"), "the reference job running")
     cluster.run("scancel", "--batch", "--signal=KILL", failed["id"])
     retry = lambda job: running("rule_reference")(job) and job["id"] != failed["id"]  # noqa: E731
     cancelled = wait_for(cluster, proc, retry, "the reference job running again")
     cluster.run("scancel", cancelled["id"])
+    third = lambda job: retry(job) and job["id"] != cancelled["id"]  # noqa: E731
+    wait_for(cluster, proc, third, "the reference job's second retry running")
+    cluster.resume("rule_reference")
     preempted = wait_for(cluster, proc, running("rule_continuations"), "the continuations job running")
-    time.sleep(3)
     cluster.run("scontrol", "requeue", preempted["id"])
-    wait_for(cluster, proc, in_state(preempted["id"], "PENDING", "REQUEUED"), "the requeued job back in the queue")
-    orphan = wait_for(cluster, proc, in_state(preempted["id"], "RUNNING"), "the requeued job running again")
-    assert "REQUEUED" in cluster.accounting_history(orphan["id"]), cluster.accounting_history(orphan["id"])
+    orphan = wait_for(
+        cluster, proc, lambda job: in_state(preempted["id"], "RUNNING")(job) and requeued(cluster, job["id"]),
+        "the requeued job running again",
+    )  # fmt: skip
     proc.kill()
     proc.wait()
     first_run = (tmp_path / "snakemake.log").read_text(errors="replace")
@@ -290,9 +314,10 @@ def test_a_study_survives_a_failed_job_a_cancel_a_preemption_and_its_controller_
         cwd=tmp_path, env=job_env(cluster.env), capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert unlocked.returncode == 0, unlocked.stdout + unlocked.stderr
-    assert orphan["id"] in {j["id"] for j in cluster.jobs() if j["state"] in ("RUNNING", "COMPLETING", "COMPLETED")}
+    assert orphan["id"] in {j["id"] for j in cluster.jobs() if j["state"] == "RUNNING"}
+    cluster.resume("rule_continuations")  # the orphan goes on, beside the new controller's own job
     finish(slurm_run(tmp_path, cluster), tmp_path)
-    states = cluster.accounting_states()
+    states = accounted(cluster, {cancelled["id"], failed["id"]})
     assert states[cancelled["id"]].startswith("CANCELLED"), states
     assert states[failed["id"]] in {"FAILED", "CANCELLED"}, states
     cell = tmp_path / "results" / STUDY / "cells" / "sim-gsm8k" / "registered"
@@ -314,7 +339,9 @@ def test_a_study_survives_a_failed_job_a_cancel_a_preemption_and_its_controller_
     submitted = {rule: sum(r.startswith(rule) for r in rules) for rule in ("rule_reference", "rule_continuations")}
     # three reference jobs (two ended by the test); the requeued job keeps its id, its resubmission
     # by the second controller is one more unless the orphan finished first
-    assert submitted["rule_reference"] == 3 and submitted["rule_continuations"] in (1, 2), rules
+    story = [line for line in (tmp_path / "snakemake.log").read_text(errors="replace").splitlines()
+             if re.search(r"Error in rule|external jobid|^rule |Reason:", line)]  # fmt: skip
+    assert submitted["rule_reference"] == 3 and submitted["rule_continuations"] in (1, 2), (rules, story)
     assert sum(r.startswith("rule_analysis") for r in rules) == 1, rules
     assert len(rules) == sum(submitted.values()) + 1, rules  # nothing else was submitted
     assert_same_study(tmp_path, local_study)
@@ -350,6 +377,14 @@ def test_requests_are_checked_against_the_nodes_of_their_partition():
     assert unmet({"cpus": 8, "mem_mb": 64000, "gpu": 1}, "cpu", nodes) is not None  # no GPU there
     assert unmet({"cpus": 8, "mem_mb": 64000, "gpu": 2}, None, nodes) is None  # any partition
     assert "has no nodes" in unmet({"cpus": 1}, "big", nodes)
+
+
+def test_a_grouped_job_is_held_to_the_largest_node_it_can_go_to():
+    nodes = parse_sinfo(SINFO)
+    assert group_width(nodes, None, cores=8) == 4  # the CPU node, not the GPU nodes' 32
+    assert group_width(nodes, "gpu", cores=8) == 8 and group_width(nodes, "gpu", cores=64) == 32
+    assert group_width(nodes, None, cores=2) == 2  # the profile's cores when smaller
+    assert group_width([Node("gpu", 16, 1000, {"": 1})], None, cores=8) == 8  # only GPU nodes: any
 
 
 def _requests(dry_run: str, rule: str) -> str:

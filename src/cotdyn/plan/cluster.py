@@ -66,3 +66,13 @@ def unmet(request: dict, partition: str | None, nodes: list[Node]) -> str | None
     asked = f"{cpus or 0} CPUs, {mem or 0} MB" + (f", {gpus} GPU ({kind or 'any type'})" if gpus else "")
     has = f"{largest.cpus} CPUs, {largest.mem_mb} MB, GPUs {largest.gpus or 'none'}"
     return f"asks for {asked}; no node of {where} has that (the largest: {has})"
+
+
+def group_width(nodes: list[Node], partition: str | None, cores: int) -> int:
+    """The most CPUs a grouped job may ask for: the profile's ``cores``, held to the largest node it
+    can be sent to (its partition's, else a node without GPUs, as the SLURM plugin prefers for a CPU
+    job, else any). Snakemake then runs only as many of the group's components at once as fit,
+    which also bounds the memory the group asks for (the sum over the components run at once)."""
+    pool = [n for n in nodes if n.partition == partition] if partition else [n for n in nodes if not n.gpus]
+    pool = pool or nodes
+    return max(1, min(cores, max((n.cpus for n in pool), default=cores)))
