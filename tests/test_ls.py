@@ -101,3 +101,15 @@ def test_a_name_cannot_forge_a_line(tmp_path, capsys):
     (folder / "plan.yaml").write_text("plan_version: 9\n")
     text = ls(capsys, "plans", "--preregistration", str(folder))
     assert text.count("\n") == 2 and "\\n" in text  # the header and one row: the newline is escaped
+
+
+def test_a_benchmark_or_signal_plugin_that_failed_is_listed_with_its_error(monkeypatch, capsys):
+    from cotdyn.grading import registry as benchmark_registry
+    from cotdyn.protocol import signals
+
+    failed = plugins.PluginError("cotdyn.signals plugin 'odd' from odd-signals 1.0 failed to load (odd:S): boom")
+    monkeypatch.setitem(signals.BROKEN, "odd", failed)
+    monkeypatch.setitem(benchmark_registry.BROKEN, "bad", plugins.PluginError("bad: failed"))
+    out = ls(capsys, "benchmarks", "signals")
+    assert f"  {'odd':<16} BROKEN: {failed}" in section(out, "signals")
+    assert f"  {'bad':<16} BROKEN: bad: failed" in section(out, "benchmarks")

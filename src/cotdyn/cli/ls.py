@@ -5,8 +5,8 @@
   requires, with the version installed here or what is wrong with it; a plugin that fails to load is
   listed with its error;
 - benchmarks and signals: from their registries (cotdyn.grading.registry, cotdyn.protocol.signals),
-  with the package of the entry point that declares them where one does (groups ``cotdyn.benchmarks``,
-  ``cotdyn.signals``), else cotdyn's own;
+  found through entry points too (groups ``cotdyn.benchmarks``, ``cotdyn.signals``), each with its
+  package, and a plugin that failed with its error;
 - plans: each registered plan under ``--preregistration`` (plan.yaml and v*/plan.yaml), its version,
   the sha256 and date its REGISTERED records, and whether the file still has that sha256.
 
@@ -24,18 +24,6 @@ from cotdyn import plugins
 from cotdyn.files.terminal import printable
 
 KINDS = ("backends", "benchmarks", "signals", "plans")
-
-
-def _own() -> str:
-    return f"cotdyn {plugins.installed_version('cotdyn') or '(not installed)'}"
-
-
-def _packages(group: str) -> dict[str, str]:
-    """The package of each entry point of ``group``, by name (a broken group lists none)."""
-    try:
-        return {p.name: p.package for p in plugins.entry_points(group)}
-    except plugins.PluginError:
-        return {}
 
 
 def backends() -> list[dict]:
@@ -66,24 +54,28 @@ def backends() -> list[dict]:
     return rows
 
 
+def _broken(broken: dict) -> list[dict]:
+    return [{"name": name, "package": None, "error": str(error)} for name, error in broken.items()]
+
+
 def benchmarks() -> list[dict]:
     from cotdyn.grading import registry
 
-    packages = _packages("cotdyn.benchmarks")
-    return [
-        {"name": name, "package": packages.get(name, _own()), "answer": declared.answer}
+    rows = [
+        {"name": name, "package": registry.package_of(name), "answer": declared.answer}
         for name, declared in registry.REGISTRY.items()
     ]
+    return rows + _broken(registry.BROKEN)
 
 
 def signals() -> list[dict]:
-    from cotdyn.protocol.signals import SIGNALS
+    from cotdyn.protocol import signals
 
-    packages = _packages("cotdyn.signals")
-    return [
-        {"name": name, "package": packages.get(name, _own()), "registered": signal.registered}
-        for name, signal in SIGNALS.items()
+    rows = [
+        {"name": name, "package": signals.package_of(name), "registered": signal.registered}
+        for name, signal in signals.SIGNALS.items()
     ]
+    return rows + _broken(signals.BROKEN)
 
 
 def plans(folder: str | Path) -> list[dict]:
@@ -125,8 +117,6 @@ def listing(kinds: list[str], preregistration: str) -> dict[str, list[dict]]:
 
 
 def _backend_line(row: dict) -> str:
-    if "error" in row:
-        return f"  {row['name']:<16} BROKEN: {row['error']}"
     needs = ", ".join(
         f"{r['requirement']} ({r['problem'] or r['installed']})"
         if r["problem"]
@@ -152,15 +142,17 @@ def render(listed: dict[str, list[dict]]) -> str:
     for kind, rows in listed.items():
         lines.append(f"{kind} ({len(rows)})")
         for row in rows:
-            if kind == "backends":
+            if kind == "plans":
+                lines.append(_plan_line(row))
+            elif "error" in row:  # a plugin that failed to load
+                lines.append(f"  {row['name']:<16} BROKEN: {row['error']}")
+            elif kind == "backends":
                 lines.append(_backend_line(row))
             elif kind == "benchmarks":
                 lines.append(f"  {row['name']:<16} {row['package']:<20} answer: {row['answer']}")
-            elif kind == "signals":
+            else:
                 read = "read by registered analyses" if row["registered"] else "exploratory"
                 lines.append(f"  {row['name']:<16} {row['package']:<20} {read}")
-            else:
-                lines.append(_plan_line(row))
     # names, versions and paths come from packages' metadata and files: a control character in one is
     # escaped, so that it cannot forge a line of the listing
     return "\n".join(printable(line) for line in lines)
