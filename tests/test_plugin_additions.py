@@ -1,0 +1,231 @@
+"""A lab's addition takes its declaration and its own tests only (issue 50): a signal and a benchmark,
+each provided by a tiny third-party distribution built here (a dist-info with entry_points.txt and a
+module on sys.path), are found through their entry-point group, derive and grade right, and need no
+edit anywhere in cotdyn or its other tests."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+import textwrap
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+import test_signals
+import yaml
+from conftest import ROOT
+from factories import records_frame
+from test_pipeline import run_cell
+
+from cotdyn.analysis import exploratory as ex
+from cotdyn.analysis.calibration import PlantedCell, simulate_records
+from cotdyn.analysis.secondary import selective_accuracy
+from cotdyn.dataset.benchmarks import load_benchmark
+from cotdyn.grading import registry
+from cotdyn.grading.answers import equivalent, extract, gold_answer
+from cotdyn.plan.load import effective_protocol
+from cotdyn.protocol import signals
+
+SIGNAL_MODULE = '''
+"""A lab's signal: the first point from which the modal answer no longer changes."""
+from cotdyn.protocol.signals import Signal
+from cotdyn.protocol.trajectory import answer_classes, majority
+
+
+def _settle_step(t, prefix_answers):
+    modes = [majority(answer_classes(prefix_answers[k])) for k in t.points]
+    if not modes:
+        return float("nan")
+    step = len(modes) - 1
+    while step > 0 and modes[step - 1] == modes[-1]:
+        step -= 1
+    return float(step)
+
+
+SETTLE_STEP = Signal("settle_step", False, "-settle step", "-settle step", "#999933", (0, (3, 1)), derive=_settle_step)
+'''
+
+BENCHMARK_MODULE = '''
+"""A lab's SVAMP-shaped benchmark whose golds are money: "$8.50" and 8.5 are one answer."""
+import re
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+
+from cotdyn.grading.registry import Benchmark
+
+
+def money(raw):
+    text = re.sub(r"[$,\\s]", "", raw).rstrip(".")
+    try:
+        value = Decimal(text)
+    except InvalidOperation:
+        return None
+    return format(value.normalize(), "f") if value.is_finite() else None
+
+
+def _row(row):
+    return {**row, "text": f"{row['Body'].strip()} {row['Question'].strip()}"}
+
+
+SVAMP_MONEY = Benchmark(
+    "svamp_money",
+    "number",
+    {"question": "text", "gold": "Answer", "id": "ID"},
+    source=str(Path(__file__).with_name("svamp_money.jsonl")),
+    adapt=_row,
+    normalize=money,
+)
+'''
+
+ROWS = [
+    {"ID": "m-1", "Body": "A pen costs $ 4.25.", "Question": "How much do 2 pens cost?", "Answer": "$8.50"},
+    {"ID": "m-2", "Body": "Ann has $ 1,000.", "Question": "She earns $ 200. How much has she?", "Answer": "$1,200.00"},
+    {"ID": "m-3", "Body": "A cup costs $ 3.", "Question": "How much do 4 cups cost?", "Answer": "12"},
+]
+
+
+def _distribution(root, name: str, module: str, source: str, group: str, entries: dict[str, str]) -> None:
+    """A third-party distribution as pip installs it: its module and its dist-info on ``root``."""
+    (root / f"{module}.py").write_text(textwrap.dedent(source))
+    info = root / f"{name.replace('-', '_')}-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n")
+    lines = "".join(f"{key} = {value}\n" for key, value in entries.items())
+    (info / "entry_points.txt").write_text(f"[{group}]\n{lines}")
+
+
+@pytest.fixture
+def installed(tmp_path, monkeypatch):
+    """Install distributions into a fresh sys.path entry; afterwards forget what they declared."""
+    tables = (registry.REGISTRY, registry.ORIGINS, registry.BROKEN, signals.SIGNALS, signals.ORIGINS, signals.BROKEN)
+    before = [dict(table) for table in tables]
+    modules = set(sys.modules)
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    def install(*args, **kw):
+        _distribution(tmp_path, *args, **kw)
+        importlib.invalidate_caches()
+        registry.discover()
+        signals.discover()
+
+    yield install
+    for table, was in zip(tables, before):
+        table.clear()
+        table.update(was)
+    for name in set(sys.modules) - modules:
+        if name.startswith("lab_"):  # the plugins' own modules only: cotdyn's stay imported once
+            sys.modules.pop(name)
+
+
+def test_a_labs_signal_is_found_and_derived_and_reaches_the_ranking_but_no_registered_analysis(
+    installed, data_dir, plan
+):
+    installed("lab-signals", "lab_signals", SIGNAL_MODULE, "cotdyn.signals", {"settle_step": "lab_signals:SETTLE_STEP"})
+    assert list(signals.SIGNALS) == ["monotone", "violations", "final_entropy", "coherence", "settle_step"]
+    assert signals.package_of("settle_step") == "lab-signals 0.1"
+    assert signals.package_of("monotone").startswith("cotdyn ")
+    test_signals.test_the_registered_signals_are_seed_003s_four_oriented_higher_is_correct()  # its pins hold as they are
+    # the one factory derives it, from per-prefix answers given (modes 5, 5, 7, 7: settles at point 2)
+    given = [[["5"] * 5, ["5", "5", "5", "6", None], ["7"] * 5, ["7", "7", "7", "7", "8"]]]
+    assert list(records_frame(trajectory=[[0.0, 0.56, 0.0, 0.5]], prefix_answers=given)["settle_step"]) == [2.0]
+    # ... and the calibration simulator's records carry it (fitted answers: every mode the label)
+    simulated = simulate_records(PlantedCell(30, 0.5, 0.7, 0.4), "qwen7b-gsm8k", seed=3)
+    assert simulated.loc[simulated["n_points"] > 0, "settle_step"].eq(0.0).all()
+
+    # a real cell's records: derived per chain as the records are built
+    protocol = effective_protocol(plan)
+    gsm8k = load_benchmark({"kind": "gsm8k", "path": data_dir / "gsm8k_test.jsonl"})
+    records = run_cell(gsm8k[:30], protocol, plan, "gsm8k")[5]
+    kept = records[~records["excluded"]]
+    assert ((kept["settle_step"] >= 0) & (kept["settle_step"] < kept["n_points"])).all()
+    ranking = pd.DataFrame(ex.ranking_table(records, draws=5, seed=1)).set_index("signal")
+    assert list(ranking.index) == [*signals.SIGNALS]
+    assert ranking.loc["settle_step", "roc_auc"] == pytest.approx(
+        ex.roc_area(signals.SIGNALS["settle_step"].score(ex.analyzed(records)), kept["correct"])
+    )
+    # the plan-fixed secondary analysis reads the registered four only
+    rows = selective_accuracy(records, 0.737, np.tile(np.arange(len(kept)), (5, 1)), 0.95)
+    assert [r["signal"] for r in rows] == ["monotone", "violations", "final_entropy", "coherence"]
+
+
+def test_a_labs_benchmark_is_found_and_grades_money_by_its_own_normalization(installed, tmp_path):
+    (tmp_path / "svamp_money.jsonl").write_text("".join(json.dumps(r) + "\n" for r in ROWS))
+    installed(
+        "lab-benchmarks",
+        "lab_benchmarks",
+        BENCHMARK_MODULE,
+        "cotdyn.benchmarks",
+        {"svamp_money": "lab_benchmarks:SVAMP_MONEY"},
+    )
+    assert (
+        registry.kinds()[-2:] == ["svamp_money", "jsonl"] and registry.package_of("svamp_money") == "lab-benchmarks 0.1"
+    )
+    declared = registry.REGISTRY["svamp_money"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # no content sha256 pinned: the loader's loud warning
+        problems = load_benchmark({"kind": "svamp_money", "path": declared.source})
+    assert [(p.problem_id, p.gold_raw, p.gold) for p in problems] == [
+        ("m-1", "$8.50", "8.5"),
+        ("m-2", "$1,200.00", "1200"),
+        ("m-3", "12", "12"),
+    ]
+    assert problems[0].question == "A pen costs $ 4.25. How much do 2 pens cost?"
+    # a model's answer, however it writes the money, grades against the gold
+    found = extract("Two pens cost 2 x $4.25 = $8.50.", "svamp_money")
+    assert (found.answer, found.raw) == ("8.5", "$8.50")
+    assert equivalent(found.answer, problems[0].gold, "svamp_money")
+    assert equivalent("$8.50", "8.5", "svamp_money") and not equivalent("$8.05", "8.5", "svamp_money")
+    assert equivalent("8.50", "8.5", "svamp_money", answer_form="canonical")
+    assert gold_answer("$1,200.00", "svamp_money", answer_form="canonical") == "1200"
+    # the registered rule of cotdyn's own benchmarks is unchanged beside it: SVAMP's number rule
+    # keeps 8.50 and 8.5 apart under as_written (plans v1-v3), as it did
+    assert gold_answer("$8.50", "svamp") == "8.50" and not equivalent("$8.50", "8.5", "svamp")
+
+
+def test_a_labs_benchmark_runs_a_cell_and_is_a_kind_the_config_takes(installed, tmp_path, plan):
+    from cotdyn.generation.backends.validation import validate_config
+
+    (tmp_path / "svamp_money.jsonl").write_text("".join(json.dumps(r) + "\n" for r in ROWS))
+    installed(
+        "lab-benchmarks",
+        "lab_benchmarks",
+        BENCHMARK_MODULE,
+        "cotdyn.benchmarks",
+        {"svamp_money": "lab_benchmarks:SVAMP_MONEY"},
+    )
+    config = yaml.safe_load((ROOT / "config" / "simulated.yaml").read_text())
+    validate_config({**config, "benchmarks": {"money": {"kind": "svamp_money"}}}, "test")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        problems = load_benchmark({"kind": "svamp_money", "path": registry.REGISTRY["svamp_money"].source})
+    protocol = effective_protocol(plan)
+    records = run_cell(problems, protocol, plan, "svamp_money")[5]
+    # the gold's class under the plan's answer form (v4: canonical, so 8.5 is \frac{17}{2})
+    form = protocol["answer_form"]
+    assert list(records["gold"]) == [gold_answer(r["Answer"], "svamp_money", answer_form=form) for r in ROWS]
+    assert records["gold"].iloc[1] == "1200" and records["correct"].notna().all()
+
+
+def test_a_broken_plugin_is_named_where_it_is_used_and_the_others_stay(installed):
+    installed(
+        "lab-broken",
+        "lab_broken",
+        "import no_such_package_here\n",
+        "cotdyn.benchmarks",
+        {"broken_bench": "lab_broken:BENCH"},
+    )
+    assert "broken_bench" not in registry.REGISTRY and "gsm8k" in registry.REGISTRY
+    with pytest.raises(KeyError, match=r"'broken_bench' from lab-broken 0.1 failed to load .*no_such_package_here"):
+        registry.entry({"kind": "broken_bench"})
+
+
+def test_a_plugins_signal_may_not_be_registered(installed):
+    module = SIGNAL_MODULE.replace("derive=_settle_step)", "derive=_settle_step, registered=True)")
+    installed("lab-signals", "lab_signals", module, "cotdyn.signals", {"settle_step": "lab_signals:SETTLE_STEP"})
+    assert "settle_step" not in signals.SIGNALS
+    assert "only the plan version fixes" in str(signals.BROKEN["settle_step"])
+    with pytest.raises(ImportError, match="lab-signals 0.1 is declared registered"):
+        signals.derived_columns(None, [])
