@@ -103,3 +103,24 @@ def test_the_audit_fails_an_edited_or_deleted_export(exported_study, tmp_path):
     jsonl.unlink()
     line = next(f for f in audit(study).files if f.path == SAMPLES)
     assert line.status == MISSING and "samples_jsonl" in line.detail, line
+
+
+def test_each_variant_has_its_sample_browser_page_and_the_audit_rederives_it(exported_study, tmp_path):
+    from cotdyn.report.csp import carries_policy
+
+    for variant in ("registered", "fewer"):
+        page = exported_study / f"report/samples/{variant}.html"
+        assert carries_policy(page.read_bytes())
+        assert "sim-gsm8k" in page.read_text() and "entropy" in page.read_text()
+    # the subsample variant shows its own first 5 samples of each prefix, and names the generating variant's file
+    assert "samples.jsonl" in (exported_study / "report/samples/fewer.html").read_text()
+    assert "cells/sim-gsm8k/registered/samples.jsonl" in (exported_study / "report/samples/fewer.html").read_text()
+    report = audit(exported_study)
+    line = next(f for f in report.files if f.path == "report/samples/registered.html")
+    assert report.ok and line.detail == "re-derived from the stored raw data", (line, report.text())
+    study = tmp_path / "results" / "t"
+    shutil.copytree(exported_study.parents[1], tmp_path, dirs_exist_ok=True)
+    page = study / "report/samples/registered.html"
+    page.write_text(page.read_text().replace("</body>", "<p>edited</p></body>", 1))
+    line = next(f for f in audit(study).files if f.path == "report/samples/registered.html")
+    assert line.status == MISMATCH, line

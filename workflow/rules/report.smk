@@ -93,3 +93,35 @@ rule registered_results:
         study_dir=lambda w, input: str(Path(input.hypotheses).parents[2]),
     script:
         "../scripts/registered_results.py"
+
+
+# The per-sample browser (cotdyn.report.sample_browser): per chain of each cell, its prefixes,
+# continuations, answers and entropies, bounded in size; the audit re-derives it from the raw files.
+rule sample_browser:
+    input:
+        chains=lambda w: [chains_path(c, w.variant) for c in CELLS],
+        samples=lambda w: [samples_path(c, w.variant) for c in CELLS],
+        records=expand(f"{STUDY_DIR}/cells/{{cell}}/{{{{variant}}}}/records.parquet", cell=CELLS),
+        problems=[f"{STUDY_DIR}/problems/{CELL_SPECS[c].benchmark_key}.parquet" for c in CELLS],
+    output:
+        report(
+            f"{STUDY_DIR}/{layout.sample_page('{variant}')}",
+            caption="../report/sample_browser.rst",
+            category="7. Samples",
+            subcategory="{variant}",
+            labels={"variant": "{variant}", "output": "sample browser"},
+        ),
+    log:
+        f"{STUDY_DIR}/logs/sample_browser/{{variant}}.log",
+    localrule: True
+    conda:
+        "../../envs/analysis.yaml"
+    params:
+        code=code_of("sample_browser.py"),
+        cells=CELLS,
+        protocol=lambda w: PROTOCOLS[w.variant],
+        samples_files=lambda w: [
+            layout.variant_file(c, samples_variant(config, w.variant), "samples.jsonl") for c in CELLS
+        ],
+    script:
+        "../scripts/sample_browser.py"

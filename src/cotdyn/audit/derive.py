@@ -15,7 +15,13 @@ import pandas as pd
 from cotdyn.analysis.hypotheses import analyze, read_records, write_analysis
 from cotdyn.analysis.hypotheses.limited import descriptive_only
 from cotdyn.audit.bounds import decoded_problem, long_text
-from cotdyn.audit.derive_outputs import derive_exploratory, derive_grading, derive_math_shepherd, derive_sweeps_files
+from cotdyn.audit.derive_outputs import (
+    derive_exploratory,
+    derive_grading,
+    derive_math_shepherd,
+    derive_sample_page,
+    derive_sweeps_files,
+)
 from cotdyn.audit.diff import changed_answers
 from cotdyn.dataset.benchmarks import content_sha256, problems_from_table
 from cotdyn.files.layout import (
@@ -272,3 +278,6 @@ def rederive(study_dir: Path, scratch: Path, config: dict, plan_path: Path, cell
     derive_grading(
         study_dir, scratch, config, cells, protocols, lambda p: read_raw(study_dir, p, refused), read_problems
     )
+    raw = lambda p: read_raw(study_dir, p, refused)  # noqa: E731
+    for variant, protocol in protocols.items():  # the sample browser pages (rule sample_browser)
+        derive_sample_page(study_dir, scratch, config, cells, variant, protocol, raw, read_problems)

@@ -12,13 +12,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from cotdyn.files.layout import GRADING_PAGE, grading_file, reference_file, variant_file
+from cotdyn.files.layout import GRADING_PAGE, grading_file, reference_file, sample_page, variant_file
 from cotdyn.files.layout import problems as problems_file
 from cotdyn.files.writers import write_text
 from cotdyn.methods.math_shepherd import math_shepherd_csv
 from cotdyn.plan.config import reference_id, samples_variant
 from cotdyn.report.exploratory_tables import derive_sweeps, write_exploratory
 from cotdyn.report.grading import grading_page, grading_tables, read_grading, write_grading
+from cotdyn.report.sample_browser import cell_view, write_sample_browser
 
 
 def derive_exploratory(records_paths: list, protocol: dict, plan: dict, out_dir: Path) -> list[Path]:
@@ -92,3 +93,21 @@ def derive_grading(study_dir: Path, scratch: Path, config: dict, cells: dict, pr
         tables[name] = read_grading(folder)  # as rule grading_page reads them: back from the CSVs
     written.append(write_text(grading_page(tables, variant), scratch / GRADING_PAGE))
     return written
+
+
+def derive_sample_page(study_dir: Path, scratch: Path, config: dict, cells: dict, variant: str, protocol: dict,
+                       read_raw, read_problems) -> Path | None:  # fmt: skip
+    """report/samples/<variant>.html as rule sample_browser writes it, from the stored chains and
+    samples (``read_raw``: the audit's bounded reader), the re-derived records and the stored
+    problems; None (the page then fails as not re-derived) when one is missing or refused."""
+    views = {}
+    for name, spec in cells.items():
+        chains = read_raw(reference_file(name, reference_id(protocol), "chains.parquet"))
+        stored = variant_file(name, samples_variant(config, variant), "samples.parquet")
+        samples, records = read_raw(stored), scratch / variant_file(name, variant, "records.parquet")
+        problems = study_dir / problems_file(spec.benchmark_key)
+        if chains is None or samples is None or not records.exists() or not problems.exists():
+            return None
+        jsonl = stored.removesuffix(".parquet") + ".jsonl"
+        views[name] = cell_view(chains, samples, records, read_problems(problems), protocol, jsonl)
+    return write_sample_browser(variant, views, protocol, scratch / sample_page(variant))

@@ -95,6 +95,14 @@ GRADING_FILES = ("parse_status.csv", "disagreements.csv", "graded_sample.csv")
 GRADING_PAGE = f"{REPORT_DIR}/grading/grading.html"
 
 
+# The per-sample browser page of each variant (cotdyn.report.sample_browser; rule sample_browser).
+SAMPLE_PAGES = f"{REPORT_DIR}/samples"
+
+
+def sample_page(variant: str) -> str:
+    return f"{SAMPLE_PAGES}/{variant}.html"
+
+
 def grading_file(cell: str, name: str) -> str:
     return f"{REPORT_DIR}/grading/{cell}/{name}"
 
@@ -105,11 +113,13 @@ def report_page(variant: str, name: str) -> str:
 
 def report_targets(variants: Iterable[str], cells: Iterable[str] = ()) -> list[str]:
     """The audit's result, every variant's report pages and, given the study's cells, the grading
-    page and its tables: what ``rule all`` asks for beside the manifest."""
+    page and its tables and each variant's sample browser: what ``rule all`` asks for beside the
+    manifest."""
     cells = list(cells)
     return [
         AUDIT_RESULT,
         *(report_page(v, name) for v in variants for name in REPORT_PAGES),
         *(grading_file(c, name) for c in cells for name in GRADING_FILES),
         *((GRADING_PAGE,) if cells else ()),
+        *((sample_page(v) for v in variants) if cells else ()),
     ]
