@@ -2,9 +2,10 @@
 re-rendered from the re-derived analysis (hypotheses.json, the plan check) and compared byte for
 byte with the page in the study, so a verdict edited on a page fails the audit; the grading page
 and its tables, and each variant's sample browser (report/samples/), are re-derived from the raw
-files (cotdyn.audit.derive_outputs) and compared the same way. The pages among the analysis files (exploratory tables, sweeps, seed 003's tables) are
-re-derived and compared by check.py's comparison. A page the audit does not re-render (any file a
-browser runs as a page: PAGE_SUFFIXES) fails, refused: opened, it would run whatever it holds.
+files (cotdyn.audit.derive_outputs) and compared the same way. The pages among the analysis
+files (exploratory tables, sweeps, seed 003's tables) are re-derived and compared by check.py's
+comparison. A page the audit does not re-render (any file a browser runs as a page:
+PAGE_SUFFIXES) fails, refused: opened, it would run whatever it holds.
 Every other file under report/ is named as one the audit does not vouch for.
 
 A page's integrity section quotes the study's report/audit.json and the stored files' check; the
