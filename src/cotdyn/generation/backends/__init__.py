@@ -27,6 +27,11 @@ def make_backend(model: dict, golds: dict[str, str] | None = None, benchmark: st
     return declared.build(model, backend_options(model, f"model '{model.get('id', declared.name)}'"), golds, benchmark)
 
 
+# cotdyn's own declarations, imported whatever the installed metadata says (a job runs the checkout's
+# src, PYTHONPATH, in an environment whose metadata may predate it; a job's code hash,
+# cotdyn.provenance.code, follows imports, not entry points); then every plugin, through entry points
+from cotdyn.generation.backends import builtin  # noqa: E402, F401 (it registers as it is imported)
+
 registry.discover()
 BACKENDS = tuple(REGISTRY)  # the backends found as cotdyn was imported (a test may register more: read REGISTRY)
 

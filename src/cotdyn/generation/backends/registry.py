@@ -153,14 +153,8 @@ def discover() -> None:
     """Import every backend plugin (group ``cotdyn.backends``) not yet registered, recording its
     package. Each entry point's name must be the backend its declaration registers. A plugin that
     fails to load is kept in BROKEN, so its own error is raised where it is asked for, and the other
-    backends stay usable.
-
-    cotdyn's own declarations are imported first, whatever the installed metadata says: a job runs
-    the checkout's src (PYTHONPATH) in an environment whose metadata may predate it, and the code
-    hash of a job (cotdyn.provenance.code) follows imports, not entry points. Their entry points
-    then name their package, as a plugin's do."""
-    from cotdyn.generation.backends import builtin  # noqa: F401 (it registers as it is imported)
-
+    backends stay usable. (cotdyn.generation.backends imports cotdyn's own declarations before it
+    calls this: their entry points then name their package, as a plugin's do.)"""
     for plugin in plugins.entry_points(GROUP):
         if plugin.name in ORIGINS or plugin.name in BROKEN:
             continue
