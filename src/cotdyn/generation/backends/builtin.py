@@ -16,9 +16,11 @@ from cotdyn.generation.backends.base import Backend
 from cotdyn.generation.backends.registry import register_backend
 from cotdyn.plugins import Dependency
 
-# The packages' ranges are pyproject.toml's (tests/test_envs.py holds them equal).
+# The versions each backend works with (tests/test_envs.py: its environments and requirements.lock are in range).
 TORCH = Dependency("torch", ">=2.13,<2.14", "torch")
 TRANSFORMERS = Dependency("transformers", ">=5.19,<6", "transformers")
+# vLLM 0.26.0 (torch 2.11) requires transformers >=5.5.3, and the backend runs it (envs/generate-vllm.yaml)
+VLLM_TRANSFORMERS = Dependency("transformers", ">=5.5.3,<6", "transformers")
 TOKENIZERS = Dependency("tokenizers", ">=0.23,<0.24", "tokenizers")
 VLLM = Dependency("vllm", ">=0.26.0,<0.33", "vllm")
 
@@ -172,7 +174,7 @@ def _vllm_schema() -> dict:
     needs_id=True,
     speed=lambda entry, options: {"device": "cuda", "dtype": entry.get("dtype", "bfloat16"), "engine": options},
     batching="scheduler",
-    requires=(VLLM, TRANSFORMERS),
+    requires=(VLLM, VLLM_TRANSFORMERS),
     runs_in="generate-vllm",
     settings=("dtype",),  # always on a GPU: the engine picks it
     init_entry=_weights_entry("vllm"),
