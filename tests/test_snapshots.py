@@ -8,11 +8,21 @@ decodes on from it, to the very bits of an uninterrupted run, no row told (journ
 
 from __future__ import annotations
 
+import multiprocessing
+import os
+import random
+import signal
+import time
+from collections import Counter
+from pathlib import Path
+
 import pytest
 
+from cotdyn.dataset.benchmarks import load_benchmark, problems_table
 from cotdyn.generation import snapshots as S
 from cotdyn.generation.backends import Completion, Request, Sampling, make_backend
 from cotdyn.generation.backends.transformers.sampler import SeededSampler
+from cotdyn.plan.load import effective_protocol
 
 
 class Killed(Exception):
@@ -77,9 +87,13 @@ def test_a_batch_killed_mid_decode_resumes_from_its_last_snapshot_to_the_same_bi
         assert list(store.directory.glob(f"*{S.SUFFIX}"))  # the kill left the batch's snapshots
         monkeypatch.undo()
         resumed = _killed_at(monkeypatch, draws=-1)
+        prefills: list = []
+        prefill = backend._prefill
+        monkeypatch.setattr(backend, "_prefill", lambda ids: prefills.append(ids) or prefill(ids))
         done = {(i, j): c for i, j, c in told}
         again: list[tuple[int, int, Completion]] = []
         assert backend.generate(requests, done=done, on_done=again.extend, snapshots=store) == full
+        assert not prefills  # each root of a killed batch (both roots are in the first) from its snapshot
         # no row told twice, every row told once, and the resumed run decoded on, not from the start
         assert sorted((i, j) for i, j, _ in told + again) == sorted(
             (i, j) for i, r in enumerate(requests) for j in range(r.n)
@@ -99,7 +113,8 @@ def test_a_damaged_snapshot_is_not_used_and_the_batch_decodes_from_the_one_befor
     told: list = []
     with pytest.raises(Killed):
         backend.generate(requests, done={}, on_done=told.extend, snapshots=store)
-    segments = sorted(tmp_path.glob(f"*{S.SUFFIX}"))
+    segments = sorted(p for p in tmp_path.glob(f"*{S.SUFFIX}") if not p.name.startswith("root-"))  # one batch's
+    assert len({p.name.split(".")[0] for p in segments}) == 1
     assert len(segments) >= 4
     data = bytearray(segments[2].read_bytes())
     data[-5] ^= 1  # one bit of a tensor: the checksum fails
@@ -112,3 +127,100 @@ def test_a_damaged_snapshot_is_not_used_and_the_batch_decodes_from_the_one_befor
         backend.generate(requests, done={(i, j): c for i, j, c in told}, on_done=again.extend, snapshots=store) == full
     )
     assert len(told) + len(again) == sum(r.n for r in requests)
+
+
+# --- a real kill -9 of a transformers study at a random moment ---
+
+_SERVER = multiprocessing.get_context("forkserver")
+_SERVER.set_forkserver_preload(["cotdyn.generation.run", "cotdyn.generation.backends.transformers"])
+ARTIFACTS = ("chains.parquet", "samples.parquet")
+
+
+def study(args: dict) -> None:
+    """Reference and continuations on the tiny model, each decode step slowed to ``delay`` s and
+    snapshotted every ``every`` s; each row told (journaled) and each step drawn written down."""
+    import torch
+
+    from cotdyn.generation.backends.transformers import backend as B
+    from cotdyn.generation.run import run_continuations, run_reference
+
+    torch.set_num_threads(1)
+    out = Path(args["out"])
+    out.mkdir(parents=True, exist_ok=True)
+    log = os.open(out / "run.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    S.SnapshotStore.seconds = args["every"]
+    draw_rows, generate = SeededSampler.draw_rows, B.TransformersBackend.generate
+
+    def slow_draw(self, logits, rows):
+        time.sleep(args["delay"])
+        with open(out / "steps.txt", "a") as f:  # a line per decode step, before its draw
+            f.write(f"{len(rows)}\n")
+        return draw_rows(self, logits, rows)
+
+    def told_generate(self, requests, desc="", done=None, on_done=None, snapshots=None):
+        def told(rows):
+            with open(out / "told.txt", "a") as f:
+                f.writelines(f"{requests[i].key(self.model_revision)} {j}\n" for i, j, _ in rows)
+            on_done(rows)
+
+        return generate(self, requests, desc, done, told if on_done else None, snapshots)
+
+    SeededSampler.draw_rows, B.TransformersBackend.generate = slow_draw, told_generate
+    common = (args["model"], args["protocol"], "tiny-gsm8k", "number", args["cache"])  # an answer type: no registry
+    run_reference(args["problems"], *common, out / "chains.parquet", out / "reference.json")
+    run_continuations(args["problems"], out / "chains.parquet", *common, out / "samples.parquet", out / "c.json")
+
+
+def _run(args: dict, kill_at_step: int | None = None) -> int | None:
+    """Run a study; with ``kill_at_step``, SIGKILL it once that many decode steps are drawn."""
+    process = _SERVER.Process(target=study, args=(args,))
+    process.start()
+    steps = Path(args["out"]) / "steps.txt"
+    if kill_at_step is not None:
+        while process.is_alive() and (not steps.exists() or steps.read_bytes().count(b"\n") < kill_at_step):
+            time.sleep(0.002)
+        if process.is_alive():
+            os.kill(process.pid, signal.SIGKILL)
+    process.join(timeout=600)
+    return process.exitcode
+
+
+def _lines(args: dict, name: str) -> list[str]:
+    path = Path(args["out"]) / name
+    return path.read_text().splitlines() if path.exists() else []
+
+
+@pytest.mark.slow
+def test_a_transformers_study_killed_at_random_moments_generates_no_request_twice(
+    tiny_model_dir, data_dir, plan, tmp_path
+):
+    problems = load_benchmark({"kind": "gsm8k", "path": str(data_dir / "gsm8k_test.jsonl"), "limit": 3})
+    problems_table(problems).to_parquet(tmp_path / "problems.parquet", index=False)
+    protocol = effective_protocol(plan, {"reference_max_tokens": 40, "continuation_max_tokens": 8, "dtype": "float32"})
+    model = {"backend": "transformers", "id": str(tiny_model_dir), "dtype": "float32", "batch_size": 16}
+    base = {"problems": str(tmp_path / "problems.parquet"), "model": model, "protocol": protocol}
+    base |= {"delay": 0.02, "every": 0.1}
+    baseline = {**base, "out": str(tmp_path / "baseline" / "out"), "cache": str(tmp_path / "baseline" / "cache")}
+    assert _run(baseline) == 0, "\n".join(_lines(baseline, "run.log")[-20:])
+    steps = len(_lines(baseline, "steps.txt"))
+    rng = random.Random(5353)
+    for trial in range(3):
+        args = {**base, "out": str(tmp_path / f"t{trial}" / "out"), "cache": str(tmp_path / f"t{trial}" / "cache")}
+        assert _run(args, kill_at_step=rng.randrange(2, steps - 2)) == -signal.SIGKILL
+        killed = len(_lines(args, "steps.txt"))
+        assert 0 < killed < steps
+        assert _run(args) == 0, "\n".join(_lines(args, "run.log")[-20:])
+        for name in ARTIFACTS:
+            assert (Path(args["out"]) / name).read_bytes() == (Path(baseline["out"]) / name).read_bytes(), name
+        told = Counter(_lines(args, "told.txt"))
+        assert told.keys() == Counter(_lines(baseline, "told.txt")).keys()
+        assert max(told.values()) == 1  # no request's sample generated twice: 0
+        # the resumed run decoded on from the last snapshot: at most the steps of 0.1 s (5) and the
+        # one in flight drawn again, not the batch's steps so far
+        redone = len(_lines(args, "steps.txt")) - steps  # the killed run's steps and the resumed one's
+        assert redone <= 8, (killed, steps, redone)
+        assert not list(Path(args["cache"]).glob(f"*/*{S.SUFFIX}")) and not list(
+            Path(args["cache"]).glob("*/*.journal")
+        )

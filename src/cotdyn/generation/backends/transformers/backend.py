@@ -3,7 +3,6 @@ dropped from the batch, each row sampled from its own generator."""
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections import Counter
 from pathlib import Path
@@ -16,9 +15,9 @@ from transformers.cache_utils import DynamicLayer
 
 from cotdyn.generation.backends import row_sizes
 from cotdyn.generation.backends.base import Completion, Request, Sampling
-from cotdyn.generation.backends.transformers.resume import BatchSnapshots, DecodeState, batch_name
+from cotdyn.generation.backends.transformers.resume import BatchSnapshots, DecodeState, RootSnapshots, batch_name
 from cotdyn.generation.backends.transformers.sampler import SeededSampler
-from cotdyn.generation.backends.transformers.weights import _sha256, loaded_weights
+from cotdyn.generation.backends.transformers.weights import loaded_weights, local_revision, tokenizer_sha256
 from cotdyn.protocol.prompts import ChatTokenizer
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -53,7 +52,7 @@ class TransformersBackend:
         self.tokenizer = ChatTokenizer(hf_tokenizer)
         self.model = AutoModelForCausalLM.from_pretrained(model_id, revision=revision, dtype=DTYPES[dtype])
         self.model.to(device).eval()
-        self.model_revision = revision or _local_revision(Path(model_id))
+        self.model_revision = revision or local_revision(Path(model_id))
         self.weights = loaded_weights(model_id, revision)  # the manifest's record; regeneration checks it
         stops = self.model.generation_config.eos_token_id
         stops = stops if isinstance(stops, list) else [stops]
@@ -71,7 +70,7 @@ class TransformersBackend:
             "share_prefill": self.share_prefill,
             "decode": self.decode,
             "chat_template_sha256": self.tokenizer.template_sha256(),
-            "tokenizer_sha256": _tokenizer_sha256(self.tokenizer.hf),
+            "tokenizer_sha256": tokenizer_sha256(self.tokenizer.hf),
             **self.weights,
         }
 
@@ -130,6 +129,9 @@ class TransformersBackend:
         )
         left = Counter(roots[i] for i, _ in rows)
         prefilled: dict[int, list[tuple[torch.Tensor, torch.Tensor]]] = {}
+        kept = None  # each root's prefill saved as computed (resume.RootSnapshots)
+        if snapshots is not None and self.decode == "compacting" and self.share_prefill:
+            kept = RootSnapshots(snapshots, self._snapshot_settings(), [r.key(self.model_revision) for r in requests])
         out: list[list[Completion | None]] = [[None] * r.n for r in requests]
         generated, started = 0, time.time()
         batches = [rows[s : s + self.batch_size] for s in range(0, len(rows), self.batch_size)]
@@ -148,7 +150,7 @@ class TransformersBackend:
                     if self.share_prefill:
                         for root in dict.fromkeys(roots[i] for i, _ in batch):
                             if root not in prefilled:
-                                prefilled[root] = self._prefill(requests[root].prompt_ids)
+                                prefilled[root] = self._root(requests, roots, root, kept)
                     rooted = [(requests[i].prompt_ids, prefilled.get(roots[i])) for i, _ in batch]
 
                     def told(k: int, completion: Completion, batch=batch) -> None:
@@ -165,17 +167,34 @@ class TransformersBackend:
                     left[roots[i]] -= 1
                     if not left[roots[i]]:
                         prefilled.pop(roots[i], None)
+                        if kept is not None:
+                            kept.remove(requests[roots[i]].prompt_ids)
                 bar.update(len(batch))
                 bar.set_postfix(tok_s=f"{generated / max(time.time() - started, 1e-9):.1f}")
         return out  # type: ignore[return-value]
+
+    def _snapshot_settings(self) -> dict:
+        """What decides a snapshot's bits beside its rows: ``describe()`` but the model's path."""
+        if not hasattr(self, "_settings"):  # describe() hashes the vocabulary: once, not per batch
+            self._settings = {k: v for k, v in self.describe().items() if k != "model_id"}
+        return self._settings
+
+    def _root(self, requests: Sequence[Request], roots: list[int], root: int, kept) -> list:
+        """A root's prefill: a killed run's where it saved one, else computed (and saved)."""
+        ids = requests[root].prompt_ids
+        loaded = kept.load(ids, self.device) if kept is not None else None
+        if loaded is not None:
+            return loaded
+        kv = self._prefill(ids)
+        if kept is not None:
+            kept.save(ids, kv, [i for i, r in enumerate(roots) if r == root])
+        return kv
 
     def _snapshots(self, store, requests: Sequence[Request], batch) -> BatchSnapshots | None:
         """The batch's snapshots in ``store``, named by its rows and the settings that decide their bits."""
         if store is None or self.decode != "compacting":
             return None
-        if not hasattr(self, "_settings"):  # describe() hashes the vocabulary: once, not per batch
-            self._settings = {k: v for k, v in self.describe().items() if k != "model_id"}
-        settings = self._settings
+        settings = self._snapshot_settings()
         keys = [requests[i].key(self.model_revision) for i, _ in batch]
         return BatchSnapshots(store, batch_name(settings, [[k, j] for k, (_, j) in zip(keys, batch)]), keys)
 
@@ -373,18 +392,3 @@ def prefix_roots(prompts: Sequence[Sequence[int]]) -> list[int]:
         if tuple(prompts[b][: len(prompts[a])]) == tuple(prompts[a]):
             roots[a] = roots[b]
     return roots
-
-
-def _local_revision(path: Path) -> str:
-    """A local model's revision: the sha256 of its weight and config files."""
-    h = hashlib.sha256()
-    for f in sorted(path.glob("*")) if path.is_dir() else []:
-        if f.suffix in (".safetensors", ".json", ".bin") or f.name == "SOURCE":
-            h.update(f.name.encode())
-            h.update(_sha256(f).encode())
-    return "local-" + h.hexdigest()[:16] if path.is_dir() else "unresolved"
-
-
-def _tokenizer_sha256(hf_tokenizer) -> str:
-    vocab = sorted(hf_tokenizer.get_vocab().items())
-    return hashlib.sha256(repr(vocab).encode()).hexdigest()

@@ -4,9 +4,12 @@ The compacting decode loop's state between two steps is all a step reads: the st
 the batch's rows are (``running``) and which still run (``live``), each sample's tokens so far, the
 next inputs, positions and attention mask, the keys and values, and each sample's generator. Saved
 as it is (keys and values as the decode computed them, never rebuilt), it gives every later step
-the bits of an uninterrupted run. The keys and values of the prompts are not saved: they are the
-batch's starting cache, which the resumed run builds again exactly as the killed one did (each root
-prefilled alone, ``TransformersBackend._row_cache``; or nothing, without shared prefill).
+the bits of an uninterrupted run. The batch's segments hold the columns decoded, not the prompts':
+those are the batch's starting cache, built again as the killed run built it, from its roots'
+prefills (``TransformersBackend._row_cache``), each saved the moment it was computed
+(``RootSnapshots``): on a loaded CPU a batch's 40 prefills can take minutes, all of which a kill
+would otherwise lose. Without shared prefill the first step computes the prompts' columns in the
+batch, and the segments hold them.
 """
 
 from __future__ import annotations
@@ -49,6 +52,13 @@ class BatchSnapshots:
     def __init__(self, store, name: str, keys: list[str]):
         self.store, self.name, self.keys = store, name, sorted(set(keys))
         self.index, self.columns, self.last = 0, 0, time.monotonic()
+        self._segments: list | None = None
+
+    def segments(self) -> list[tuple[dict, dict]]:
+        """The batch's segments in the store, read once."""
+        if self._segments is None:
+            self._segments = self.store.load(self.name)
+        return self._segments
 
     def save_if_due(self, state: DecodeState, generators: list[torch.Generator]) -> None:
         if time.monotonic() - self.last < self.store.seconds:
@@ -69,7 +79,7 @@ class BatchSnapshots:
         """The state of the last snapshot, built on ``start`` (the batch's state before its first step);
         None when there is none or it does not fit the batch (then the batch decodes from its start)."""
         self.columns = start.cache.get_seq_length()
-        segments = self.store.load(self.name)
+        segments = self.segments()
         if not segments:
             return None
         try:
@@ -78,6 +88,8 @@ class BatchSnapshots:
                 torch.Generator(device=generator.device).set_state(saved)
         except (ValueError, KeyError, IndexError, TypeError, RuntimeError) as e:
             print(f"generation cache: snapshots of batch {self.name} not used ({e})", file=sys.stderr)
+            self.remove()  # the batch decodes from its start and writes its own segments from 0
+            self._segments = []
             return None
         for generator, saved in zip(generators, states):
             generator.set_state(saved)
@@ -86,6 +98,34 @@ class BatchSnapshots:
 
     def remove(self) -> None:
         self.store.remove(self.name)
+
+
+class RootSnapshots:
+    """Each root's prefill, saved in ``store`` the moment it is computed (``root-<hash>``, one segment):
+    a kill during a batch's prefills, or after, loses none of them, and a resumed batch prefills only
+    the roots no run has. Removed once the root's last row is decoded."""
+
+    def __init__(self, store, settings: dict, keys: list[str]):
+        self.store, self.settings, self.keys = store, settings, keys  # keys: by request index
+
+    def _name(self, prompt_ids) -> str:
+        return "root-" + batch_name(self.settings, [list(prompt_ids)])
+
+    def load(self, prompt_ids, device) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
+        segments = self.store.load(self._name(prompt_ids))
+        tensors = segments[0][1] if segments else {}
+        kv = []
+        while f"keys.{len(kv)}" in tensors and f"values.{len(kv)}" in tensors:
+            kv.append((tensors[f"keys.{len(kv)}"].to(device), tensors[f"values.{len(kv)}"].to(device)))
+        return kv if kv and kv[0][0].shape[2] == len(prompt_ids) else None
+
+    def save(self, prompt_ids, kv: list[tuple[torch.Tensor, torch.Tensor]], requests: list[int]) -> None:
+        """``requests``: the indices of the requests rooted here (the cache's sweep reads their keys)."""
+        tensors = {f"{part}.{i}": t for i, pair in enumerate(kv) for part, t in zip(("keys", "values"), pair)}
+        self.store.save(self._name(prompt_ids), 0, tensors, {"keys": sorted({self.keys[i] for i in requests})})
+
+    def remove(self, prompt_ids) -> None:
+        self.store.remove(self._name(prompt_ids))
 
 
 def _rebuilt(segments: list[tuple[dict, dict]], start: DecodeState, config, rows: int):

@@ -101,3 +101,18 @@ def _sha256(path: Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+def local_revision(path: Path) -> str:
+    """A local model's revision: the sha256 of its weight and config files."""
+    h = hashlib.sha256()
+    for f in sorted(path.glob("*")) if path.is_dir() else []:
+        if f.suffix in (".safetensors", ".json", ".bin") or f.name == "SOURCE":
+            h.update(f.name.encode())
+            h.update(_sha256(f).encode())
+    return "local-" + h.hexdigest()[:16] if path.is_dir() else "unresolved"
+
+
+def tokenizer_sha256(hf_tokenizer) -> str:
+    vocab = sorted(hf_tokenizer.get_vocab().items())
+    return hashlib.sha256(repr(vocab).encode()).hexdigest()
