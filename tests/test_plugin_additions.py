@@ -28,6 +28,7 @@ from cotdyn.grading import registry
 from cotdyn.grading.answers import equivalent, extract, gold_answer
 from cotdyn.plan.load import effective_protocol
 from cotdyn.protocol import signals
+from cotdyn.provenance.manifests import plugin_packages
 
 SIGNAL_MODULE = '''
 """A lab's signal: the first point from which the modal answer no longer changes."""
@@ -126,6 +127,7 @@ def test_a_labs_signal_is_found_and_derived_and_reaches_the_ranking_but_no_regis
     installed("lab-signals", "lab_signals", SIGNAL_MODULE, "cotdyn.signals", {"settle_step": "lab_signals:SETTLE_STEP"})
     assert list(signals.SIGNALS) == ["monotone", "violations", "final_entropy", "coherence", "settle_step"]
     assert signals.package_of("settle_step") == "lab-signals 0.1"
+    assert plugin_packages() == ("lab-signals",)  # a cell manifest records its version beside cotdyn's
     assert signals.package_of("monotone").startswith("cotdyn ")
     test_signals.test_the_registered_signals_are_seed_003s_four_oriented_higher_is_correct()  # its pins hold as they are
     # the one factory derives it, from per-prefix answers given (modes 5, 5, 7, 7: settles at point 2)

@@ -95,6 +95,16 @@ def package_versions(names: tuple[str, ...] = PACKAGES) -> dict[str, str | None]
     return versions
 
 
+def plugin_packages() -> tuple[str, ...]:
+    """The distributions, other than cotdyn, that declare a benchmark or a signal found here (their
+    extraction, normalization or derivation is theirs, so their versions are recorded beside cotdyn's)."""
+    from cotdyn.grading import registry
+    from cotdyn.protocol import signals
+
+    found = {p.distribution for p in [*registry.ORIGINS.values(), *signals.ORIGINS.values()] if p.distribution}
+    return tuple(sorted(found - set(PACKAGES)))
+
+
 def backend_packages(generation: dict[str, dict]) -> dict[str, str | None]:
     """The versions the generation logs recorded (``packages``, from the backend's declaration). Phases
     run in one environment agree; where they do not, each version is kept, by phase, so that nothing
@@ -282,7 +292,7 @@ def write_cell_manifest(
         plan_sha256(plan_path),
         config_sha256(config),
         git_state(root),
-        package_versions(),
+        package_versions(PACKAGES + plugin_packages()),
         hardware(),
         declared,
     )
