@@ -107,8 +107,10 @@ rule sample_browser:
         report(
             f"{STUDY_DIR}/{layout.sample_page('{variant}')}",
             caption="../report/sample_browser.rst",
-            category="7. Samples",
-            subcategory="{variant}",
+            # beside the grading page, the other look at the samples (a section of its own would sit
+            # after the optional information gain, which the sections' numbering keeps last)
+            category="5. Grading",
+            subcategory="sample browser",
             labels={"variant": "{variant}", "output": "sample browser"},
         ),
     log:
