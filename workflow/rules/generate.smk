@@ -80,13 +80,8 @@ rule continuations:
 
 
 # The samples as JSON lines beside the parquet (cotdyn.records.export): byte for byte a function of
-# the sealed parquet, which the audit re-derives. Only a generating variant has samples of its own.
-def samples_jsonl_files():
-    return [
-        f"{STUDY_DIR}/cells/{c}/{v}/samples.jsonl" for c in CELLS for v in VARIANTS if samples_variant(config, v) == v
-    ]
-
-
+# the sealed parquet, which the audit re-derives. Only a generating variant has samples of its own
+# (samples_jsonl_files, common.smk).
 rule samples_jsonl:
     input:
         samples=lambda w: samples_path(w.cell, w.variant),

@@ -5,7 +5,7 @@ from cotdyn.generation.timings import TimingObserver
 from cotdyn.provenance.seal import unsealed_path
 
 tee_to(snakemake.log[0])
-# chunk_size from the config itself, not a param: no sample depends on it (common.smk PERFORMANCE_KEYS)
+# chunk_size from the config itself, not a param: no sample depends on it (cotdyn.workflow.params.PERFORMANCE_KEYS)
 chunking = {"chunk_size": snakemake.config["models"][snakemake.params.model_key].get("chunk_size", 0)}
 # written under other names, then placed with the seal, first writer wins (cotdyn.provenance.seal.write_seal)
 run_reference(

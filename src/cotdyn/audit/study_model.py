@@ -21,7 +21,7 @@ MAX_LOG_BYTES = 1 << 20  # a generation.json describes one backend: a few kB
 
 
 def study_model(spec, protocols: dict[str, dict], model: str | None) -> dict:
-    """The backend's model entry as the workflow built it (``model_for`` in workflow/rules/common.smk):
+    """The backend's model entry as the workflow built it (``model_for`` in cotdyn.workflow.params):
     the config's entry and the protocol's dtype; for a packaged GGUF model, the weights converted
     now from the installed package. ``model``: the reviewer's copy of the weights (a folder or hub
     id) in place of the entry's id."""

@@ -1,7 +1,7 @@
 """The code a rule's job runs, as one hash: its script and every cotdyn module the script imports,
 directly or through other modules, each normalised by its syntax tree.
 
-The workflow gives each rule this hash as a param (workflow/rules/common.smk, ``code_of``), and its
+The workflow gives each rule this hash as a param (``code_of``, cotdyn.workflow.params), and its
 profiles drop Snakemake's own ``code`` trigger, which for a ``script:`` rule compares only the
 script's mtime: an edit inside ``cotdyn.records.derive`` changed nothing it saw, and a comment in a
 script reran every job below it. With the hash, a change to what a job executes reruns that job;
