@@ -9,6 +9,7 @@ it does not have); see its docstring.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 
@@ -483,3 +484,36 @@ def test_the_stand_in_captures_cuda_graphs_at_vllms_default_sizes():
     assert vllm_config({"max_num_seqs": 20}).compilation_config.max_cudagraph_capture_size == 40
     small = vllm_config({"max_num_batched_tokens": 300}).compilation_config
     assert small.cudagraph_capture_sizes[-2:] == [288, 300] and small.max_cudagraph_capture_size == 300
+
+
+class Killed(Exception):
+    pass
+
+
+def test_each_request_is_told_the_engine_step_it_finishes_and_a_resumed_call_sends_only_the_rest(fake, protocol):
+    """Issue 53: the engine's step loop reports each finished request (journaled at once), so a kill
+    loses the requests in flight, not the chunk; a resumed call sends the requests not journaled whole."""
+    backend = make_backend(MODEL)
+    prompts = [backend.tokenizer.chat_prompt_ids(protocol["system_prompt"], p.question) for p in PROBLEMS]
+    requests = P.reference_requests(PROBLEMS, prompts, protocol, "qwen7b-gsm8k")
+    requests = [dataclasses.replace(r, n=3) for r in requests]
+    full = backend.generate(requests, done={}, on_done=lambda rows: None)
+    told: list = []
+
+    def journal(rows):
+        told.append(rows)
+        if len(told) == 5:
+            raise Killed  # a kill right after the fifth request's journal write
+
+    with pytest.raises(Killed):
+        backend.generate(requests, done={}, on_done=journal)
+    # told one request at a time, as the engine finished them (the stand-in: the last added first)
+    assert [{i for i, _, _ in rows} for rows in told] == [{i} for i in range(11, 6, -1)]
+    assert all(full[i][j] == c for rows in told for i, j, c in rows)
+    assert not hasattr(backend.llm.llm_engine, "__dict__") or "step" not in vars(backend.llm.llm_engine)  # unwrapped
+    done = {(i, j): c for rows in told for i, j, c in rows}
+    again: list = []
+    assert make_backend(MODEL).generate(requests, done=done, on_done=again.extend) == full  # a new process's
+    sent, _ = fake["generate"][-1]
+    assert [s["prompt_token_ids"] for s in sent] == [list(r.prompt_ids) for r in requests[:7]]  # 7 not journaled
+    assert sorted((i, j) for i, j, _ in again) == sorted((i, j) for i in range(7) for j in range(3))  # none twice

@@ -53,6 +53,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import inspect
+from contextlib import contextmanager
 from typing import Sequence
 
 from cotdyn.generation.backends.base import Completion, Request, Sampling
@@ -135,33 +136,93 @@ class VLLMBackend:
         }
 
     def generate(self, requests: Sequence[Request], desc: str = "", done=None, on_done=None) -> list[list[Completion]]:
-        """One ``llm.generate`` call for all of ``requests``; completions in request order.
+        """One ``llm.generate`` call for the requests with a sample not ``done``; completions in request order.
 
-        ``llm.generate`` returns only when every request is finished, so ``on_done`` hears of them
-        all at its end: a kill loses the chunk, as before issue 53 (a smaller ``chunk_size`` bounds
-        it). The call is skipped when ``done`` holds every sample (a kill after the call, before the
-        shard); otherwise every request is sent, the batch an uninterrupted run sends.
+        ``on_done`` hears of each request the engine step it finishes (``_told_as_finished``), so a
+        kill loses the requests in flight, not the chunk. A resumed call sends only the requests a
+        journal does not hold whole: vLLM seeds each sample on its own (seed + j), and on a GPU
+        its bits are not reproducible run to run in any case (README), so a smaller batch gives
+        what a full one would, up to that.
         """
         if not requests:
             return []
         done = done or {}
-        if all((i, j) in done for i, r in enumerate(requests) for j in range(r.n)):
-            return [[done[(i, j)] for j in range(r.n)] for i, r in enumerate(requests)]
-        prompts = [{"prompt_token_ids": list(r.prompt_ids)} for r in requests]
-        params = [self._vllm.SamplingParams(**self.sampling_params(r.sampling, r.n, r.seed)) for r in requests]
-        outputs = self.llm.generate(prompts, sampling_params=params, use_tqdm=True)
-        if len(outputs) != len(requests):
-            raise RuntimeError(f"vllm returned {len(outputs)} outputs for {len(requests)} requests")
-        out = [self._completions(o, r) for o, r in zip(outputs, requests)]
+        pending = [i for i, r in enumerate(requests) if any((i, j) not in done for j in range(r.n))]
+        out = [[done[(i, j)] for j in range(r.n)] if i not in pending else None for i, r in enumerate(requests)]
+        if not pending:
+            return out  # type: ignore[return-value]
+        prompts = [{"prompt_token_ids": list(requests[i].prompt_ids)} for i in pending]
+        params = [
+            self._vllm.SamplingParams(**self.sampling_params(r.sampling, r.n, r.seed))
+            for r in (requests[i] for i in pending)
+        ]
+        told: set[int] = set()
+        with _told_as_finished(self.llm, lambda k, o: self._tell(requests, pending[k], o, done, told, on_done)):
+            outputs = self.llm.generate(prompts, sampling_params=params, use_tqdm=True)
+        if len(outputs) != len(pending):
+            raise RuntimeError(f"vllm returned {len(outputs)} outputs for {len(pending)} requests")
+        for i, o in zip(pending, outputs):
+            out[i] = self._completions(o, requests[i])
+            if i not in told:  # a request the engine's steps did not report (another engine loop)
+                self._tell(requests, i, o, done, told, on_done)
+        return out  # type: ignore[return-value]
+
+    def _tell(self, requests, i: int, output, done, told: set[int], on_done) -> None:
+        """Tell ``on_done`` of request i's samples not ``done`` (once), from its finished output."""
+        if i in told or list(output.prompt_token_ids or []) != list(requests[i].prompt_ids):
+            return  # told already, or an output that is not this request's: told at the end instead
+        told.add(i)
         if on_done is not None:
-            on_done([(i, j, c) for i, cs in enumerate(out) for j, c in enumerate(cs) if (i, j) not in done])
-        return out
+            cs = self._completions(output, requests[i])
+            on_done([(i, j, c) for j, c in enumerate(cs) if (i, j) not in done])
 
     def _completions(self, output, request: Request) -> list[Completion]:
         samples = sorted(output.outputs, key=lambda c: c.index)
         if len(samples) != request.n:
             raise RuntimeError(f"vllm returned {len(samples)} samples for a request with n={request.n}")
         return [completion(list(s.token_ids), s.finish_reason, self.stop_ids, self.tokenizer.decode) for s in samples]
+
+
+@contextmanager
+def _told_as_finished(llm, tell):
+    """While ``llm.generate`` runs, ``tell(k, output)`` of the k-th request added, the engine step it finishes.
+
+    ``LLM.generate`` adds the prompts in order through ``llm.llm_engine.add_request(request_id, ...)``
+    and then loops ``llm.llm_engine.step()``, keeping the outputs whose ``finished`` is set, until
+    none is left (vllm/entrypoints/common/offline.py, ``_add_request`` and ``_run_engine``, 0.32.0;
+    ``RequestOutput.request_id`` is the id passed to ``add_request``, the engine's own id adding a
+    random suffix). Both are wrapped on the engine instance for the call and unwrapped after: the
+    requests, their order and the engine's batches are those of the plain call.
+    """
+    engine = getattr(llm, "llm_engine", None)
+    names = ("add_request", "step")
+    if not all(callable(getattr(engine, name, None)) for name in names) or not hasattr(engine, "__dict__"):
+        yield  # an engine without them: told at the end
+        return
+    own = {name: vars(engine)[name] for name in names if name in vars(engine)}
+    added: dict[str, int] = {}
+    add_request, step = engine.add_request, engine.step
+
+    def adding(request_id, *args, **kwargs):
+        added.setdefault(str(request_id), len(added))
+        return add_request(request_id, *args, **kwargs)
+
+    def stepping(*args, **kwargs):
+        outputs = step(*args, **kwargs)
+        for output in outputs:
+            if getattr(output, "finished", False) and str(getattr(output, "request_id", None)) in added:
+                tell(added[str(output.request_id)], output)
+        return outputs
+
+    engine.add_request, engine.step = adding, stepping
+    try:
+        yield
+    finally:
+        for name in names:  # the engine's own methods again
+            if name in own:
+                setattr(engine, name, own[name])
+            else:
+                delattr(engine, name)
 
 
 # The engine settings a model entry's ``vllm:`` may name, and the type each must have: a number of

@@ -115,6 +115,30 @@ class Sample:
 @dataclass
 class Output:
     outputs: list
+    request_id: str = ""
+    prompt_token_ids: list | None = None
+    finished: bool = True
+
+
+class Engine:
+    """``llm.llm_engine``'s loop as ``LLM.generate`` drives it (vllm/entrypoints/common/offline.py,
+    0.32.0): requests added by id, then ``step()`` until none is unfinished, each step returning
+    the outputs it produced, the finished ones marked. The stand-in finishes one request a step,
+    the last added first (vLLM's order of finishing is not the order of adding)."""
+
+    def __init__(self, answer):
+        self.answer, self.queue = answer, []
+
+    def add_request(self, request_id: str, prompt, params, **kwargs) -> str:
+        self.queue.append((request_id, prompt, params))
+        return f"{request_id}-standin"  # the engine's own id; outputs carry the one passed in
+
+    def has_unfinished_requests(self) -> bool:
+        return bool(self.queue)
+
+    def step(self) -> list:
+        request_id, prompt, params = self.queue.pop()
+        return [Output(self.answer(params), request_id, list(prompt["prompt_token_ids"]), True)]
 
 
 def sampling_params_class(fields: tuple[str, ...]) -> type:
@@ -220,7 +244,10 @@ def module(
             calls["llm"].append(kwargs)
             # vllm/entrypoints/llm.py: LLM.llm_engine, a vllm.v1.engine.llm_engine.LLMEngine
             # holding vllm_config (both releases).
-            self.llm_engine = types.SimpleNamespace()
+            self.llm_engine = Engine(
+                lambda sp: [sample(sp.kwargs, i, tokenizer) for i in reversed(range(sp.kwargs["n"]))]
+            )
+            self.request_counter = 0
             if with_config:
                 self.llm_engine.vllm_config = vllm_config(kwargs)
 
@@ -234,10 +261,13 @@ def module(
 
         def generate(self, prompts, sampling_params=None, use_tqdm=True):
             calls["generate"].append((prompts, sampling_params))
-            return [
-                Output([sample(sp.kwargs, i, tokenizer) for i in reversed(range(sp.kwargs["n"]))])
-                for _, sp in zip(prompts, sampling_params)
-            ]
+            for prompt, sp in zip(prompts, sampling_params):  # LLM._add_request: ids from a counter
+                self.llm_engine.add_request(str(self.request_counter), prompt, sp)
+                self.request_counter += 1
+            outputs = []
+            while self.llm_engine.has_unfinished_requests():  # LLM._run_engine
+                outputs += [o for o in self.llm_engine.step() if o.finished]
+            return sorted(outputs, key=lambda o: int(o.request_id))
 
     vllm = types.ModuleType("vllm")
     vllm.__version__ = version
