@@ -25,7 +25,7 @@ from cotdyn.audit.expected import expected_checks, expected_files
 from cotdyn.audit.pages import check_pages
 from cotdyn.audit.raw import apply_raw_checks, raw_checks, raw_files
 from cotdyn.audit.registration import earlier_lock, registration_check, seed_problems, time_lock_status
-from cotdyn.audit.untrusted import Admitted, Refused, admit
+from cotdyn.audit.untrusted import Admitted, Refused, admit, stored_hashes
 from cotdyn.files.layout import PLAN_CHECK, study_targets
 from cotdyn.files.terminal import printable
 from cotdyn.files.writers import write_json
@@ -33,7 +33,7 @@ from cotdyn.plan.config import ConfigError, limited_scope, resolve_cells, study_
 from cotdyn.plan.load import plan_sha256
 from cotdyn.plan.registration import PreregistrationError
 from cotdyn.provenance.integrity import MATCH, MISMATCH, MISSING, UNLISTED, AuditReport, FileCheck
-from cotdyn.provenance.manifests import ManifestError, config_sha256, output_hashes
+from cotdyn.provenance.manifests import config_sha256, output_hashes
 from cotdyn.report.secondary_tables import has_secondary
 
 # --- the report ------------------------------------------------------------------------------
@@ -124,7 +124,7 @@ def audit(study_dir, plan_path=None, scratch=None, cache=None, pages: bool = Tru
         return report
     limit = study_limit(study.config)
     report.scope = limited_scope(limit) if limit else None
-    report.registration, problems = registration_check(study.plan_path, study_dir, tsa_ca)
+    report.registration, problems = registration_check(study.plan_path, study_dir, tsa_ca, study.entries)
     report.problems += problems + plan_problems(study)
     raw = raw_files(study.config, protocols, cells)
     refused = admit_raw(study_dir, list(raw))
@@ -132,7 +132,8 @@ def audit(study_dir, plan_path=None, scratch=None, cache=None, pages: bool = Tru
     checked, lock_problems = seed_problems(study_dir, raw, protocols, refused)
     report.problems += problems + lock_problems
     report.time_lock = time_lock_status(protocols, checked, problems + lock_problems, earlier)
-    sealed = {p: seal_problem(study_dir / p) for p in raw if p not in refused and (study_dir / p).exists()}
+    stored = stored_hashes(study_dir, study.entries)  # each file hashed once, from the admission's walk
+    sealed = {p: seal_problem(study_dir / p, stored[p]) for p in raw if p not in refused and p in stored}
     with tempfile.TemporaryDirectory(prefix="cotdyn-audit-") as tmp:
         derived_dir = (Path(scratch) if scratch else Path(tmp)) / "derived"
         try:
@@ -140,19 +141,15 @@ def audit(study_dir, plan_path=None, scratch=None, cache=None, pages: bool = Tru
         except (ConfigError, PreregistrationError, ValueError, KeyError, OSError) as e:
             report.problems.append(f"re-derivation failed: {type(e).__name__}: {printable(str(e))[:500]}")
         derived = {p: h for p, h in output_hashes(derived_dir).items() if not p.startswith("generations/")}
-        try:
-            stored = output_hashes(study_dir)
-        except ManifestError as e:
-            report.problems.append(str(e))
-            return report
         listed, expected = study.manifest["files"], expected_files(study.config, study.plan, cells, protocols)
         compared = compare_files(listed, stored, derived, expected)
         report.files = [with_changed_rows(f, study_dir, derived_dir) for f in compared]
         if pages:  # the report pages, re-rendered (not by the run's own audit, whose result they show)
             report.files = check_pages(report.files, study_dir, derived_dir)
-    checks = raw_checks(study_dir, raw, protocols, study.cache_dir, study.cache_note, refused, sealed)
+    models = {name: spec.model_key for name, spec in cells.items()}
+    checks = raw_checks(study_dir, raw, protocols, study.cache_dir, study.cache_note, refused, sealed, models)
+    # a study target the manifest lacks is one of the expected files (audit.expected), failed there
     report.files = apply_raw_checks(report.files, checks)
-    report.problems += unlisted_targets(study.config, cells, study.plan, study.manifest["files"])
     return report
 
 
@@ -166,7 +163,8 @@ def with_changed_rows(check: FileCheck, study_dir: Path, derived_dir: Path) -> F
 
 
 def unlisted_targets(config: dict, cells: dict, plan: dict, listed: dict[str, str]) -> list[str]:
-    """The study's final outputs (cotdyn.files.layout.study_targets) that its manifest does not hash."""
+    """The study's final outputs (cotdyn.files.layout.study_targets) that its manifest does not hash;
+    the audit fails each of them as an expected file (cotdyn.audit.expected), named once there."""
     variants = config.get("variants", {"registered": {}})
     targets = study_targets(
         cells,

@@ -51,15 +51,33 @@ def raw_check(study_dir: Path, path: str, cell: str, protocol: dict, chains: str
     return (True, "sealed, and every row equal to the generation cache") if compared else None
 
 
+class OneFolder(dict):
+    """The cache folders ``check_against_cache`` opened, holding one at a time: a folder (one model's
+    completions, loaded whole) is let go when the next is opened, so the audit's memory does not grow
+    with the number of models."""
+
+    def __setitem__(self, folder, cache) -> None:
+        self.clear()
+        super().__setitem__(folder, cache)
+
+
+def by_model(raw: dict, models: dict[str, str] | None) -> list:
+    """The raw files in the order their cache folders are read: by the model of their cell
+    (``models``: cell -> model key), then by path; by path alone without ``models``."""
+    return sorted(raw.items(), key=lambda item: ((models or {}).get(item[1][0], ""), item[0]))
+
+
 def raw_checks(study_dir, raw: dict, protocols: dict[str, dict], cache_dir, cache_note: str,
-               refused: dict[str, str], sealed: dict[str, str | None]) -> dict[str, tuple[bool, str]]:  # fmt: skip
+               refused: dict[str, str], sealed: dict[str, str | None],
+               models: dict[str, str] | None = None) -> dict[str, tuple[bool, str]]:  # fmt: skip
     """Per raw file present: (whether it matches its seal and the cache, what was checked or found).
     ``refused``: the files the bounds kept from being parsed, and why (cotdyn.audit.bounds);
     ``sealed``: each other file's seal problem, found before anything was parsed; ``cache_note``:
-    why the config's cache was not opened."""
+    why the config's cache was not opened; ``models``: each cell's model, so each model's cache
+    folder is read once and let go before the next (``OneFolder``)."""
     study_dir = Path(study_dir)
-    checks, opened = {}, {}
-    for path, (cell, variant, chains) in sorted(raw.items()):
+    checks, opened = {}, OneFolder()
+    for path, (cell, variant, chains) in by_model(raw, models):
         if path in refused or (chains in refused):
             checks[path] = (False, f"not parsed: {refused.get(path) or chains + ' refused'}")
             continue

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import stat
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from cotdyn.audit.locate import locate_plan, not_found_message
@@ -25,6 +25,7 @@ from cotdyn.plan.config import ConfigError
 from cotdyn.plan.load import load_plan
 from cotdyn.plan.registration import sibling_paths
 from cotdyn.plan.schema import CHECKOUT
+from cotdyn.provenance.manifests import EXCLUDED_DIRS, file_sha256
 
 MAX_MANIFEST_BYTES = 64 << 20  # a manifest lists hashes: a large study's is a few MB
 MANIFEST_FIELDS = {"config": dict, "files": dict, "plan_sha256": str, "config_sha256": str}
@@ -42,6 +43,9 @@ class Admitted:
     plan: dict
     cache_dir: Path | None  # None: no cache to compare with (see cache_note)
     cache_note: str
+    # the admission's one walk of the folder: every entry (relative posix path) and its lstat, which
+    # every later step reads instead of listing the folder again (``stored_hashes``)
+    entries: dict[str, os.stat_result] = field(default_factory=dict)
 
 
 MAX_STUDY_FILES = 1_000_000  # a study of 10,000 cells holds some 100,000 files
@@ -76,10 +80,11 @@ def _shown(paths: list[str]) -> str:
     return ", ".join(printable(p) for p in paths[:10]) + (f" and {len(paths) - 10} more" if len(paths) > 10 else "")
 
 
-def refuse_links(study_dir: Path) -> None:
+def refuse_links(study_dir: Path) -> dict[str, os.stat_result]:
     """Refuse a study folder holding a symlink, a FIFO, a device or a socket (each named by kind:
     a FIFO blocks whoever opens it, a device never ends), or a file hard-linked from outside it (its
-    bytes can change from there after the audit hashed them); past MAX_STUDY_FILES, refuse unwalked."""
+    bytes can change from there after the audit hashed them); past MAX_STUDY_FILES, refuse unwalked.
+    Otherwise its entries, by relative path, as the one walk found them."""
     entries = list(_walk(study_dir))
     links = sorted(rel for rel, st in entries if stat.S_ISLNK(st.st_mode))
     if links:
@@ -106,6 +111,21 @@ def refuse_links(study_dir: Path) -> None:
             f"{study_dir}: {len(shared)} file(s) hard-linked from outside the study folder ({_shown(shared)}): "
             "their bytes can change from there; nothing was read (replace each with a copy: cp, not cp -l)"
         )
+    return dict(entries)
+
+
+def stored_hashes(study_dir: Path, entries: dict[str, os.stat_result]) -> dict[str, str]:
+    """The sha256 of every regular file the admission's walk found, as ``output_hashes`` gives them
+    for a manifest (logs, report pages and the manifest itself aside), without listing the folder
+    again. A file that is gone since the walk is left out, so the comparison names it missing."""
+    hashes = {}
+    for rel, st in sorted(entries.items()):
+        if stat.S_ISREG(st.st_mode) and rel.split("/")[0] not in EXCLUDED_DIRS and rel != STUDY_MANIFEST:
+            try:
+                hashes[rel] = file_sha256(study_dir / rel)
+            except FileNotFoundError:
+                continue
+    return hashes
 
 
 def read_manifest(path: Path) -> dict:
@@ -192,7 +212,7 @@ def admit(study_dir, plan_path=None, cache=None) -> Admitted:
     study_dir = Path(study_dir)
     if not study_dir.is_dir():
         raise Refused(f"{study_dir}: not a folder")
-    refuse_links(study_dir)
+    entries = refuse_links(study_dir)
     manifest_path = study_dir / STUDY_MANIFEST
     manifest = read_manifest(manifest_path)
     try:
@@ -206,4 +226,4 @@ def admit(study_dir, plan_path=None, cache=None) -> Admitted:
     except (ValueError, OSError) as e:
         raise Refused(f"plan not read: {printable(str(e))}") from None
     cache_dir, note = admitted_cache(study_dir, config, cache)
-    return Admitted(manifest, config, path, plan, cache_dir, note)
+    return Admitted(manifest, config, path, plan, cache_dir, note, entries)
