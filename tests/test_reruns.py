@@ -4,6 +4,9 @@ small simulated study, with the project's own workflow profile (its rerun trigge
 A change to what a job runs (a function body in a cotdyn module its script imports) plans that job;
 a comment, a docstring or a performance knob (a model's chunk_size) plans no generation; a dry run
 writes nothing; the jobs import the code beside the Snakefile, as the run's own process does.
+And what a Snakemake user expects (issue 53 item 4): a finished study lists no changed params, code
+or input; a cell added to the config plans that cell's jobs and the analyses over every cell, not
+the other cells' generation; an input deleted after a run is named by the dry run.
 """
 
 from __future__ import annotations
@@ -85,12 +88,12 @@ def copied(small_simulated_study, tmp_path) -> tuple[Path, Path, Path]:
     return workflow, study, Path(config)
 
 
-def dry_run(workflow: Path, study: Path, config: Path) -> tuple[dict[str, int], str]:
-    """The jobs a dry run plans, by rule, with the project's workflow profile, and its output. The
+def snakemake_in(workflow: Path, study: Path, config: Path, *args: str) -> subprocess.CompletedProcess:
+    """Snakemake over the copy with the project's workflow profile, its output as ``output``. The
     test's own PYTHONPATH is dropped: the workflow puts the copy's src/ first itself."""
     env = {k: v for k, v in __import__("os").environ.items() if k != "PYTHONPATH"}
     result = subprocess.run(
-        [sys.executable, "-m", "snakemake", "-n", "--snakefile", str(workflow / "Snakefile")]
+        [sys.executable, "-m", "snakemake", *args, "--snakefile", str(workflow / "Snakefile")]
         + ["--workflow-profile", str(workflow / "profiles" / "default"), "--configfile", str(config)],
         cwd=study,
         capture_output=True,
@@ -98,7 +101,14 @@ def dry_run(workflow: Path, study: Path, config: Path) -> tuple[dict[str, int], 
         timeout=600,
         env=env,
     )
-    output = result.stdout + result.stderr
+    result.output = result.stdout + result.stderr
+    return result
+
+
+def dry_run(workflow: Path, study: Path, config: Path) -> tuple[dict[str, int], str]:
+    """The jobs a dry run plans, by rule, and its output."""
+    result = snakemake_in(workflow, study, config, "-n")
+    output = result.output
     assert result.returncode == 0, output[-3000:]
     if "Nothing to be done" in output:
         return {}, output
@@ -167,6 +177,69 @@ def test_a_dry_run_over_a_study_with_a_truncated_records_file_changes_no_file(co
     assert sorted(after) == sorted(before) and str(records) in before
     changed = [path for path in before if after[path] != before[path]]
     assert changed == []
+
+
+# --- reruns a Snakemake user expects (issue 53 item 4) ----------------------------------------
+
+
+def planned_jobs(output: str) -> list[tuple[str, dict[str, str]]]:
+    """(rule, wildcards) of every job a dry run's output shows."""
+    jobs = []
+    for job in re.finditer(r"^(?:local)?rule (\w+):\n(.*?)(?=^\S|\Z)", output, re.M | re.S):
+        shown = re.search(r"^\s+wildcards: (.+)$", job.group(2), re.M)
+        wildcards = dict(item.split("=", 1) for item in shown.group(1).split(", ")) if shown else {}
+        jobs.append((job.group(1), wildcards))
+    return jobs
+
+
+def test_a_finished_study_lists_no_changed_params_code_or_input(copied):
+    workflow, study, config = copied
+    for kind in ("params", "code", "input"):
+        result = snakemake_in(workflow, study, config, "--list-changes", kind)
+        assert result.returncode == 0, result.output[-3000:]
+        listed = [line for line in result.output.splitlines() if line.strip() and (study / line.strip()).is_file()]
+        assert listed == [], (kind, listed)
+
+
+def test_a_cell_added_plans_its_own_jobs_and_the_analyses_over_every_cell_only(copied):
+    workflow, study, config = copied
+    entry = yaml.safe_load(config.read_text())
+    entry["models"]["sim2"] = {"backend": "simulated"}
+    entry["cells"].append("sim2-gsm8k")
+    config.write_text(yaml.safe_dump(entry))
+    planned, output = dry_run(workflow, study, config)
+    by_cell = {}
+    for rule, wildcards in planned_jobs(output):
+        by_cell.setdefault(wildcards.get("cell"), []).append(rule)
+    # the old cell's manifest records the whole config's hash, as after a performance knob's edit
+    assert sorted(by_cell.get("sim-gsm8k", [])) == ["cell_manifest"], by_cell
+    new = by_cell["sim2-gsm8k"]
+    assert (new.count("reference"), new.count("continuations"), new.count("records")) == (2, 3, 3), new
+    assert "problems" not in planned  # the same benchmark: its problems stay
+    assert {"hypotheses", "dynamics", "exploratory", "manifest"} <= set(planned), planned
+
+
+def test_an_input_missing_after_a_run_is_named_by_the_dry_run(copied):
+    workflow, study, config = copied
+    chains = sorted((study / "results/t/cells/sim-gsm8k/reference").glob("*/chains.parquet"))[0]
+    analysis = study / "results/t/analysis/registered/hypotheses.json"
+    chains.unlink()
+    analysis.unlink()
+    planned, output = dry_run(workflow, study, config)
+    rebuilt = {(rule, tuple(sorted(w.items()))) for rule, w in planned_jobs(output)}
+    assert ("reference", (("cell", "sim-gsm8k"), ("ref", chains.parent.name))) in rebuilt, output[-3000:]
+    assert ("hypotheses", (("variant", "registered"),)) in rebuilt
+    assert "Missing output files" in output and str(chains.relative_to(study)) in output
+    # a benchmark file the study reads, deleted: the dry run stops, naming it
+    entry = yaml.safe_load(config.read_text())
+    data = study / "gsm8k.jsonl"
+    data.write_bytes(Path(entry["benchmarks"]["gsm8k"]["path"]).read_bytes())
+    entry["benchmarks"]["gsm8k"]["path"] = str(data)
+    config.write_text(yaml.safe_dump(entry))
+    data.unlink()
+    result = snakemake_in(workflow, study, config, "-n")
+    assert result.returncode != 0 and "Traceback" not in result.output
+    assert f"benchmarks.gsm8k: {data}: No such file or directory" in result.output, result.output[-3000:]
 
 
 # --- one import path ---------------------------------------------------------------------------

@@ -15,11 +15,12 @@ from cotdyn.plan.config import samples_variant
 from cotdyn.plan.registration import PLAN_CHECK_KEYS
 from cotdyn.protocol.signals import caption_list, registered_signals
 from cotdyn.provenance.seal import seal_path
-from cotdyn.workflow import environments, params, paths, requests, seals, start
+from cotdyn.workflow import environments, params, paths, requests, seals, snakemake_fixes, start
 from cotdyn.workflow.checks import check_before_planning
 from cotdyn.workflow.study import StudyError, check_infogain_traces, read_study
 
 environments.use_checkout(WORKFLOW_ROOT)  # PYTHONPATH and COTDYN_ROOT, which the jobs inherit
+snakemake_fixes.list_only_changed_params()  # `--list-changes params` lists what changed, only
 try:  # the config typed and the plan read (cotdyn.workflow.study), then the checks before planning
     STUDY = read_study(
         config,
