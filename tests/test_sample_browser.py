@@ -52,7 +52,7 @@ def test_each_chain_shows_its_prefixes_continuations_answers_and_entropy():
     assert carries_policy(html.encode())
     assert html.count("<details>") == 2
     assert "prefix 0: 0 tokens; entropy 1.0986 nats" in html and "prefix 2: 10 tokens; entropy 0.0000 nats" in html
-    assert "ends with: Step one ." in html  # prefix 1 ends with the first step
+    assert "prefix text (its end): Step one ." in html  # prefix 1 ends with the first step
     assert "answers: (no answer) x1, 0 x1, 1 x1" in html
     assert "<td>no_answer</td>" in html and "so it is 2" in html
     assert "What is 3 + 4?" in html and "Step two: the answer is 7." in html

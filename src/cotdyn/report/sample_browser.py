@@ -99,7 +99,7 @@ def prefix_block(k: int, rows: pd.DataFrame, entropy, step_text: str | None, whe
     h = "not in the trajectory" if entropy is None else f"{entropy:.4f} nats"
     lines = [f"<h4>prefix {k}: {tokens} tokens; entropy {text(h)}</h4>"]
     if step_text is not None:
-        lines.append(f"<div>ends with: {tail(step_text, CONTINUATION_CHARS)}</div>")
+        lines.append(f"<div>prefix text (its end): {tail(step_text, CONTINUATION_CHARS)}</div>")
     lines.append(f"<div>answers: {text(answer_counts(rows['answer']))}</div>")
     shown = rows.sort_values("sample", kind="stable").head(MAX_SAMPLES)
     body = "".join(
