@@ -82,7 +82,9 @@ def test_prune_is_a_dry_run_unless_asked_and_removes_only_what_no_study_referenc
     out = _run(capsys, "prune", "--delete", "results/b")
     assert not shards["a"].exists() and shards["shared"].exists()
     # a reopened cache serves what is left
-    assert "k3" in GenerationCache(cache / REV, read_only=True) and "k1" not in GenerationCache(cache / REV, read_only=True)
+    assert "k3" in GenerationCache(cache / REV, read_only=True) and "k1" not in GenerationCache(
+        cache / REV, read_only=True
+    )
 
 
 def test_prune_keeps_recent_shards_and_folders_holding_a_run_in_flight(cache_and_studies, capsys):

@@ -56,7 +56,10 @@ def test_limit_takes_the_first_n_of_each_benchmark_and_no_cell_is_confirmatory(t
 def test_every_deciding_verdict_reads_descriptive_and_keeps_its_reading():
     result = {
         "verdicts": {
-            "H1": {"verdict": "supported", "cells": {CELL: {"verdict": "supported"}, "x": {"verdict": "not_estimable"}}},
+            "H1": {
+                "verdict": "supported",
+                "cells": {CELL: {"verdict": "supported"}, "x": {"verdict": "not_estimable"}},
+            },
             "H4": {"verdict": "not_estimable", "cells": {}},
         }
     }

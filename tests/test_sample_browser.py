@@ -43,7 +43,9 @@ def tables(n: int, payload: str = "", m: int = 3, chain_text: str | None = None)
 
 def page(n: int = 2, payload: str = "", **kwargs) -> str:
     chains, samples, records, problems = tables(n, payload, **kwargs)
-    view = cell_view(chains, samples, records, problems, {**PROTOCOL, "m": kwargs.get("m", 3)}, "cells/c/v/samples.jsonl")
+    view = cell_view(
+        chains, samples, records, problems, {**PROTOCOL, "m": kwargs.get("m", 3)}, "cells/c/v/samples.jsonl"
+    )
     return browser_html("registered", {f"m-gsm8k{payload}": view}, {**PROTOCOL, "m": kwargs.get("m", 3)})
 
 
