@@ -189,7 +189,8 @@ def _told_as_finished(llm, tell):
 
     ``LLM.generate`` adds the prompts in order through ``llm.llm_engine.add_request(request_id, ...)``
     and then loops ``llm.llm_engine.step()``, keeping the outputs whose ``finished`` is set, until
-    none is left (vllm/entrypoints/common/offline.py, ``_add_request`` and ``_run_engine``, 0.32.0;
+    none is left (``_add_request`` and ``_run_engine``: vllm/entrypoints/common/offline.py in 0.32.0,
+    vllm/entrypoints/offline_utils.py in 0.26.0, read in both wheels on 2026-12-06;
     ``RequestOutput.request_id`` is the id passed to ``add_request``, the engine's own id adding a
     random suffix). Both are wrapped on the engine instance for the call and unwrapped after: the
     requests, their order and the engine's batches are those of the plain call.
