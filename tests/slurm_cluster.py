@@ -369,11 +369,11 @@ StorageLoc=slurm_acct_db
         return dict(line.split("|", 1) for line in out.splitlines() if "|" in line)
 
     def accounting_requests(self) -> dict[str, dict]:
-        """Every job's memory asked for (e.g. 8000M) and comment (the rule) as slurmdbd recorded
+        """Every job's CPUs and memory asked for (e.g. 8000M) and comment (the rule) as slurmdbd recorded
         them (sacct; squeue forgets a finished job after MinJobAge), by job id."""
-        out = self.run("sacct", "-X", "-n", "--parsable2", "-o", "JobIdRaw,ReqMem,Comment").stdout
-        rows = [line.split("|", 2) for line in out.splitlines() if line.count("|") >= 2]
-        return {job_id: {"mem": mem, "comment": comment} for job_id, mem, comment in rows}
+        out = self.run("sacct", "-X", "-n", "--parsable2", "-o", "JobIdRaw,ReqCPUS,ReqMem,Comment").stdout
+        rows = [line.split("|", 3) for line in out.splitlines() if line.count("|") >= 3]
+        return {job_id: {"cpus": int(cpus), "mem": mem, "comment": comment} for job_id, cpus, mem, comment in rows}
 
     def accounting_history(self, job_id: str) -> list[str]:
         """A job's states over its requeues (sacct --duplicates lists each run)."""

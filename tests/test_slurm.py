@@ -79,14 +79,14 @@ def snakemake_cmd(*args: str) -> list[str]:
 def slurm_profile(root: Path, cluster) -> Path:
     """profiles/slurm as shipped (its groups, its localrules in the workflow), its CHANGE_ME values
     set to this cluster's: the account, and in partitions.yaml the one partition with the node's
-    CPUs and memory; the grouped job's CPUs held to the node's (`cores`)."""
+    CPUs and memory. Its `cores` (the most CPUs a grouped job asks for) stays above the node's: the
+    workflow holds the group to the node (cotdyn.workflow.requests.hold_groups_to_nodes)."""
     from slurm_cluster import NODE_CPUS, NODE_MEMORY_MB
 
     text = (ROOT / "profiles" / "slurm" / "config.yaml").read_text()
     assert "CHANGE_ME_account" in text
     profile = yaml.safe_load(text.replace("CHANGE_ME_account", cluster.account))
     assert profile["cores"] > NODE_CPUS and profile["slurm-partition-config"] == "partitions.yaml"
-    profile["cores"] = NODE_CPUS
     shipped = yaml.safe_load((ROOT / "profiles" / "slurm" / "partitions.yaml").read_text())
     assert set(shipped["partitions"]) == {"CHANGE_ME_cpu", "CHANGE_ME_gpu"}
     partitions = {
@@ -343,6 +343,13 @@ def test_a_study_survives_a_failed_job_a_cancel_a_preemption_and_its_controller_
              if re.search(r"Error in rule|external jobid|^rule |Reason:", line)]  # fmt: skip
     assert submitted["rule_reference"] == 3 and submitted["rule_continuations"] in (1, 2), (rules, story)
     assert sum(r.startswith("rule_analysis") for r in rules) == 1, rules
+    # the grouped analysis asked for what the node has, not the profile's 8 cores
+    from slurm_cluster import NODE_CPUS
+
+    group_cpus = [
+        requests[i]["cpus"] for i in set(requests) - before if requests[i]["comment"].startswith("rule_analysis")
+    ]
+    assert group_cpus and max(group_cpus) <= NODE_CPUS, (group_cpus, NODE_CPUS)
     assert len(rules) == sum(submitted.values()) + 1, rules  # nothing else was submitted
     assert_same_study(tmp_path, local_study)
     assert_audit_passes(tmp_path)
@@ -361,6 +368,20 @@ def test_a_request_no_node_meets_is_refused_before_submission(cluster, tmp_path)
     assert "requests no node can meet" in output and "rule reference: asks for 2 CPUs, 64000 MB" in output, output
     assert "no node of the cluster has that" in output  # the plugin picks the partition
     assert {j["id"] for j in cluster.jobs()} == before  # nothing was submitted
+    # a grouped job is checked too: each analysis job asking for more memory than the node has
+    config = write_study(tmp_path)
+    profile = slurm_profile(tmp_path, cluster)
+    settings = yaml.safe_load((profile / "config.yaml").read_text())
+    settings["default-resources"]["mem_mb"] = 20000
+    (profile / "config.yaml").write_text(yaml.safe_dump(settings))
+    done = subprocess.run(
+        snakemake_cmd("--profile", str(profile), "--configfile", str(config)),
+        cwd=tmp_path, env=job_env(cluster.env), capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    output = done.stdout + done.stderr
+    assert done.returncode != 0 and "requests no node can meet" in output, output[-3000:]
+    assert re.search(r"group analysis: asks for \d+ CPUs, \d+ MB; no node", output), output[-3000:]
+    assert {j["id"] for j in cluster.jobs()} == before
 
 
 # -- without the cluster -----------------------------------------------------------------------

@@ -229,18 +229,73 @@ def test_generation_resources_follow_the_cell_and_name_a_partition_only_when_a_m
     assert requests.generation_resources(study_of(tmp_path, config), "reference")["slurm_partition"](w) == "short"
 
 
+class FakeGroup:
+    """A Snakemake group job as the request check reads it: resources computed on first use against
+    the run's ``_cores``, as GroupJob does (each component 1 CPU, 2000 MB; all run at once if they fit)."""
+
+    def __init__(self, groupid, n, global_resources):
+        self.groupid, self.jobs, self._resources = groupid, [object()] * n, None
+        self.global_resources = global_resources
+
+    def is_group(self):
+        return True
+
+    @property
+    def resources(self):
+        if self._resources is None:
+            at_once = min(len(self.jobs), self.global_resources["_cores"].value)
+            self._resources = {"_cores": at_once, "mem_mb": 2000 * at_once}
+        return self._resources
+
+    @property
+    def threads(self):
+        return self.resources["_cores"]
+
+
+def slurm_workflow(jobs, cores):
+    """A workflow as refuse_requests_no_node_meets reads it: a SLURM run, its DAG, its resources."""
+    from snakemake.resources import Resources
+
+    global_resources = Resources()
+    global_resources["_cores"] = cores
+    jobs = [j(global_resources) if callable(j) else j for j in jobs]
+    for j in jobs:
+        if not hasattr(j, "is_group"):
+            j.is_group, j.is_local = (lambda: False), False
+    dag = SimpleNamespace(get_jobs_or_groups=lambda: jobs, needrun=lambda j: True)
+    return SimpleNamespace(executor_plugin=SimpleNamespace(name="slurm"), dag=dag, global_resources=global_resources)
+
+
 def test_a_request_no_node_meets_stops_a_slurm_run_before_submission():
     big = SimpleNamespace(**vars(job("reference", cell="c", ref="r")), resources={"cpus_per_task": 64, "mem_mb": 1000})
     small = SimpleNamespace(**vars(job("records", cell="c", variant="v")), resources={"mem_mb": 1000})
     sinfo = lambda *a, **k: SimpleNamespace(returncode=0, stdout="main*|8|32000|(null)\n", stderr="")  # noqa: E731
-    problems = requests.unmet_requests([big, small], requests.sinfo_nodes(sinfo))
+    workflow = slurm_workflow([big, small], cores=8)
+    problems = requests.unmet_requests(requests.submitted_jobs(workflow.dag), requests.sinfo_nodes(sinfo))
     assert list(problems) and all(what.startswith("rule reference: ") for what in problems)
     with pytest.raises(WorkflowError, match="requests no node can meet"):
-        requests.refuse_requests_no_node_meets(SimpleNamespace(name="slurm"), [big, small], sinfo)
-    requests.refuse_requests_no_node_meets(SimpleNamespace(name="local"), [big], sinfo)  # no cluster, no check
-    requests.refuse_requests_no_node_meets(None, [big], sinfo)
+        requests.refuse_requests_no_node_meets(workflow, sinfo)
+    workflow.executor_plugin = SimpleNamespace(name="local")
+    requests.refuse_requests_no_node_meets(workflow, sinfo)  # no cluster, no check
+    workflow.executor_plugin = None
+    requests.refuse_requests_no_node_meets(workflow, sinfo)
     failing = lambda *a, **k: SimpleNamespace(returncode=1, stdout="", stderr="no slurm")  # noqa: E731
     assert "sinfo said 'no slurm'" in requests.sinfo_nodes(failing)
+
+
+def test_a_group_job_is_sized_to_the_nodes_and_checked_against_them():
+    """The profile's cores (8) is more than the one node has (2 CPUs): held to the node, the grouped
+    analysis of 9 components asks for 2 CPUs and 4000 MB, and is submitted; on a node with too little
+    memory for even that, the group is named before anything is submitted."""
+    node = lambda mem: lambda *a, **k: SimpleNamespace(returncode=0, stdout=f"cpu*|2|{mem}|(null)\\n", stderr="")  # noqa: E731
+    workflow = slurm_workflow([lambda r: FakeGroup("analysis", 9, r)], cores=8)
+    (group,) = workflow.dag.get_jobs_or_groups()
+    assert group.resources["_cores"] == 8  # as Snakemake would size it against the profile's cores
+    requests.refuse_requests_no_node_meets(workflow, node(16000))
+    assert (group.resources["_cores"], group.resources["mem_mb"]) == (2, 4000)
+    workflow = slurm_workflow([lambda r: FakeGroup("analysis", 9, r)], cores=8)
+    with pytest.raises(WorkflowError, match=r"group analysis: asks for 2 CPUs, 4000 MB; no node .* \(jobs: 9 jobs\)"):
+        requests.refuse_requests_no_node_meets(workflow, node(3000))
 
 
 # --- environments and the start of a run -------------------------------------------------------------

@@ -69,8 +69,8 @@ def generation_resources(study: Study, phase: str) -> dict:
 
 
 def unmet_requests(jobs, nodes) -> dict[str, list[str]]:
-    """``{what is unmet: the jobs' wildcards}`` of the Snakemake ``jobs`` whose request no node of
-    their partition meets (cotdyn.plan.cluster.unmet)."""
+    """``{what is unmet: the jobs' wildcards}`` of the Snakemake ``jobs`` (a group job among them)
+    whose request no node of their partition meets (cotdyn.plan.cluster.unmet)."""
     from cotdyn.plan.cluster import unmet
 
     problems: dict[str, list[str]] = {}
@@ -79,9 +79,40 @@ def unmet_requests(jobs, nodes) -> dict[str, list[str]]:
         request = {"cpus": r.get("cpus_per_task") or job.threads, "mem_mb": r.get("mem_mb"), "gpu": r.get("gpu")}
         request["gpu_model"] = r.get("gpu_model")
         why = unmet(request, r.get("slurm_partition"), nodes)
-        if why:
+        if why and job.is_group():
+            problems.setdefault(f"group {job.groupid}: {why}", []).append(f"{len(job.jobs)} jobs")
+        elif why:
             problems.setdefault(f"rule {job.rule.name}: {why}", []).append(str(job.wildcards))
     return problems
+
+
+def submitted_jobs(dag) -> list:
+    """What a cluster run submits: each group job, and each job it runs outside a group and off the
+    login node (its localrules), as Snakemake forms them (dag.get_jobs_or_groups)."""
+    return [
+        job
+        for job in dag.get_jobs_or_groups()
+        if job.is_group() or (dag.needrun(job) and not job.is_local and job.rule.name != "all")
+    ]
+
+
+def hold_groups_to_nodes(workflow, nodes) -> int:
+    """Size every group job to the largest node it can go to: Snakemake sums the CPUs and memory of
+    the group's components that run at once, up to the run's ``cores`` (the profile's), which may be
+    more than any node has; held to the node's CPUs (cotdyn.plan.cluster.group_width), it runs fewer
+    components at once and asks for what a node can give. The width, in CPUs."""
+    from cotdyn.plan.cluster import group_width
+
+    cores = workflow.global_resources["_cores"].value
+    width = group_width(nodes, None, cores or max(n.cpus for n in nodes))
+    workflow.global_resources["_cores"] = width
+    for job in workflow.dag.get_jobs_or_groups():
+        if job.is_group():
+            # a group's resources are computed once, on first use, against the run's resources
+            # (Snakemake 9.27 GroupJob.resources); forget any computed before the width was set
+            job._resources = None
+            job._scheduler_resources = None
+    return width
 
 
 def sinfo_nodes(run=subprocess.run):
@@ -98,18 +129,20 @@ def sinfo_nodes(run=subprocess.run):
     return nodes
 
 
-def refuse_requests_no_node_meets(executor_plugin, jobs, run=subprocess.run) -> None:
-    """On a SLURM run, stop before the first submission when a job asks for more than any node of its
-    partition has; elsewhere, nothing."""
+def refuse_requests_no_node_meets(workflow, run=subprocess.run) -> None:
+    """On a SLURM run, before the first submission: hold the group jobs to the nodes, then stop when a
+    job or a group job asks for more than any node of its partition has; elsewhere, nothing."""
     from snakemake.exceptions import WorkflowError
 
-    if executor_plugin is None or executor_plugin.name != "slurm":
+    if workflow.executor_plugin is None or workflow.executor_plugin.name != "slurm":
         return
     nodes = sinfo_nodes(run)
     if isinstance(nodes, str):
         print(nodes)
         return
-    problems = unmet_requests(jobs, nodes)
+    width = hold_groups_to_nodes(workflow, nodes)
+    print(f"cotdyn: a grouped job runs at most {width} CPUs of components at once (the largest node it can go to)")
+    problems = unmet_requests(submitted_jobs(workflow.dag), nodes)
     if problems:
         lines = [f"{what} (jobs: {', '.join(sorted(set(w))[:4])})" for what, w in problems.items()]
         raise WorkflowError(

@@ -31,7 +31,7 @@ def start_of_run(study: Study, workflow) -> None:
 
     print("\n".join(["cotdyn: the paths of this run, resolved:", *given_paths(study)]))
     jobs = list(workflow.dag.needrun_jobs())
-    refuse_requests_no_node_meets(workflow.executor_plugin, [job for job in jobs if job.rule.name != "all"])
+    refuse_requests_no_node_meets(workflow)
     # with chunk_size, as the jobs run it: the timing ledger keys on it
     models = {
         cell: {**model_for(study, cell), "chunk_size": study.cells[cell].model.get("chunk_size", 0)}
