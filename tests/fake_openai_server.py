@@ -7,8 +7,13 @@ vLLM's ``POST /v1/completions`` (ids in each choice's ``token_ids``, the prompt 
 (``generated_ids``), tokenized by a real tokenizer, so a test can say which ids a request must get
 back and a rerun gets the same. It keeps every request body it received (``bodies``), refuses a
 prompt that is not token ids or asks for n != 1, and can misbehave on purpose: fail the first
-``fail_first`` completions with HTTP 503, answer without ids (``omit_ids``), or refuse a field
-(``rejects``) with HTTP 400 as a server that cannot honour it does.
+``fail_first`` completions with HTTP ``fail_status`` (503), answer without ids (``omit_ids``),
+refuse a field (``rejects``) with HTTP 400 as a server that cannot honour it does, answer with a
+body that is not JSON (``malformed``), go silent after ``hang_after`` completions (every request,
+``GET /health`` included, is held open unanswered, as a SIGTERM'd llama-server does), or stop
+listening after ``close_after`` completions (later connections are refused). Its llama.cpp answers
+echo the seed used in ``generation_settings.seed``, as llama-server's do: the seed sent, or, with
+``seed_bits``, only its low bits (llama-server's uint32_t seed).
 """
 
 from __future__ import annotations
@@ -46,9 +51,24 @@ def _tokenizer(tokenizer_dir: Path):
 
 
 class FakeServer:
-    def __init__(self, tokenizer_dir: Path, fail_first: int = 0, omit_ids: bool = False, rejects=()):
+    def __init__(
+        self,
+        tokenizer_dir: Path,
+        fail_first: int = 0,
+        omit_ids: bool = False,
+        rejects=(),
+        fail_status: int = 503,
+        malformed: bool = False,
+        hang_after: int | None = None,
+        close_after: int | None = None,
+        seed_bits: int | None = None,
+    ):
         self.tokenizer = _tokenizer(tokenizer_dir)
         self.fail_first, self.omit_ids, self.rejects = fail_first, omit_ids, set(rejects)
+        self.fail_status, self.malformed, self.seed_bits = fail_status, malformed, seed_bits
+        self.hang_after, self.close_after = hang_after, close_after
+        self.answered = 0
+        self.released = threading.Event()  # set on exit: requests held by ``hang_after`` end
         self.bodies: list[tuple[str, dict]] = []  # (path, body) of every completion request received
         self._lock = threading.Lock()
         self._http = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -67,8 +87,14 @@ class FakeServer:
         return self
 
     def __exit__(self, *exc) -> None:
+        self.released.set()
         self._http.shutdown()
         self._http.server_close()
+
+    def silent(self) -> bool:
+        """Whether it has gone silent (``hang_after`` completions answered)."""
+        with self._lock:
+            return self.hang_after is not None and self.answered >= self.hang_after
 
     def answer(self, path: str, body: dict) -> tuple[int, dict]:
         """(HTTP status, JSON) of one completion request."""
@@ -77,7 +103,7 @@ class FakeServer:
             failing = self.fail_first > 0
             self.fail_first -= failing
         if failing:
-            return 503, {"error": "the fake server is warming up"}
+            return self.fail_status, {"error": "the fake server is failing on purpose"}
         refused = sorted(self.rejects & set(body))
         if refused:
             return 400, {"error": f"unsupported field: {refused[0]}"}
@@ -92,15 +118,28 @@ class FakeServer:
             if not self.omit_ids:
                 choice |= {"token_ids": ids, "prompt_token_ids": prompt}
             return 200, {"id": "cmpl-fake", "object": "text_completion", "model": body["model"], "choices": [choice]}
+        used = body["seed"] % (1 << self.seed_bits) if self.seed_bits else body["seed"]
+        settings = {"seed": used, "temperature": body["temperature"], "n_predict": body["n_predict"]}
         answer = {"content": text, "stop_type": "eos" if stopped else "limit", "model": body["model"]}
+        answer["generation_settings"] = settings
         return 200, answer if self.omit_ids else answer | {"tokens": ids}
+
+    def count_answer(self, status: int) -> None:
+        """One completion answered; past ``close_after`` the server stops listening."""
+        with self._lock:
+            self.answered += status == 200
+            closing = self.close_after is not None and self.answered == self.close_after
+        if closing:
+            self._http.socket.close()  # later connections are refused; this answer is already sent
 
     def _handler(self):
         server = self
 
         class Handler(BaseHTTPRequestHandler):
             def _send(self, status: int, payload: dict) -> None:
-                data = json.dumps(payload).encode()
+                self._send_raw(status, json.dumps(payload).encode())
+
+            def _send_raw(self, status: int, data: bytes) -> None:
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
@@ -108,15 +147,28 @@ class FakeServer:
                 self.wfile.write(data)
 
             def do_GET(self):
-                if self.path == "/v1/models":
+                if server.silent():
+                    server.released.wait()
+                    return
+                if self.path == "/health":
+                    self._send(200, {"status": "ok"})
+                elif self.path == "/v1/models":
                     self._send(200, {"object": "list", "data": [{"id": SERVED, "object": "model", "created": 1}]})
                 else:
                     self._send(404, {"error": f"no {self.path}"})
 
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                if server.silent():
+                    server.released.wait()
+                    return
                 if self.path in ("/v1/completions", "/completion"):
-                    self._send(*server.answer(self.path, body))
+                    status, payload = server.answer(self.path, body)
+                    if server.malformed and status == 200:
+                        self._send_raw(status, b'{"choices": [{"text": "cut off')
+                    else:
+                        self._send(status, payload)
+                    server.count_answer(status)
                 else:
                     self._send(404, {"error": f"no {self.path}"})
 

@@ -249,3 +249,67 @@ def test_a_study_on_a_served_model_runs_through_the_dag_to_audit_pass(smol_token
     assert "PASS" in verdict, audit[-3000:]
     generation = tmp_path / "results/served/cells/served-problems/registered"
     assert (generation / "records.parquet").exists()
+
+
+def test_served_seed_reduces_into_the_seeds_a_sampler_honours():
+    from cotdyn.protocol.seeds import MAX_SAMPLES, request_seed, served_seed
+
+    base = request_seed(2026, "served-gsm8k", "p1", 17, "continuation", "lock")
+    assert served_seed(base + 3, None) == base + 3  # every other backend: the seed as drawn
+    honoured = 2**32 - 1
+    sent = [served_seed(base + j, honoured) for j in range(MAX_SAMPLES)]
+    assert all(0 <= s < honoured for s in sent) and len(set(sent)) == MAX_SAMPLES  # a request's samples differ
+    assert served_seed(base, honoured) == sum((base >> k) & 0xFFFFFFFF for k in (0, 32)) % honoured  # both halves
+    with pytest.raises(ValueError, match="cannot tell a request's 256 samples apart"):
+        served_seed(base, MAX_SAMPLES)
+
+
+def test_llama_cpp_is_sent_and_recorded_the_seed_it_uses(smol_tokenizer_dir):
+    """llama-server keeps a seed's low 32 bits (its uint32_t), and 2**32 - 1 means "random": each
+    sample's 62-bit seed goes reduced mod 2**32 - 1, the server's echo of the seed it used is that
+    seed, and the samples table records it."""
+    import pandas as pd
+
+    from cotdyn.generation.requests import samples_table
+    from cotdyn.protocol.seeds import served_seed
+
+    with FakeServer(smol_tokenizer_dir, seed_bits=32) as server:  # echoes only the low 32 bits, as llama-server
+        backend = make_backend(entry(server, smol_tokenizer_dir, "llama.cpp"))
+        assert (
+            backend.seeds_honoured
+            == 2**32 - 1
+            == registry.seeds_honoured(entry(server, smol_tokenizer_dir, "llama.cpp"))
+        )
+        seed = 2580426328877087488  # the issue's: llama-server used 231258880 of it
+        request = Request(prompt(backend), 3, SAMPLING, seed=seed)
+        [samples] = backend.generate([request])
+    sent = [body["seed"] for _, body in server.bodies]
+    assert sorted(sent) == [served_seed(seed + j, 2**32 - 1) for j in range(3)] and max(sent) < 2**32 - 1
+    plan = pd.DataFrame([{"problem_id": "p", "prefix": "", "prefix_tokens": 0, "raw_units": 0}])
+    table = samples_table(plan, [request], [samples], "gsm8k", None, backend.seeds_honoured)
+    assert sorted(table["seed"]) == sorted(sent)
+    for j, sample in enumerate(samples):  # each sample is the one the server drew with its recorded seed
+        assert sample.token_ids == tuple(server.generated_ids(request.prompt_ids, int(table["seed"][j]), BUDGET)[0][:-1])
+
+
+def test_a_server_that_samples_with_another_seed_than_sent_is_refused(smol_tokenizer_dir):
+    with FakeServer(smol_tokenizer_dir, seed_bits=16) as server:  # a server keeping fewer bits than declared
+        backend = make_backend(entry(server, smol_tokenizer_dir, "llama.cpp"))
+        with pytest.raises(ServerError, match=r"the server sampled with seed \d+, not the seed sent"):
+            backend.generate([Request(prompt(backend), 1, SAMPLING, seed=2580426328877087488)])
+
+
+def test_vllm_seeds_go_as_drawn(server, smol_tokenizer_dir):
+    backend = make_backend(entry(server, smol_tokenizer_dir))
+    assert backend.seeds_honoured is None
+    backend.generate([Request(prompt(backend), 2, SAMPLING, seed=2580426328877087488)])
+    assert sorted(b["seed"] for _, b in server.bodies) == [2580426328877087488, 2580426328877087489]
+
+
+def test_llama_cpp_requests_are_prefilled_afresh_and_one_goes_at_a_time(server, smol_tokenizer_dir):
+    """The deterministic settings are the defaults: no prompt cache, one request in flight."""
+    backend = make_backend(entry(server, smol_tokenizer_dir, "llama.cpp"))
+    assert backend.options["concurrency"] == 1
+    backend.generate([Request(prompt(backend), 1, SAMPLING, seed=1)])
+    [(_, body)] = server.bodies
+    assert body["cache_prompt"] is False

@@ -24,7 +24,13 @@ from cotdyn.audit.diff import changed_rows
 from cotdyn.audit.expected import expected_checks, expected_files
 from cotdyn.audit.pages import check_pages
 from cotdyn.audit.raw import apply_raw_checks, raw_checks, raw_files
-from cotdyn.audit.registration import earlier_lock, registration_check, seed_problems, time_lock_status
+from cotdyn.audit.registration import (
+    earlier_lock,
+    registration_check,
+    seed_problems,
+    seeds_honoured,
+    time_lock_status,
+)
 from cotdyn.audit.untrusted import Admitted, Refused, admit, stored_hashes
 from cotdyn.files.layout import PLAN_CHECK, study_targets
 from cotdyn.files.terminal import printable
@@ -129,7 +135,7 @@ def audit(study_dir, plan_path=None, scratch=None, cache=None, pages: bool = Tru
     raw = raw_files(study.config, protocols, cells)
     refused = admit_raw(study_dir, list(raw))
     earlier, problems = earlier_lock(study.plan, study.plan_path)
-    checked, lock_problems = seed_problems(study_dir, raw, protocols, refused)
+    checked, lock_problems = seed_problems(study_dir, raw, protocols, refused, seeds_honoured(cells))
     report.problems += problems + lock_problems
     report.time_lock = time_lock_status(protocols, checked, problems + lock_problems, earlier)
     stored = stored_hashes(study_dir, study.entries)  # each file hashed once, from the admission's walk

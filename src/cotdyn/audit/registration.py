@@ -25,6 +25,7 @@ from cotdyn.generation.sealing import samples_requests
 from cotdyn.plan.attestation import earlier_registration_problems, read_registration, verified_attestation
 from cotdyn.plan.registration import PreregistrationError
 from cotdyn.plan.timelock import LOCK_FIELD, TimeLockError
+from cotdyn.protocol.seeds import served_seed
 
 # The generation logs whose start times say when generation began (the author's clock).
 GENERATION_LOGS = "cells/*/reference/*/generation.json", "cells/*/*/generation.json"
@@ -85,9 +86,13 @@ def generation_began(study_dir: Path, entries: dict | None = None) -> datetime.d
     return min(aware) if aware else None
 
 
-def seed_problems(study_dir: Path, raw: dict, protocols: dict[str, dict], refused: dict) -> tuple[int, list[str]]:
+def seed_problems(
+    study_dir: Path, raw: dict, protocols: dict[str, dict], refused: dict, honoured: dict | None = None
+) -> tuple[int, list[str]]:
     """(samples rows checked, problems): every samples row's seed against the one this
-    registration's lock gives it. A row drawn under another registration's seeds is named."""
+    registration's lock gives it, reduced as the cell's backend declares its sampler honours
+    (``honoured``: cell -> seed count, cotdyn.protocol.seeds.served_seed). A row drawn under another
+    registration's seeds is named."""
     checked, problems = 0, []
     for path, (cell, variant, chains) in sorted(raw.items()):
         protocol = protocols[variant]
@@ -99,7 +104,8 @@ def seed_problems(study_dir: Path, raw: dict, protocols: dict[str, dict], refuse
         except (OSError, ValueError, KeyError, TypeError) as e:
             problems.append(f"{path}: seeds not checked: {type(e).__name__}: {printable(str(e))[:200]}")
             continue
-        expected = [r.seed + j for r in requests for j in range(r.n)]
+        width = (honoured or {}).get(cell)
+        expected = [served_seed(r.seed + j, width) for r in requests for j in range(r.n)]
         stored = samples["seed"].astype("int64").tolist()
         wrong = [i for i, (a, b) in enumerate(zip(stored, expected)) if a != b]
         checked += len(stored)
@@ -127,3 +133,16 @@ def regenerated_lock(status: str, regenerated: int) -> str:
     """The time-lock part once ``regenerated`` requests were drawn again and all equal: the samples
     follow from the seeds the rows were checked to hold."""
     return f"{status.split(SEEDS_VERIFIED)[0]}: verified ({regenerated} regenerated)"
+
+
+def seeds_honoured(cells: dict) -> dict:
+    """cell -> the seeds its backend's sampler honours (None: every seed), as its declaration says."""
+    from cotdyn.generation.backends import registry
+
+    honoured = {}
+    for name, cell in cells.items():
+        try:
+            honoured[name] = registry.seeds_honoured(cell.model)
+        except (ValueError, KeyError):  # an unknown backend: admission names it; its seeds compare in full
+            honoured[name] = None
+    return honoured

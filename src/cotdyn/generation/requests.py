@@ -22,7 +22,7 @@ from cotdyn.generation.backends.base import Completion, Request, Sampling
 from cotdyn.grading import answers
 from cotdyn.protocol import answer_cut, segment
 from cotdyn.protocol.prompts import prefix_ids
-from cotdyn.protocol.seeds import request_seed
+from cotdyn.protocol.seeds import request_seed, served_seed
 
 Decode = Callable[[Sequence[int]], str]
 
@@ -145,8 +145,11 @@ def samples_table(
     completions: list[list[Completion]],
     benchmark: str,
     options: dict[str, tuple[str, ...]] | None = None,
+    seeds_honoured: int | None = None,
 ) -> pd.DataFrame:
-    """``options``: each multiple-choice problem's option texts, so a choice named by its text counts."""
+    """``options``: each multiple-choice problem's option texts, so a choice named by its text counts;
+    ``seeds_honoured``: the backend's sampler's seed range, into which each sample's seed was sent
+    reduced (cotdyn.protocol.seeds.served_seed): the seed recorded is the seed used."""
     rows = []
     for row, request, samples in zip(plan.itertuples(), requests, completions):
         for j, c in enumerate(samples):
@@ -158,7 +161,7 @@ def samples_table(
                     "prefix_tokens": row.prefix_tokens,
                     "raw_units": row.raw_units,
                     "sample": j,
-                    "seed": request.seed + j,
+                    "seed": served_seed(request.seed + j, seeds_honoured),
                     "text": c.text,
                     "token_ids": list(c.token_ids),
                     "finish_reason": c.finish_reason,

@@ -183,6 +183,7 @@ def run_continuations(
     observer.before(job)
     completions, stats = _generate(job, model, observer)
     options = {p.problem_id: p.options for p in problems if p.options}
-    write_parquet(P.samples_table(plan, requests, completions, benchmark, options), samples_out)
+    honoured = getattr(backend, "seeds_honoured", None)  # a served model's sampler may honour fewer seeds
+    write_parquet(P.samples_table(plan, requests, completions, benchmark, options, honoured), samples_out)
     write_json(_generation_log(backend, stats, P.continuation_sampling(protocol), "continuations"), log_out)
     observer.after(job, stats)

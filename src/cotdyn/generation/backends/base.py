@@ -10,6 +10,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Callable, Mapping, Protocol, Sequence
 
 
+class BackendFailure(RuntimeError):
+    """A failure outside cotdyn that stops generation (a server's error, a server gone): its message is
+    the whole story, printed as the job's one last line (cotdyn.generation.failures)."""
+
+
 @dataclass(frozen=True)
 class Sampling:
     """Every sampling parameter, explicit: a model's generation_config must never leak in."""

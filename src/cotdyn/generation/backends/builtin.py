@@ -195,6 +195,12 @@ def _served_entry(model_id: str | None, revision: str | None, device: str | None
     return {"backend": "openai_compat", "id": model_id, "revision": revision}
 
 
+def _served_seeds(server: str) -> int | None:
+    from cotdyn.generation.backends.openai_compat import DIALECTS
+
+    return DIALECTS[server].seeds  # the seeds its sampler honours (Dialect.seeds)
+
+
 @register_backend(
     "openai_compat",
     summary="openai_compat: a model already served by an OpenAI-compatible server (vllm serve, llama-server)",
@@ -210,13 +216,19 @@ def _served_entry(model_id: str | None, revision: str | None, device: str | None
             },
             "model": {"type": "string", "description": "the served model's name (its /v1/models id)"},
             "server": {"enum": ["vllm", "llama.cpp"], "description": "whose fields to speak (default vllm)"},
-            "concurrency": {"type": "integer", "minimum": 1, "description": "requests in flight (default 4)"},
+            "concurrency": {
+                "type": "integer",
+                "minimum": 1,
+                "description": "requests in flight (default 1: a server batching several may change their samples)",
+            },
             "retries": {"type": "integer", "minimum": 0, "description": "retries of a failed request (default 4)"},
             "backoff_s": {"type": "number", "minimum": 0, "description": "first wait between tries, doubling"},
             "timeout_s": {"type": "number", "exclusiveMinimum": 0, "description": "one request's limit"},
         },
     },
-    defaults={"server": "vllm", "concurrency": 4, "retries": 4, "backoff_s": 1.0, "timeout_s": 600.0},
+    # one request in flight: a sample then never depends on the others batched with it, so a resumed
+    # or regenerated one equals the first (its cost: benchmarks/llama_server_determinism.py)
+    defaults={"server": "vllm", "concurrency": 1, "retries": 4, "backoff_s": 1.0, "timeout_s": 600.0},
     needs_id=True,
     needs_revision=True,
     speed=lambda entry, options: {
@@ -229,6 +241,7 @@ def _served_entry(model_id: str | None, revision: str | None, device: str | None
     settings=(),  # the server decides the device and the precision it serves
     identity=lambda entry, options: f"served {options['server']}:{options['model']}@{entry.get('revision')}",
     init_entry=_served_entry,
+    seeds=lambda options: _served_seeds(options["server"]),
 )
 def build_openai_compat(entry: dict, options: dict, golds: dict[str, str], benchmark: str | None) -> Backend:
     from cotdyn.generation.backends.openai_compat import OpenAICompatBackend

@@ -14,8 +14,10 @@ Two servers are spoken to, each in its own fields (``DIALECTS``, the model entry
   fields; ``stop_token_ids`` names the model's stop ids, so its generation_config is not needed.
 - ``llama.cpp`` (``llama-server``): its ``POST /completion``, whose OpenAI-style sibling returns no
   ids: ``"return_tokens": true`` gives ``tokens``; ``repeat_penalty``, ``n_predict``; its other
-  samplers (DRY, XTC, mirostat, typical-p, min-p) written at their "off" values. Checked against a
-  fake server only (tests/test_openai_compat.py), not yet against a real llama-server.
+  samplers (DRY, XTC, mirostat, typical-p, min-p) written at their "off" values, and
+  ``cache_prompt: false`` (a prompt is prefilled afresh, never read from another request's KV
+  cache). Its answer echoes the seed used (``generation_settings.seed``), which must be the seed
+  sent. Run through the whole DAG against a real llama-server by tests/test_llama_server.py.
 
 Every sampling field is written out, each of the protocol's (``Sampling``) and every field the
 server would otherwise fill from its own or the model's defaults (vLLM's serve takes a model's
@@ -25,10 +27,15 @@ comes back as its HTTP 400, whose message is shown.
 
 One request per sample: sample j of a request seeded s is sent with n = 1 and seed s + j (the
 convention of ``cotdyn.protocol.seeds``), so no sample depends on how the server groups a request's
-n. Requests go out ``concurrency`` at a time, and a refused connection, a timeout, HTTP 429 or 5xx
-is retried ``retries`` times, waiting ``backoff_s`` x 2^attempt seconds. A server may still batch
-concurrent requests together; whether that changes a sample's numbers is the server's to say
-(vLLM's batch-invariant kernels, for one).
+n. A server whose sampler honours fewer seeds (``Dialect.seeds``: llama.cpp's 2**32 - 1) is sent
+(s + j) mod that count (``served_seed``), and the samples table records the seed sent
+(``sent_seed``), as the audit recomputes it. Requests go out ``concurrency`` at a time (default
+1), and a refused connection, a timeout, HTTP 429 or 5xx is retried ``retries`` times, waiting
+``backoff_s`` x 2^attempt seconds (cotdyn.generation.backends.openai_transport, which also notices a
+server gone silent). A server batches concurrent requests together, and a sample's numbers may
+then depend on its batch (a llama-server with several slots; vLLM unless its batch-invariant
+kernels are on): one request in flight, the default, is what makes a resumed or regenerated
+sample equal to the first.
 
 The served model cannot report its revision: the model entry declares it (``revision``, required),
 and it is part of the backend's ``model_revision`` and so of every cache key, with the served name
@@ -37,20 +44,16 @@ and the server kind. ``describe`` records what the server lists for the model (`
 
 from __future__ import annotations
 
-import json
 import time
-import urllib.error
-import urllib.request
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Sequence
 
 from cotdyn.generation.backends.base import Completion, Request, Sampling
+from cotdyn.generation.backends.openai_transport import ServerError, post_json, run_watched
+from cotdyn.protocol.seeds import served_seed
 
-
-class ServerError(RuntimeError):
-    """What the server said, or that it said nothing usable; names the server and the request."""
+__all__ = ["DIALECTS", "OpenAICompatBackend", "ServerError", "post_json", "request_body", "read_answer"]
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,10 @@ class Dialect:
     ids_field: str  # of a choice (vLLM) or of the response (llama.cpp)
     in_choices: bool
     stop_ids_field: str | None  # where the model's stop ids are named, if the server takes them
+    # the seeds its sampler honours: 0 .. seeds - 1 (None: every seed cotdyn draws, up to 2**62);
+    # each sample's seed is sent reduced into them (cotdyn.protocol.seeds.served_seed) and recorded so
+    seeds: int | None = None
+    seed_echo: tuple[str, ...] = ()  # where an answer says which seed was used, if it does
 
 
 DIALECTS = {
@@ -94,6 +101,7 @@ DIALECTS = {
         ids_field="token_ids",
         in_choices=True,
         stop_ids_field="stop_token_ids",
+        seeds=None,  # a Python int, torch.Generator.manual_seed's: 64 bits
     ),
     "llama.cpp": Dialect(
         path="/completion",
@@ -118,16 +126,21 @@ DIALECTS = {
             "n_probs": 0,
             "stream": False,
             "return_tokens": True,
-            "cache_prompt": True,
+            # a prompt's cached KV from an earlier request is computed in other batches than a fresh
+            # prefill, so its logits (and samples) may differ in the last bits: off, the cost in
+            # benchmarks/llama_server_determinism.py
+            "cache_prompt": False,
         },
         ids_field="tokens",
         in_choices=False,
         stop_ids_field=None,
+        # its seed is a uint32_t, and 0xFFFFFFFF (LLAMA_DEFAULT_SEED) asks for a random one
+        seeds=2**32 - 1,
+        seed_echo=("generation_settings", "seed"),
     ),
 }
 # The protocol's "off" value of each Sampling field: a server without the field samples the same.
 SAMPLING_OFF = {"top_p": 1.0, "top_k": 0, "repetition_penalty": 1.0}
-RETRIED = (429, 500, 502, 503, 504)
 
 
 def request_body(server: str, model: str, prompt_ids: Sequence[int], sampling: Sampling, seed: int, stop_ids) -> dict:
@@ -149,8 +162,8 @@ def read_answer(server: str, answer: dict, prompt_ids: Sequence[int], where: str
     dialect = DIALECTS[server]
     if dialect.in_choices:
         choices = answer.get("choices") or []
-        if len(choices) != 1:
-            raise ServerError(f"{where}: expected one choice, got {len(choices)}")
+        if not isinstance(choices, list) or len(choices) != 1 or not isinstance(choices[0], dict):
+            raise ServerError(f"{where}: expected one choice (an object), got {str(choices)[:200]}")
         holder, finish = choices[0], choices[0].get("finish_reason")
         echoed = holder.get("prompt_token_ids")
         if echoed is not None and list(echoed) != list(prompt_ids):
@@ -171,34 +184,12 @@ def read_answer(server: str, answer: dict, prompt_ids: Sequence[int], where: str
     return ids, finish
 
 
-def post_json(
-    url: str,
-    body: dict | None,
-    timeout: float,
-    retries: int,
-    backoff_s: float,
-    sleep: Callable[[float], None] = time.sleep,
-) -> dict:
-    """POST (or GET, without a body) JSON to ``url``; a refused connection, timeout, 429 or 5xx is
-    retried with exponential backoff; any other HTTP error is raised with the server's message."""
-    data = None if body is None else json.dumps(body).encode()
-    headers = {"Content-Type": "application/json"} if data is not None else {}
-    for attempt in range(retries + 1):
-        try:
-            with urllib.request.urlopen(urllib.request.Request(url, data, headers), timeout=timeout) as response:
-                return json.loads(response.read())
-        except urllib.error.HTTPError as e:
-            message = e.read().decode(errors="replace")[:500]
-            if e.code not in RETRIED:
-                raise ServerError(f"{url}: HTTP {e.code}: {message}") from None
-            failure = f"HTTP {e.code}: {message}"
-        except (urllib.error.URLError, TimeoutError, ConnectionError) as e:
-            failure = str(getattr(e, "reason", e))
-        except json.JSONDecodeError as e:
-            raise ServerError(f"{url}: the answer is not JSON ({e})") from None
-        if attempt < retries:
-            sleep(backoff_s * 2**attempt)
-    raise ServerError(f"{url}: no answer after {retries + 1} tries (last: {failure})")
+def echoed_seed(server: str, answer: dict) -> int | None:
+    """The seed the server says it sampled with (llama.cpp: ``generation_settings.seed``), if it says."""
+    held = answer
+    for key in DIALECTS[server].seed_echo:
+        held = held.get(key) if isinstance(held, dict) else None
+    return held if isinstance(held, int) and not isinstance(held, bool) else None
 
 
 class OpenAICompatBackend:
@@ -214,6 +205,7 @@ class OpenAICompatBackend:
         self.server, self.served = options["server"], options["model"]
         self.base_url = options["base_url"].rstrip("/")
         self.declared_revision = revision
+        self.seeds_honoured = DIALECTS[self.server].seeds
         self.model_revision = f"openai_compat-{self.server}-{self.served}@{revision}"
         from transformers import AutoTokenizer
 
@@ -230,7 +222,8 @@ class OpenAICompatBackend:
 
     def _served_model(self) -> dict:
         """What the server lists for the served model (``/v1/models``); an error if it serves no such one."""
-        listed = self._post("/v1/models", None).get("data", [])
+        listed = self._post("/v1/models", None).get("data")
+        listed = [e for e in listed if isinstance(e, dict)] if isinstance(listed, list) else []
         for entry in listed:
             if entry.get("id") == self.served:
                 return {k: v for k, v in entry.items() if k not in ("created",)}
@@ -244,7 +237,8 @@ class OpenAICompatBackend:
             "sampler": f"{self.server} server at {self.base_url}",
             **fields,
             "n": "1 per request: one request per sample",
-            "seed": "per sample (cotdyn.protocol.seeds; sample j: seed + j)",
+            "seed": "per sample (cotdyn.protocol.seeds; sample j: seed + j"
+            + (f", sent mod {self.seeds_honoured}: the seeds the server honours)" if self.seeds_honoured else ")"),
         }
 
     def describe(self) -> dict:
@@ -260,45 +254,48 @@ class OpenAICompatBackend:
             "dtype": self.dtype,
             "device": "server",
             "stop_token_ids": list(self.stop_ids),
+            "seeds_honoured": self.seeds_honoured,
             "chat_template_sha256": self.tokenizer.template_sha256(),
             "tokenizer_sha256": self._tokenizer_sha256,
         }
+
+    def sent_seed(self, request: Request, j: int) -> int:
+        """The seed sample j of ``request`` is sent with, and recorded with: reduced into the seeds the
+        server honours (cotdyn.protocol.seeds.served_seed)."""
+        return served_seed(request.seed + j, self.seeds_honoured)
 
     def generate(self, requests: Sequence[Request], desc: str = "", done=None, on_done=None) -> list[list[Completion]]:
         """Every sample its own request, ``concurrency`` at a time; completions in request order.
 
         ``on_done`` hears of each response as it arrives; the samples in ``done`` are not sent.
-        A failed request stops the call once the responses in flight are in (and told).
+        A failed request stops the call once the responses in flight are in (and told); a server
+        gone silent stops it at once (openai_transport.run_watched).
         """
         from cotdyn.generation.backends.vllm import completion
 
         done = done or {}
         samples = [(i, j) for i, r in enumerate(requests) for j in range(r.n) if (i, j) not in done]
+        path = DIALECTS[self.server].path
 
         def one(ij: tuple[int, int]) -> Completion:
-            r = requests[ij[0]]
-            body = request_body(self.server, self.served, r.prompt_ids, r.sampling, r.seed + ij[1], self.stop_ids)
-            where = f"{self.base_url}{DIALECTS[self.server].path} (seed {r.seed + ij[1]})"
-            ids, finish = read_answer(self.server, self._post(DIALECTS[self.server].path, body), r.prompt_ids, where)
+            r, seed = requests[ij[0]], self.sent_seed(requests[ij[0]], ij[1])
+            body = request_body(self.server, self.served, r.prompt_ids, r.sampling, seed, self.stop_ids)
+            where = f"{self.base_url}{path} (seed {seed})"
+            answer = self._post(path, body)
+            used = echoed_seed(self.server, answer)
+            if used is not None and used != seed:
+                raise ServerError(f"{where}: the server sampled with seed {used}, not the seed sent")
+            ids, finish = read_answer(self.server, answer, r.prompt_ids, where)
             return completion(ids, finish, self.stop_ids, self.tokenizer.decode)
 
         for sampling in {r.sampling for r in requests}:  # a field the server lacks fails before any request
             request_body(self.server, self.served, [], sampling, 0, self.stop_ids)
         drawn: dict[tuple[int, int], Completion] = dict(done)
-        failure: BaseException | None = None
-        with ThreadPoolExecutor(max_workers=self.options["concurrency"]) as pool:
-            futures = {pool.submit(one, ij): ij for ij in samples}
-            for future in as_completed(futures):
-                try:
-                    drawn[futures[future]] = future.result()
-                except Exception as e:  # noqa: BLE001 - raised below, once the others are told
-                    if failure is None:
-                        failure = e
-                        for other in futures:
-                            other.cancel()
-                    continue
-                if on_done is not None:
-                    on_done([(*futures[future], drawn[futures[future]])])
-        if failure is not None:
-            raise failure
+
+        def heard(ij: tuple[int, int], sample: Completion) -> None:
+            drawn[ij] = sample
+            if on_done is not None:
+                on_done([(*ij, sample)])
+
+        run_watched(samples, one, self.options["concurrency"], self.base_url, heard)
         return [[drawn[(i, j)] for j in range(r.n)] for i, r in enumerate(requests)]
