@@ -29,6 +29,9 @@ from pathlib import Path
 
 SUFFIX = ".snapshot"
 SNAPSHOT_SECONDS = 3.0  # a kill loses at most this much decoding, plus the step in flight
+# ... or this many times what the last snapshot took to write, if longer: writing snapshots costs a
+# decode at most a tenth of its time (a segment of 64 rows by 30 columns of a 135M model is 88 MB)
+COST_RATIO = 10.0
 MAX_SEGMENT_BYTES = 4 << 30  # a batch's keys and values; beyond this a segment is refused unread
 
 
@@ -43,7 +46,7 @@ def _digest(meta: dict, tensors: dict) -> str:
     for name in sorted(tensors):
         t = tensors[name].contiguous().cpu()
         h.update(f"{name}:{t.dtype}:{tuple(t.shape)}\0".encode())
-        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+        h.update(t.reshape(-1).view(torch.uint8).numpy())  # the tensor's own buffer, not a copy
     return h.hexdigest()
 
 
@@ -51,6 +54,7 @@ class SnapshotStore:
     """The snapshots of one cache folder (``directory``), by batch name and segment index."""
 
     seconds = SNAPSHOT_SECONDS
+    cost_ratio = COST_RATIO
 
     def __init__(self, directory: Path):
         self.directory = Path(directory)

@@ -51,7 +51,7 @@ class BatchSnapshots:
 
     def __init__(self, store, name: str, keys: list[str]):
         self.store, self.name, self.keys = store, name, sorted(set(keys))
-        self.index, self.columns, self.last = 0, 0, time.monotonic()
+        self.index, self.columns, self.last, self.cost = 0, 0, time.monotonic(), 0.0
         self._segments: list | None = None
 
     def segments(self) -> list[tuple[dict, dict]]:
@@ -61,8 +61,9 @@ class BatchSnapshots:
         return self._segments
 
     def save_if_due(self, state: DecodeState, generators: list[torch.Generator]) -> None:
-        if time.monotonic() - self.last < self.store.seconds:
+        if time.monotonic() - self.last < max(self.store.seconds, self.store.cost_ratio * self.cost):
             return
+        began = time.monotonic()
         end = state.cache.get_seq_length()
         tensors = {"live": state.live, "inputs": state.inputs, "positions": state.positions}
         tensors["generators"] = torch.stack([g.get_state() for g in generators])
@@ -74,6 +75,7 @@ class BatchSnapshots:
         meta = {"keys": self.keys, "step": state.step, "running": state.running, "out": state.out}
         self.store.save(self.name, self.index, tensors, meta | {"columns": [self.columns, end]})
         self.index, self.columns, self.last = self.index + 1, end, time.monotonic()
+        self.cost = self.last - began
 
     def restore(self, start: DecodeState, generators: list[torch.Generator], config) -> DecodeState | None:
         """The state of the last snapshot, built on ``start`` (the batch's state before its first step);
