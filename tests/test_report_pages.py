@@ -354,9 +354,11 @@ def test_the_report_sections_are_numbered_without_a_gap_and_the_optional_one_com
     `infogain` target or `infogain.traces` writes, sat between dynamics and grading)."""
     import re
 
+    root = Path(__file__).resolve().parents[1]
     categories = set()
-    for rules in (Path(__file__).resolve().parents[1] / "workflow" / "rules").glob("*.smk"):
-        categories |= set(re.findall(r'category="(\d+)\. ([^"]+)"', rules.read_text()))
+    # the rules' report() calls, and the report items cotdyn.workflow builds for them
+    for source in [*(root / "workflow" / "rules").glob("*.smk"), *(root / "src" / "cotdyn" / "workflow").glob("*.py")]:
+        categories |= set(re.findall(r'category"?\s*[=:]\s*"(\d+)\. ([^"]+)"', source.read_text()))
     numbered = sorted((int(n), name) for n, name in categories)
     assert [n for n, _ in numbered] == list(range(len(numbered))), numbered
     # every section but the last is written by every study (files.layout.study_targets)
