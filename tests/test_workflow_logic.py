@@ -348,3 +348,14 @@ def test_a_params_comparison_names_a_file_only_when_its_params_changed():
     assert list(unchanged | changed) == ["new"] and list(changed | unchanged) == ["new"]
     both = changed | ParamsChange(only_old={"'y'"}, files={"old"})
     assert set(both) == {"new", "old"} and both.only_old == {"'y'"} and both.only_new == {"'x'"}
+
+
+def test_a_limited_study_holds_no_cell_confirmatory_when_the_workflow_is_read(tmp_path):
+    """A study under `limit:` is descriptive (plan.config.confirmatory_cells): a cell it lists as
+    confirmatory, run off the registered protocol, is a deviation only where the study is not limited."""
+    config = simulated(tmp_path, confirmatory=["sim-gsm8k"], protocol={"m": 4})
+    with pytest.raises(StudyError, match="deviation"):
+        checks.check_plan_drift(study_of(tmp_path, config))
+    checks.check_plan_drift(
+        study_of(tmp_path, simulated(tmp_path, confirmatory=["sim-gsm8k"], protocol={"m": 4}, limit=2))
+    )

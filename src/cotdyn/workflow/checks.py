@@ -25,9 +25,10 @@ def check_plan_drift(study: Study) -> None:
     """An edited plan or an undeclared deviation of a confirmatory cell, refused naming the study's own
     plan and deviations.yaml; the check_plan job repeats it and records the result
     (cotdyn.plan.registration.plan_check)."""
+    from cotdyn.plan.config import confirmatory_cells
     from cotdyn.plan.registration import plan_check
 
-    confirmatory = list(study.config.get("confirmatory", []))
+    confirmatory = confirmatory_cells(study.config)  # none in a study under `limit:` (descriptive)
     try:
         plan_check(study.plan_path, study.cell_names, confirmatory, study.protocols, study.plan)
     except ValueError as e:  # PreregistrationError, and a token or time lock that does not hold
