@@ -13,7 +13,8 @@ body that is not JSON (``malformed``), go silent after ``hang_after`` completion
 ``GET /health`` included, is held open unanswered, as a SIGTERM'd llama-server does), or stop
 listening after ``close_after`` completions (later connections are refused). Its llama.cpp answers
 echo the seed used in ``generation_settings.seed``, as llama-server's do: the seed sent, or, with
-``seed_bits``, only its low bits (llama-server's uint32_t seed).
+``seed_bits``, only its low bits (llama-server's uint32_t seed). With ``ftype``, its /v1/models
+entry names the weights' type in ``meta.ftype``, as llama-server's does.
 """
 
 from __future__ import annotations
@@ -62,11 +63,13 @@ class FakeServer:
         hang_after: int | None = None,
         close_after: int | None = None,
         seed_bits: int | None = None,
+        ftype: str | None = None,
     ):
         self.tokenizer = _tokenizer(tokenizer_dir)
         self.fail_first, self.omit_ids, self.rejects = fail_first, omit_ids, set(rejects)
         self.fail_status, self.malformed, self.seed_bits = fail_status, malformed, seed_bits
         self.hang_after, self.close_after = hang_after, close_after
+        self.listed = {"id": SERVED, "object": "model", "created": 1} | ({"meta": {"ftype": ftype}} if ftype else {})
         self.answered = 0
         self.released = threading.Event()  # set on exit: requests held by ``hang_after`` end
         self.bodies: list[tuple[str, dict]] = []  # (path, body) of every completion request received
@@ -153,7 +156,7 @@ class FakeServer:
                 if self.path == "/health":
                     self._send(200, {"status": "ok"})
                 elif self.path == "/v1/models":
-                    self._send(200, {"object": "list", "data": [{"id": SERVED, "object": "model", "created": 1}]})
+                    self._send(200, {"object": "list", "data": [server.listed]})
                 else:
                     self._send(404, {"error": f"no {self.path}"})
 

@@ -289,7 +289,9 @@ def test_llama_cpp_is_sent_and_recorded_the_seed_it_uses(smol_tokenizer_dir):
     table = samples_table(plan, [request], [samples], "gsm8k", None, backend.seeds_honoured)
     assert sorted(table["seed"]) == sorted(sent)
     for j, sample in enumerate(samples):  # each sample is the one the server drew with its recorded seed
-        assert sample.token_ids == tuple(server.generated_ids(request.prompt_ids, int(table["seed"][j]), BUDGET)[0][:-1])
+        assert sample.token_ids == tuple(
+            server.generated_ids(request.prompt_ids, int(table["seed"][j]), BUDGET)[0][:-1]
+        )
 
 
 def test_a_server_that_samples_with_another_seed_than_sent_is_refused(smol_tokenizer_dir):
@@ -313,3 +315,16 @@ def test_llama_cpp_requests_are_prefilled_afresh_and_one_goes_at_a_time(server, 
     backend.generate([Request(prompt(backend), 1, SAMPLING, seed=1)])
     [(_, body)] = server.bodies
     assert body["cache_prompt"] is False
+
+
+def test_describe_records_the_precision_the_server_serves(smol_tokenizer_dir):
+    """llama-server lists a GGUF's quantization type (/v1/models meta.ftype): that is the dtype the
+    generation log and the cell manifest record, not the plan's bfloat16; a server that lists none
+    leaves the study's declared one, saying so."""
+    with FakeServer(smol_tokenizer_dir, ftype="Q4_1") as server:
+        model = {**entry(server, smol_tokenizer_dir, "llama.cpp"), "dtype": "bfloat16"}
+        described = make_backend(model).describe()
+    assert described["dtype"] == "Q4_1" and described["dtype_source"] == "server"
+    with FakeServer(smol_tokenizer_dir) as server:
+        described = make_backend({**entry(server, smol_tokenizer_dir), "dtype": "bfloat16"}).describe()
+    assert described["dtype"] == "bfloat16" and "does not say" in described["dtype_source"]

@@ -184,6 +184,14 @@ def read_answer(server: str, answer: dict, prompt_ids: Sequence[int], where: str
     return ids, finish
 
 
+def served_precision(listed: dict) -> str | None:
+    """The served weights' precision as the server lists them: llama-server's ``meta.ftype`` of its
+    /v1/models entry (a GGUF's quantization type, "Q4_1"); vLLM lists none."""
+    meta = listed.get("meta")
+    ftype = meta.get("ftype") if isinstance(meta, dict) else None
+    return ftype if isinstance(ftype, str) and ftype else None
+
+
 def echoed_seed(server: str, answer: dict) -> int | None:
     """The seed the server says it sampled with (llama.cpp: ``generation_settings.seed``), if it says."""
     held = answer
@@ -251,7 +259,12 @@ class OpenAICompatBackend:
             "model_id": self.model_id,
             "declared_revision": self.declared_revision,
             "revision": self.model_revision,
-            "dtype": self.dtype,
+            # what the server serves, where it says (llama-server: the GGUF's quantization type, as the
+            # cell manifest then records it); else the study's declared precision
+            "dtype": served_precision(self.listed) or self.dtype,
+            "dtype_source": "server"
+            if served_precision(self.listed)
+            else "the study's protocol (the server does not say)",
             "device": "server",
             "stop_token_ids": list(self.stop_ids),
             "seeds_honoured": self.seeds_honoured,
