@@ -116,14 +116,26 @@ def prefix_block(k: int, rows: pd.DataFrame, entropy, step_text: str | None, whe
     return "\n".join(lines)
 
 
+def flag(value) -> str:
+    """A yes/no field of a record in words; "n/a" where it has none (an excluded chain's is NA)."""
+    return "n/a" if value is None or pd.isna(value) else str(bool(value))
+
+
+def listed(value) -> list:
+    """A record's list field; empty where it has none (an excluded chain)."""
+    return [] if value is None or (not hasattr(value, "__len__") and pd.isna(value)) else list(value)
+
+
 def chain_block(problem: pd.Series, chain: pd.Series, record: pd.Series | None, samples: pd.DataFrame,
                 protocol: dict, view: CellView) -> str:  # fmt: skip
     """One reference chain, folded: the question and gold, the chain, then every prefix."""
     if record is None:
         entropies, summary = {}, "no record"
     else:
-        entropies = dict(zip((int(p) for p in record["points"]), (float(h) for h in record["trajectory"])))
-        summary = f"prediction {record['pred']}, correct {bool(record['correct'])}, monotone {bool(record['monotone'])}"
+        entropies = dict(
+            zip((int(p) for p in listed(record["points"])), (float(h) for h in listed(record["trajectory"])))
+        )
+        summary = f"prediction {record['pred']}, correct {flag(record['correct'])}, monotone {flag(record['monotone'])}"
     prefixes = sorted(int(k) for k in samples["prefix"].unique())
     ends = prefix_ends(str(chain["text"]), protocol, len(prefixes))
     parts = [
