@@ -107,7 +107,15 @@ def reextract_answers(
     of rows whose stored answer or status differs from the re-extraction. ``options``: each
     multiple-choice problem's option texts."""
     options = options or {}
-    found = [answers.extract(t, benchmark, options.get(p)) for t, p in zip(samples["text"], samples["problem_id"])]
+    # an answer is a function of its text and its problem's options: each distinct pair is extracted
+    # once (continuations repeat: a simulated panel cell holds some 10 rows per distinct text)
+    memo: dict[tuple, answers.Extraction] = {}
+    found = []
+    for text, problem in zip(samples["text"], samples["problem_id"]):
+        key = (text, options.get(problem))
+        if key not in memo:
+            memo[key] = answers.extract(text, benchmark, key[1])
+        found.append(memo[key])
     out = samples.copy()
     out["answer"] = [f.answer for f in found]
     out["status"] = [f.status for f in found]
@@ -219,7 +227,10 @@ def rederive_cell(study_dir: Path, scratch: Path, config: dict, plan: dict, spec
         cut_answers=cut_answers(config, variant),
         problems_path=_problems_path(study_dir, spec),
     )
-    return records, variant_samples(samples, chains, protocol).assign(cell=name), chains
+    # kept for the cross-cell dynamics and Math-Shepherd labels, which read neither texts nor token
+    # ids: held for every cell at once, those columns would make the audit's memory grow with the panel
+    kept = variant_samples(samples, chains, protocol).drop(columns=["text", "token_ids"], errors="ignore")
+    return records, kept.assign(cell=name), chains
 
 
 def preregistration_problems(study_dir: Path, scratch: Path, config: dict, plan: dict, plan_path: Path,
