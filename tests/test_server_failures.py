@@ -108,7 +108,7 @@ def test_a_slow_server_that_answers_its_health_probe_is_waited_for(problems, pla
     """The probe ends only a server that does not answer: a slow one (here, every request retried
     once after an HTTP 503) is waited for, and the job finishes."""
     with FakeServer(smol_tokenizer_dir, fail_first=2) as server:
-        entry = model_entry(server.url, smol_tokenizer_dir)
+        entry = model_entry(server.url, smol_tokenizer_dir, retries=2)
         with one_line_failures("reference"):
             run_reference(
                 problems, entry, effective_protocol(plan), CELL, "gsm8k", tmp_path / "cache",
