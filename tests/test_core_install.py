@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from test_audit import build_study
-from test_envs import NEVER_RUN, RULE_ENVS, closure
+from test_envs import RULE_ENVS, closure, never_run
 
 from cotdyn.audit.check import PLAN_CHECK
 
@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # envs/analysis.yaml reach (tests/test_envs.py), so a module added to that path is checked too.
 CORE_MODULES = sorted(
     {"cotdyn.cli.main", "cotdyn.cli.prereg"}.union(
-        *(closure(script, NEVER_RUN["analysis.yaml"])[0] for _, script, env in RULE_ENVS if env == "analysis.yaml")
+        *(closure(script, never_run("analysis.yaml"))[0] for _, script, env in RULE_ENVS if env == "analysis.yaml")
     )
 )
 # argv: blocked names, modules to import, code to run with sys.argv = [code, args...]. A finder
