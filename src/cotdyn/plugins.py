@@ -21,6 +21,7 @@ import importlib.util
 import sys
 from dataclasses import dataclass
 from importlib import metadata
+from typing import Callable
 
 
 class PluginError(ImportError):
@@ -89,16 +90,27 @@ def load(plugin: Plugin) -> object:
         ) from error
 
 
-def load_group(group: str) -> tuple[dict[str, object], dict[str, PluginError]]:
-    """Every plugin of the group loaded: (name -> what its entry point names, name -> the error of
-    each that failed). One broken plugin does not hide the others; its error is raised where it is used."""
-    loaded, broken = {}, {}
-    for plugin in entry_points(group):
+def discover(group: str, found: Callable[[Plugin, object], None], origins: dict, broken: dict) -> None:
+    """Load every plugin of ``group`` not yet in ``origins`` or ``broken``, cotdyn's own first (so its
+    declaration order leads a registry). ``found(plugin, loaded)`` registers what the entry point
+    names, raising PluginError where it cannot. Each plugin is then recorded in ``origins`` (its
+    package), or in ``broken`` with its error: one broken plugin does not hide the others, and its
+    error is raised where it is used."""
+    for plugin in sorted(entry_points(group), key=lambda p: p.distribution != "cotdyn"):
+        if plugin.name in origins or plugin.name in broken:
+            continue
         try:
-            loaded[plugin.name] = load(plugin)
+            found(plugin, load(plugin))
         except PluginError as error:
             broken[plugin.name] = error
-    return loaded, broken
+        else:
+            origins[plugin.name] = plugin
+
+
+def package_of(origins: dict, name: str) -> str:
+    """The distribution (name and version) a registry's entry came from, as ``cotdyn ls`` lists it."""
+    origin = origins.get(name)
+    return origin.package if origin else "(registered in-process, no entry point)"
 
 
 @dataclass(frozen=True)

@@ -88,32 +88,24 @@ def discover() -> None:
     ``Benchmark`` (registered here if its module did not register it) or a module whose import
     registers it; either way the entry point's name is the benchmark's. A plugin that fails is kept in
     ``BROKEN``, and its error is given where a config names it (``entry``)."""
-    for plugin in sorted(plugins.entry_points(GROUP), key=lambda p: p.distribution != "cotdyn"):
-        if plugin.name in ORIGINS or plugin.name in BROKEN:
-            continue
+    plugins.discover(GROUP, _found, ORIGINS, BROKEN)
+
+
+def _found(plugin: plugins.Plugin, declared: object) -> None:
+    if plugin.name not in REGISTRY and isinstance(declared, Benchmark) and declared.name == plugin.name:
         try:
-            declared = plugins.load(plugin)
-            if plugin.name not in REGISTRY and isinstance(declared, Benchmark) and declared.name == plugin.name:
-                try:
-                    register(declared)
-                except ValueError as error:
-                    raise plugins.PluginError(
-                        f"{GROUP} plugin '{plugin.name}' from {plugin.package}: {error}"
-                    ) from None
-            if plugin.name not in REGISTRY:
-                raise plugins.PluginError(
-                    f"{GROUP} plugin '{plugin.name}' from {plugin.package} declares no benchmark of that name ({plugin.value})"
-                )
-        except plugins.PluginError as error:
-            BROKEN[plugin.name] = error
-            continue
-        ORIGINS[plugin.name] = plugin
+            register(declared)
+        except ValueError as error:
+            raise plugins.PluginError(f"{GROUP} plugin '{plugin.name}' from {plugin.package}: {error}") from None
+    if plugin.name not in REGISTRY:
+        raise plugins.PluginError(
+            f"{GROUP} plugin '{plugin.name}' from {plugin.package} declares no benchmark of that name ({plugin.value})"
+        )
 
 
 def package_of(name: str) -> str:
     """The distribution (name and version) a benchmark comes from, as ``cotdyn ls`` lists it."""
-    origin = ORIGINS.get(name)
-    return origin.package if origin else "(registered in-process, no entry point)"
+    return plugins.package_of(ORIGINS, name)
 
 
 def kinds() -> list[str]:

@@ -85,21 +85,12 @@ def discover() -> None:
     cotdyn's own first, so its four lead ``SIGNALS``. A plugin that fails is kept in ``BROKEN`` and
     refused where records are built (``derived_columns``): a study's records never silently lack a
     signal that was installed."""
-    for plugin in sorted(plugins.entry_points(GROUP), key=lambda p: p.distribution != OWN):
-        if plugin.name in ORIGINS or plugin.name in BROKEN:
-            continue
-        try:
-            _found(plugin, plugins.load(plugin))
-        except plugins.PluginError as error:
-            BROKEN[plugin.name] = error
-            continue
-        ORIGINS[plugin.name] = plugin
+    plugins.discover(GROUP, _found, ORIGINS, BROKEN)
 
 
 def package_of(name: str) -> str:
     """The distribution (name and version) a signal comes from, as ``cotdyn ls`` lists it."""
-    origin = ORIGINS.get(name)
-    return origin.package if origin else "(registered in-process, no entry point)"
+    return plugins.package_of(ORIGINS, name)
 
 
 def registered_signals() -> list[Signal]:

@@ -155,20 +155,15 @@ def discover() -> None:
     fails to load is kept in BROKEN, so its own error is raised where it is asked for, and the other
     backends stay usable. (cotdyn.generation.backends imports cotdyn's own declarations before it
     calls this: their entry points then name their package, as a plugin's do.)"""
-    for plugin in plugins.entry_points(GROUP):
-        if plugin.name in ORIGINS or plugin.name in BROKEN:
-            continue
-        try:
-            plugins.load(plugin)
-            if plugin.name not in REGISTRY:
-                raise plugins.PluginError(
-                    f"{GROUP} plugin '{plugin.name}' from {plugin.package} registered no backend of that name "
-                    f"(importing {plugin.module} registered: {', '.join(REGISTRY) or 'none'})"
-                )
-        except plugins.PluginError as error:
-            BROKEN[plugin.name] = error
-            continue
-        ORIGINS[plugin.name] = plugin
+    plugins.discover(GROUP, _found, ORIGINS, BROKEN)
+
+
+def _found(plugin: plugins.Plugin, loaded: object) -> None:
+    if plugin.name not in REGISTRY:
+        raise plugins.PluginError(
+            f"{GROUP} plugin '{plugin.name}' from {plugin.package} registered no backend of that name "
+            f"(importing {plugin.module} registered: {', '.join(REGISTRY) or 'none'})"
+        )
 
 
 def names() -> tuple[str, ...]:
@@ -186,12 +181,9 @@ def spec(name, where: str = "") -> BackendSpec:
 
 def package_of(name: str) -> str:
     """The distribution (name and version) a backend comes from, as ``cotdyn ls`` lists it."""
-    origin = ORIGINS.get(name)
-    if origin:
-        return origin.package
-    if name in REGISTRY and REGISTRY[name].build.__module__.startswith("cotdyn."):
+    if name not in ORIGINS and name in REGISTRY and REGISTRY[name].build.__module__.startswith("cotdyn."):
         return f"cotdyn {plugins.installed_version('cotdyn')} (no entry point: reinstall cotdyn)"
-    return "(registered in-process, no entry point)"
+    return plugins.package_of(ORIGINS, name)
 
 
 def check_requires(declared: BackendSpec) -> None:
