@@ -17,6 +17,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from killing import log_to, run_killed
 
 from cotdyn.dataset.benchmarks import load_benchmark, problems_table
 from cotdyn.generation import journal as J
@@ -117,10 +118,7 @@ def study(args: dict) -> None:
     from cotdyn.records.derive import derive_records
 
     out = Path(args["out"])
-    out.mkdir(parents=True, exist_ok=True)
-    log = os.open(out / "run.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-    os.dup2(log, 1)
-    os.dup2(log, 2)
+    log_to(out)
     golds = {p.question: p.gold for p in read_problems(args["problems"])}
     backend = Slow(golds, "gsm8k", out / "drawn.txt", args["delay"], args.get("kill_after"))
     common = (args["model"], args["protocol"], args["cell"], "gsm8k", args["cache"])
@@ -141,16 +139,7 @@ def study(args: dict) -> None:
 
 
 def _run(args: dict, kill_at_line: int | None = None) -> int | None:
-    process = _SERVER.Process(target=study, args=(args,))
-    process.start()
-    drawn = Path(args["out"]) / "drawn.txt"
-    if kill_at_line is not None:
-        while process.is_alive() and (not drawn.exists() or drawn.read_bytes().count(b"\n") < kill_at_line):
-            time.sleep(0.001)
-        if process.is_alive():
-            os.kill(process.pid, signal.SIGKILL)
-    process.join(timeout=120)
-    return process.exitcode
+    return run_killed(_SERVER, study, args, Path(args["out"]) / "drawn.txt", kill_at_line, timeout=120)
 
 
 def _drawn(args: dict) -> Counter:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from killing import log_to
 
 from cotdyn.dataset.benchmarks import load_benchmark, problems_table
 from cotdyn.plan.load import effective_protocol
@@ -47,10 +48,7 @@ def study(args: dict) -> None:
         # One intra-op thread: on a shared 2-core machine two spinning OpenMP threads run ~20x slower.
         torch.set_num_threads(1)
     out = Path(args["out"])
-    out.mkdir(parents=True, exist_ok=True)
-    log = os.open(out / "run.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-    os.dup2(log, 1)
-    os.dup2(log, 2)
+    log_to(out)
     run_reference(
         args["problems"],
         args["model"],

@@ -9,7 +9,6 @@ decodes on from it, to the very bits of an uninterrupted run, no row told (journ
 from __future__ import annotations
 
 import multiprocessing
-import os
 import random
 import signal
 import time
@@ -17,6 +16,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from killing import log_to, run_killed
 
 from cotdyn.dataset.benchmarks import load_benchmark, problems_table
 from cotdyn.generation import snapshots as S
@@ -146,10 +146,7 @@ def study(args: dict) -> None:
 
     torch.set_num_threads(1)
     out = Path(args["out"])
-    out.mkdir(parents=True, exist_ok=True)
-    log = os.open(out / "run.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-    os.dup2(log, 1)
-    os.dup2(log, 2)
+    log_to(out)
     S.SnapshotStore.seconds, S.SnapshotStore.cost_ratio = args["every"], 0.0  # every 0.1 s, however long a write
     draw_rows, generate = SeededSampler.draw_rows, B.TransformersBackend.generate
 
@@ -175,16 +172,7 @@ def study(args: dict) -> None:
 
 def _run(args: dict, kill_at_step: int | None = None) -> int | None:
     """Run a study; with ``kill_at_step``, SIGKILL it once that many decode steps are drawn."""
-    process = _SERVER.Process(target=study, args=(args,))
-    process.start()
-    steps = Path(args["out"]) / "steps.txt"
-    if kill_at_step is not None:
-        while process.is_alive() and (not steps.exists() or steps.read_bytes().count(b"\n") < kill_at_step):
-            time.sleep(0.002)
-        if process.is_alive():
-            os.kill(process.pid, signal.SIGKILL)
-    process.join(timeout=600)
-    return process.exitcode
+    return run_killed(_SERVER, study, args, Path(args["out"]) / "steps.txt", kill_at_step, timeout=600)
 
 
 def _lines(args: dict, name: str) -> list[str]:
