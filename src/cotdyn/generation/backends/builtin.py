@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from cotdyn.generation.backends.base import Backend
 from cotdyn.generation.backends.registry import register_backend
+from cotdyn.generation.backends.simulated.planted import MISBEHAVIOUR
 from cotdyn.plugins import Dependency
 
 # The versions each backend works with (tests/test_envs.py: its environments and requirements.lock are in range).
@@ -49,14 +50,7 @@ _RATE = {"$ref": "#/$defs/rate"}
                     "accuracy_nonmonotone",
                     "late_switch_share",
                     "null_rate",
-                    "unanswered_rate",
-                    "cut_rate",
-                    "empty_rate",
-                    "conflicting_rate",
-                    "boxed_rate",
-                    "latex_rate",
-                    "non_ascii_rate",
-                    "off_mode_share",
+                    *MISBEHAVIOUR,
                 )
             },
         },
