@@ -159,4 +159,6 @@ def test_the_rule_script_prints_the_one_line_to_its_log_and_terminal(problems, p
         assert "Traceback" not in shown, shown
         last = shown.strip().splitlines()[-1]
         assert last.startswith(f"reference of {CELL}: http://127.0.0.1:"), shown
-    assert "the server stopped answering (2 requests in flight" in done.stderr.strip().splitlines()[-1]
+    # one or both of the two requests may be in flight when the silence is noticed (how far the
+    # second got is up to the machine's load)
+    assert re.search(r"the server stopped answering \([12] requests in flight", done.stderr.strip().splitlines()[-1])
