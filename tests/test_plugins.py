@@ -8,6 +8,7 @@ declaration (the module written below) and this test: no file of cotdyn was edit
 
 from __future__ import annotations
 
+import re
 import sys
 import textwrap
 
@@ -196,9 +197,19 @@ def test_an_entry_point_must_name_the_backend_its_module_registers(lab):
     registry.BROKEN.pop("echo2")
 
 
-def test_two_packages_declaring_one_name_differently_are_refused(tmp_path, monkeypatch):
+def test_two_packages_declaring_one_name_differently_are_refused_where_it_is_used(lab, capsys):
+    """Two packages declaring one backend name: that name is refused, naming both, when it is used or
+    listed; the import of cotdyn and every other plugin still work (it was a traceback at import)."""
     for name in ("one", "two"):
-        distribution(tmp_path, f"pkg-{name}", "1.0", {}, f"[cotdyn.test_group]\nthing = mod_{name}:x\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    with pytest.raises(plugins.PluginError, match=r"'thing' is declared by pkg-(one|two) 1.0 .* and by pkg-"):
-        plugins.entry_points("cotdyn.test_group")
+        distribution(lab, f"pkg-{name}", "1.0", {}, f"[cotdyn.backends]\nfragile = mod_{name}:build\n")
+    registry.discover()
+    assert "echo" in registry.REGISTRY and "fragile" not in registry.REGISTRY
+    with pytest.raises(ValueError) as clash:
+        registry.spec("fragile", "model 'f'")
+    assert re.fullmatch(
+        r"model 'f': cotdyn.backends: 'fragile' is declared by pkg-(one|two) 1.0 \(mod_\1:build\) and by "
+        r"pkg-(?!\1)(one|two) 1.0 \(mod_\2:build\); uninstall one of them",
+        str(clash.value),
+    ), clash.value
+    line = next(line for line in ls(capsys, "backends").splitlines() if line.split()[:1] == ["fragile"])
+    assert "BROKEN: cotdyn.backends: 'fragile' is declared by pkg-" in line, line

@@ -58,22 +58,25 @@ def _plugin(group: str, point: metadata.EntryPoint) -> Plugin:
     return Plugin(group, point.name, point.value, name, dist.version if dist is not None else None)
 
 
-def entry_points(group: str) -> list[Plugin]:
-    """The group's entry points by name. The same declaration met twice (one distribution seen on
-    two sys.path entries, as an editable install can be) counts once; two packages that declare one
-    name differently are refused, naming both, since either could silently win."""
+def entry_points(group: str) -> tuple[list[Plugin], dict[str, PluginError]]:
+    """The group's entry points by name, and the names two packages declare differently. The same
+    declaration met twice (one distribution seen on two sys.path entries, as an editable install can
+    be) counts once; a name declared differently is refused, naming both packages, since either
+    could silently win; the refusal is raised where that name is used, not at import, so the group's
+    other plugins stay usable."""
     found: dict[str, Plugin] = {}
+    clashes: dict[str, PluginError] = {}
     for point in metadata.entry_points(group=group):
         plugin = _plugin(group, point)
         earlier = found.get(plugin.name)
         if earlier is None:
             found[plugin.name] = plugin
         elif earlier.value != plugin.value:
-            raise PluginError(
+            clashes[plugin.name] = PluginError(
                 f"{group}: '{plugin.name}' is declared by {earlier.package} ({earlier.value}) and by "
                 f"{plugin.package} ({plugin.value}); uninstall one of them"
             )
-    return [found[name] for name in sorted(found)]
+    return [found[name] for name in sorted(found) if name not in clashes], clashes
 
 
 def load(plugin: Plugin) -> object:
@@ -96,7 +99,9 @@ def discover(group: str, found: Callable[[Plugin, object], None], origins: dict,
     names, raising PluginError where it cannot. Each plugin is then recorded in ``origins`` (its
     package), or in ``broken`` with its error: one broken plugin does not hide the others, and its
     error is raised where it is used."""
-    for plugin in sorted(entry_points(group), key=lambda p: p.distribution != "cotdyn"):
+    declared, clashes = entry_points(group)
+    broken.update({name: error for name, error in clashes.items() if name not in origins})
+    for plugin in sorted(declared, key=lambda p: p.distribution != "cotdyn"):
         if plugin.name in origins or plugin.name in broken:
             continue
         try:
