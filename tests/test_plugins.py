@@ -20,6 +20,7 @@ from cotdyn import plugins
 from cotdyn.cli.main import main as cotdyn_main
 from cotdyn.generation.backends import make_backend, registry
 from cotdyn.generation.backends.base import Request, Sampling, describe_problems
+from cotdyn.provenance.code import code_hash, plugin_modules
 
 # The lab's package: one module with the declaration, and its own conda environment file.
 LAB_MODULE = """
@@ -213,3 +214,20 @@ def test_two_packages_declaring_one_name_differently_are_refused_where_it_is_use
     ), clash.value
     line = next(line for line in ls(capsys, "backends").splitlines() if line.split()[:1] == ["fragile"])
     assert "BROKEN: cotdyn.backends: 'fragile' is declared by pkg-" in line, line
+
+
+def test_a_plugin_is_part_of_the_code_hash_of_the_jobs_that_discover_it(lab):
+    """A lab's backend is code the generation jobs run, though no import of theirs names it: editing
+    it changes their code hash (so they rerun), a comment does not, and a job that discovers no
+    backends (the grading rule) keeps its hash."""
+    scripts = ROOT / "workflow" / "scripts"
+    hashes = lambda: {s: code_hash(scripts / s, ROOT / "src") for s in ("reference.py", "grading.py")}  # noqa: E731
+    before = hashes()
+    module = lab / "lab_backends.py"
+    module.write_text(module.read_text() + "# a comment changes nothing a job runs\n")
+    assert hashes() == before
+    module.write_text(module.read_text().replace('"echo", "stop"', '"echo!", "stop"'))
+    after = hashes()
+    assert after["reference.py"] != before["reference.py"]
+    assert after["grading.py"] == before["grading.py"]
+    assert "cotdyn.backends:lab_backends" in plugin_modules(["cotdyn.backends"])

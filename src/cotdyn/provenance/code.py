@@ -6,16 +6,28 @@ profiles drop Snakemake's own ``code`` trigger, which for a ``script:`` rule com
 script's mtime: an edit inside ``cotdyn.records.derive`` changed nothing it saw, and a comment in a
 script reran every job below it. With the hash, a change to what a job executes reruns that job;
 comments, docstrings and line breaks do not count.
+
+A plugin (cotdyn.plugins) is code a job runs too, though no import names it: a job whose modules
+include a registry that discovers plugins (``PLUGIN_GROUPS``) also hashes every installed plugin of
+that group that is not cotdyn's own, with the modules of its own package that it imports; an edit
+to a lab's backend reruns the generation jobs, and not the report's.
 """
 
 from __future__ import annotations
 
 import ast
 import hashlib
+import importlib.util
 from functools import lru_cache
 from pathlib import Path
 
 PACKAGE = "cotdyn"
+# the package whose import discovers a group's plugins -> the group (each runs ``discover()``)
+PLUGIN_GROUPS = {
+    "cotdyn.generation.backends": "cotdyn.backends",
+    "cotdyn.grading": "cotdyn.benchmarks",
+    "cotdyn.protocol": "cotdyn.signals",
+}
 
 
 def _without_docstrings(node: ast.AST) -> None:
@@ -64,9 +76,9 @@ def _parsed_version(path: Path, mtime_ns: int, size: int):
     return hashlib.sha256(dump.encode()).hexdigest(), tuple(imports)
 
 
-def _module_file(name: str, src: Path) -> Path | None:
-    """The file of module ``name`` under ``src``, or None (not a cotdyn module, or an attribute)."""
-    if name != PACKAGE and not name.startswith(PACKAGE + "."):
+def _module_file(name: str, src: Path, package: str = PACKAGE) -> Path | None:
+    """The file of module ``name`` under ``src``, or None (not a module of ``package``, or an attribute)."""
+    if name != package and not name.startswith(package + "."):
         return None
     base = src.joinpath(*name.split("."))
     for candidate in (base / "__init__.py", base.with_suffix(".py")):
@@ -87,25 +99,62 @@ def _imported(module: str, is_package: bool, imports) -> set[str]:
     return {".".join(n.split(".")[:i]) for n in names for i in range(1, n.count(".") + 2)}
 
 
-def imported_modules(script: Path, src: Path) -> dict[str, Path]:
-    """Every cotdyn module ``script`` imports, directly or through others, by name, from ``src``."""
-    found: dict[str, Path] = {}
-    pending = sorted(_imported("__main__", False, _parsed(Path(script))[1]))
+def _walk(pending: list[str], src: Path, package: str, found: dict[str, Path]) -> dict[str, Path]:
+    """``found`` with every module of ``package`` under ``src`` that ``pending`` names or imports."""
     while pending:
         name = pending.pop()
-        path = _module_file(name, src)
+        path = _module_file(name, src, package)
         if path is None or name in found:
             continue
         found[name] = path
         pending += sorted(_imported(name, path.name == "__init__.py", _parsed(path)[1]) - set(found))
+    return found
+
+
+def imported_modules(script: Path, src: Path) -> dict[str, Path]:
+    """Every cotdyn module ``script`` imports, directly or through others, by name, from ``src``."""
+    found = _walk(sorted(_imported("__main__", False, _parsed(Path(script))[1])), src, PACKAGE, {})
     return dict(sorted(found.items()))
 
 
+def plugin_modules(groups) -> dict[str, Path]:
+    """The modules of every installed plugin of ``groups`` that is not cotdyn's own: its entry point's
+    module and the modules of its own top-level package that it imports, keyed "<group>:<module>".
+    A plugin whose module cannot be found counts by its entry point alone (loading it fails anyway)."""
+    from cotdyn import plugins
+
+    found: dict[str, Path] = {}
+    for group in sorted(groups):
+        for plugin in plugins.entry_points(group)[0]:
+            if plugin.distribution == PACKAGE:
+                continue
+            origin = _origin(plugin.module)
+            if origin is None:
+                continue
+            depth = plugin.module.count(".") + (origin.name == "__init__.py")
+            top = plugin.module.split(".")[0]
+            modules = _walk([plugin.module], origin.parents[depth], top, {})
+            found.update({f"{group}:{name}": path for name, path in modules.items()})
+    return dict(sorted(found.items()))
+
+
+def _origin(module: str) -> Path | None:
+    """The source file of ``module``, found without importing it; None if there is none."""
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return None
+    origin = spec.origin if spec else None
+    return Path(origin) if origin and origin.endswith(".py") else None
+
+
 def code_hash(script: str | Path, src: str | Path) -> str:
-    """sha256 of the normalised script and of every cotdyn module it imports (``imported_modules``),
-    by module name: the same code hashes the same wherever the checkout lies."""
+    """sha256 of the normalised script, of every cotdyn module it imports (``imported_modules``), by
+    module name, and of the plugins its registries discover (``plugin_modules``): the same code hashes
+    the same wherever the checkout lies."""
     digest = hashlib.sha256()
-    parts = {"<script>": Path(script), **imported_modules(Path(script), Path(src))}
-    for name, path in parts.items():
+    modules = imported_modules(Path(script), Path(src))
+    plugins = plugin_modules(group for package, group in PLUGIN_GROUPS.items() if package in modules)
+    for name, path in {"<script>": Path(script), **modules, **plugins}.items():
         digest.update(f"{name}\0{_parsed(path)[0]}\0".encode())
     return digest.hexdigest()
