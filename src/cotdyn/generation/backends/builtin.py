@@ -189,6 +189,12 @@ def _served_entry(model_id: str | None, revision: str | None, device: str | None
     return {"backend": "openai_compat", "id": model_id, "revision": revision}
 
 
+def _listed_precision(options: dict) -> str | None:
+    from cotdyn.generation.backends.openai_compat import served_model, served_precision
+
+    return served_precision(served_model(options))
+
+
 def _served_seeds(server: str) -> int | None:
     from cotdyn.generation.backends.openai_compat import DIALECTS
 
@@ -232,10 +238,13 @@ def _served_seeds(server: str) -> int | None:
     batching="scheduler",
     requires=(TRANSFORMERS, TOKENIZERS),  # the tokenizer only: the model runs on the server
     runs_in="generate-cpu",
-    settings=(),  # the server decides the device and the precision it serves
+    # the server decides the device and the precision: init registers the precision the server lists
+    # (a --dtype only where it lists none, as vLLM), and the backend checks it against the server
+    settings=("dtype",),
     identity=lambda entry, options: f"served {options['server']}:{options['model']}@{entry.get('revision')}",
     init_entry=_served_entry,
     seeds=lambda options: _served_seeds(options["server"]),
+    served_precision=lambda options: _listed_precision(options),
 )
 def build_openai_compat(entry: dict, options: dict, golds: dict[str, str], benchmark: str | None) -> Backend:
     from cotdyn.generation.backends.openai_compat import OpenAICompatBackend

@@ -192,6 +192,22 @@ def served_precision(listed: dict) -> str | None:
     return ftype if isinstance(ftype, str) and ftype else None
 
 
+def served_model(options: dict, sleep=time.sleep) -> dict:
+    """What the server at ``options['base_url']`` lists for ``options['model']`` (its ``/v1/models``
+    entry, less the time it was listed); a ServerError if it serves no such model."""
+    base_url = options["base_url"].rstrip("/")
+    answer = post_json(
+        base_url + "/v1/models", None, options["timeout_s"], options["retries"], options["backoff_s"], sleep
+    )
+    listed = answer.get("data")
+    listed = [e for e in listed if isinstance(e, dict)] if isinstance(listed, list) else []
+    for entry in listed:
+        if entry.get("id") == options["model"]:
+            return {k: v for k, v in entry.items() if k not in ("created",)}
+    ids = ", ".join(str(e.get("id")) for e in listed) or "none"
+    raise ServerError(f"{base_url}: serves {ids}, not '{options['model']}' (openai_compat.model)")
+
+
 def echoed_seed(server: str, answer: dict) -> int | None:
     """The seed the server says it sampled with (llama.cpp: ``generation_settings.seed``), if it says."""
     held = answer
@@ -229,14 +245,16 @@ class OpenAICompatBackend:
         return post_json(self.base_url + path, body, o["timeout_s"], o["retries"], o["backoff_s"], self._sleep)
 
     def _served_model(self) -> dict:
-        """What the server lists for the served model (``/v1/models``); an error if it serves no such one."""
-        listed = self._post("/v1/models", None).get("data")
-        listed = [e for e in listed if isinstance(e, dict)] if isinstance(listed, list) else []
-        for entry in listed:
-            if entry.get("id") == self.served:
-                return {k: v for k, v in entry.items() if k not in ("created",)}
-        ids = ", ".join(str(e.get("id")) for e in listed) or "none"
-        raise ServerError(f"{self.base_url}: serves {ids}, not '{self.served}' (openai_compat.model)")
+        """What the server lists for the served model; an error if it serves no such one, or at another
+        precision than the study registered (where it lists one)."""
+        listed = served_model(self.options, self._sleep)
+        precision = served_precision(listed)
+        if precision is not None and self.dtype is not None and precision != self.dtype:
+            raise ServerError(
+                f"{self.base_url}: serves '{self.served}' at {precision}, but the study registered dtype "
+                f"{self.dtype} (cotdyn init registers what the server lists)"
+            )
+        return listed
 
     def effective_sampling(self, sampling: Sampling) -> dict:
         body = request_body(self.server, self.served, [], sampling, 0, self.stop_ids)

@@ -96,6 +96,9 @@ class BackendSpec:
     # the seeds its sampler honours, from its options (None: every seed cotdyn draws): each sample's
     # seed is sent, recorded and audited reduced into them (cotdyn.protocol.seeds.served_seed)
     seeds: Callable[[dict], int | None] = lambda options: None
+    # a served model's: (its options) -> the precision its server lists (None: it lists none), which
+    # cotdyn init registers as the study's dtype (the server, not the study, decides it)
+    served_precision: Callable[[dict], str | None] | None = None
 
     @property
     def key(self) -> str:
@@ -146,6 +149,8 @@ def check_declaration(declared: BackendSpec) -> BackendSpec:
             )
     if declared.cpu_dtype and "dtype" not in declared.settings:
         raise ValueError(f"backend {declared.name}: a cpu_dtype, but 'dtype' is not one of its settings")
+    if declared.served_precision and "dtype" not in declared.settings:
+        raise ValueError(f"backend {declared.name}: a served_precision, but 'dtype' is not one of its settings")
     return declared
 
 
@@ -232,11 +237,20 @@ def seeds_honoured(entry: dict) -> int | None:
     return spec(entry.get("backend")).seeds(options(entry))
 
 
-def check_entry(entry: dict, where: str) -> None:
+def check_entry(entry: dict, where: str, dtype: str | None = None) -> None:
     """What the schema cannot say of a model entry (the schema checks the options' types): a
-    registered backend, and the id and revision it needs. ``where`` names the model in errors."""
+    registered backend, the id and revision it needs, and, given the study's ``dtype``, a torch
+    precision for a backend that loads its weights at one. ``where`` names the model in errors."""
+    from cotdyn.plan.config import TORCH_DTYPES
+
     declared = spec(entry.get("backend"), where)
     options(entry, where)
+    loads_weights = "dtype" in declared.settings and declared.served_precision is None
+    if dtype is not None and loads_weights and dtype not in TORCH_DTYPES:
+        raise ValueError(
+            f"{where}: backend {declared.name} loads its weights at a torch precision "
+            f"({', '.join(TORCH_DTYPES)}), not dtype '{dtype}'"
+        )
     if declared.needs_id and "id" not in entry and "gguf" not in entry:
         raise ValueError(f"{where} needs an 'id' (or 'gguf'), or must be a panel model of the plan")
     if declared.needs_revision and not entry.get("revision"):
