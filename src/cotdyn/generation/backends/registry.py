@@ -36,7 +36,7 @@ from cotdyn.plugins import Dependency
 GROUP = "cotdyn.backends"
 # cotdyn's own conda environments (envs/<name>.yaml), which a declaration's ``runs_in`` may name; a
 # plugin may name a YAML file of its own instead (a path ending in .yaml or .yml)
-ENVIRONMENTS = ("generate-cpu", "generate-cuda", "generate-vllm")
+ENVIRONMENTS = ("generate-cpu", "generate-cuda", "generate-vllm", "generate-llama-cpp")
 # model-entry settings shared by backends, which mean something to a backend only where its
 # declaration's ``settings`` name them (cotdyn init writes and accepts only those)
 SETTINGS = ("device", "dtype")
