@@ -190,10 +190,16 @@ SMALL = ("--protocol", "m=2", "--protocol", "reference_max_tokens=60", "--protoc
 
 @needs_llama
 @pytest.mark.slow
-def test_a_study_on_llama_cpp_passes_its_audit_and_regenerates_exactly(tmp_path):
+def test_a_study_on_llama_cpp_passes_its_audit_and_regenerates_exactly(tmp_path, monkeypatch):
     from conftest import ROOT
     from inprocess import run_study
     from test_your_study import additions
+
+    from cotdyn.generation.backends import llama_cpp
+
+    read_from = []  # where each generation job read its tokenizer (the jobs run in this process)
+    source = llama_cpp.tokenizer_source
+    monkeypatch.setattr(llama_cpp, "tokenizer_source", lambda *a: read_from.append(source(*a)) or read_from[-1])
 
     def cotdyn(*words):
         done = subprocess.run(
@@ -213,6 +219,8 @@ def test_a_study_on_llama_cpp_passes_its_audit_and_regenerates_exactly(tmp_path)
            "--date", "2026-12-01")  # fmt: skip
     ran = run_study(study / "config.yaml", tmp_path)
     assert {"reference", "continuations", "hypotheses", "manifest"} <= set(ran), sorted(ran)
+    # rule prepare_model's conversion, no torch needed: never the GGUF through transformers
+    assert read_from and all(where == {} and folder.name == "laptop" for folder, where in read_from), read_from
     audit = cotdyn("audit", "results/laptop")
     verdict = next(line for line in audit.splitlines() if line.startswith("audit of "))
     assert "PASS" in verdict, audit[:3000]
@@ -220,5 +228,6 @@ def test_a_study_on_llama_cpp_passes_its_audit_and_regenerates_exactly(tmp_path)
     verdict = next(line for line in regenerated.splitlines() if line.startswith("audit of "))
     counted = re.search(r"PASS .*regenerated: (\d+) of (\d+) requests equal", verdict)
     assert counted and counted[1] == counted[2] != "0", regenerated[:3000]
+    print(verdict)  # shown with pytest -s
     logs = list((tmp_path / "results/laptop").rglob("generation.json"))
     assert logs and all("use_extra_bufts = False" in p.read_text() for p in logs)  # the workaround, on record
