@@ -243,6 +243,9 @@ def spearman_p(x: np.ndarray, y: np.ndarray, alternative: str) -> float:
     return float(sps.spearmanr(x, y, alternative=alternative).pvalue)
 
 
+PERMUTATION_BATCH = 1000  # permutations held at once by spearman_permutation_p
+
+
 def spearman_permutation_p(x: np.ndarray, y: np.ndarray, alternative: str, resamples: int, seed: int) -> float:
     """Permutation p-value of Spearman's rho (scipy.stats.permutation_test, pairings): valid at any n
     and with ties, where scipy's t approximation is not (issue 49). Randomized, it is
@@ -266,9 +269,13 @@ def spearman_permutation_p(x: np.ndarray, y: np.ndarray, alternative: str, resam
     def cross_product(ranks_x: np.ndarray, axis: int = -1) -> np.ndarray:
         return np.moveaxis(ranks_x, axis, -1) @ centred_y
 
+    # in batches of PERMUTATION_BATCH: all 9,999 permutations of a panel cell at once hold some 300 MB;
+    # scipy draws each batch's permutations from the one stream (not in place), and the statistic's
+    # sums are exact, so the null distribution, hence the p-value, does not depend on the batch
     result = sps.permutation_test(
         (centred_x,), cross_product, permutation_type="pairings", vectorized=True,
         n_resamples=resamples, alternative=alternative, rng=np.random.default_rng(seed),
+        batch=PERMUTATION_BATCH,
     )  # fmt: skip
     return float(result.pvalue)
 

@@ -19,7 +19,7 @@ from cotdyn.methods.math_shepherd import math_shepherd_csv
 from cotdyn.plan.config import reference_id, samples_variant
 from cotdyn.report.exploratory_tables import derive_sweeps, write_exploratory
 from cotdyn.report.grading import grading_page, grading_tables, read_grading, write_grading
-from cotdyn.report.sample_browser import cell_view, write_sample_browser
+from cotdyn.report.sample_browser import browser_page, cell_section, cell_view
 
 
 def derive_exploratory(records_paths: list, protocol: dict, plan: dict, out_dir: Path) -> list[Path]:
@@ -99,8 +99,9 @@ def derive_sample_page(study_dir: Path, scratch: Path, config: dict, cells: dict
                        read_raw, read_problems) -> Path | None:  # fmt: skip
     """report/samples/<variant>.html as rule sample_browser writes it, from the stored chains and
     samples (``read_raw``: the audit's bounded reader), the re-derived records and the stored
-    problems; None (the page then fails as not re-derived) when one is missing or refused."""
-    views = {}
+    problems; None (the page then fails as not re-derived) when one is missing or refused. Each
+    cell's section is rendered as its tables are read, so no more than one cell's are held."""
+    sections = []
     for name, spec in cells.items():
         chains = read_raw(reference_file(name, reference_id(protocol), "chains.parquet"))
         stored = variant_file(name, samples_variant(config, variant), "samples.parquet")
@@ -109,5 +110,6 @@ def derive_sample_page(study_dir: Path, scratch: Path, config: dict, cells: dict
         if chains is None or samples is None or not records.exists() or not problems.exists():
             return None
         jsonl = stored.removesuffix(".parquet") + ".jsonl"
-        views[name] = cell_view(chains, samples, records, read_problems(problems), protocol, jsonl)
-    return write_sample_browser(variant, views, protocol, scratch / sample_page(variant))
+        view = cell_view(chains, samples, records, read_problems(problems), protocol, jsonl)
+        sections.append(cell_section(name, view, protocol))
+    return write_text(browser_page(variant, sections), scratch / sample_page(variant))

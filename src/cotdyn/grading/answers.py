@@ -38,6 +38,7 @@ turns a missing string into NaN.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from dataclasses import dataclass, field
@@ -379,10 +380,18 @@ _UNESCAPED_DOLLAR = re.compile(r"(?<!\\)\$")
 
 def _math_verify_equal(a: str, b: str) -> bool:
     """math-verify on two answers as written: each parsed as one math expression (``$...$``)."""
-    from math_verify import parse, verify
+    from math_verify import verify
 
-    def parsed(x: str):
-        # an answer as written is one math expression; a text with its own '$' or box is parsed whole
-        return parse(x if _UNESCAPED_DOLLAR.search(x) or "\\boxed" in x else f"${x}$")
+    return bool(verify(_math_verify_parsed(b), _math_verify_parsed(a)))
 
-    return bool(verify(parsed(b), parsed(a)))
+
+@functools.lru_cache(maxsize=1 << 14)
+def _math_verify_parsed(x: str) -> list:
+    """math-verify's parse of an answer as written. Cached: parsing is most of math-verify's cost, a
+    gold is compared with every answer to its problem and an answer recurs across cells (a panel's
+    grading page parses some 4,000 distinct strings 24,000 times); verify only reads what it is given
+    (sympy expressions are immutable)."""
+    from math_verify import parse
+
+    # an answer as written is one math expression; a text with its own '$' or box is parsed whole
+    return parse(x if _UNESCAPED_DOLLAR.search(x) or "\\boxed" in x else f"${x}$")

@@ -28,6 +28,7 @@ number with thousands separators are each one number. Every pattern here is line
 
 from __future__ import annotations
 
+import functools
 import re
 
 # --- the whole-number fallback ---------------------------------------------------------------
@@ -121,6 +122,7 @@ def _unescape_commands(s: str) -> str:
     return "".join(out)
 
 
+@functools.lru_cache(maxsize=1 << 16)  # a pure function of its string, met again and again in a panel's answers
 def strip_string(s: str) -> str:
     """The MATH normalization (Hendrycks et al. 2021, extended as the module says), keeping \\text{} content."""
     # a matrix's row break \\ stays (Hendrycks made it \, which math-verify cannot parse and which

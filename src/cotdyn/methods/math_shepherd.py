@@ -62,25 +62,27 @@ def math_shepherd_from_samples(
         table.loc[replace, "answer"] = own[replace]
         table.loc[replace, "endpoint"] = True
     scored = in_answer_form(table["answer"], benchmark, answer_form)
-    table["hit"] = [
-        equivalent(a, answer_or_none(gold.get(p)), benchmark, equivalence, None, answer_form)
-        for p, a in zip(table["problem_id"], scored)
-    ]
-    rows = []
-    for (problem, prefix), group in table.groupby(["problem_id", "prefix"], sort=True):
-        soft, hard = math_shepherd_labels(group["hit"].to_numpy()[None, :])
-        rows.append(
-            {
-                "problem_id": problem,
-                "prefix": prefix,
-                "prefix_tokens": int(group["prefix_tokens"].iloc[0]),
-                "n": len(group),
-                "soft": float(soft[0]),
-                "hard": float(hard[0]),
-                "endpoint": bool(group["endpoint"].iloc[0]),
-            }
-        )
-    return pd.DataFrame(rows)
+    hits: dict[tuple, bool] = {}  # each distinct (problem, answer) graded once: answers recur within a prefix
+    for key in zip(table["problem_id"], scored):
+        if key not in hits:
+            hits[key] = equivalent(key[1], answer_or_none(gold.get(key[0])), benchmark, equivalence, None, answer_form)
+    table["hit"] = [hits[key] for key in zip(table["problem_id"], scored)]
+    if table.empty:
+        return pd.DataFrame([])
+    # one row per (problem, prefix), by whole-column group reductions (not a loop over the groups):
+    # soft is the share of hits (math_shepherd_labels' mean), hard whether any hit
+    groups = table.groupby(["problem_id", "prefix"], sort=True)
+    hits = groups["hit"]
+    return pd.DataFrame(
+        {
+            "prefix_tokens": groups["prefix_tokens"].first().to_numpy().astype(int),
+            "n": groups.size().to_numpy(),
+            "soft": (hits.sum() / groups.size()).to_numpy(dtype=float),
+            "hard": hits.any().to_numpy(dtype=float),
+            "endpoint": groups["endpoint"].first().to_numpy().astype(bool),
+        },
+        index=groups.size().index,
+    ).reset_index()
 
 
 def math_shepherd_csv(cells: list[tuple], protocol: dict) -> str:

@@ -38,7 +38,10 @@ LINE_BREAKS = str.maketrans({c: f"\\u{ord(c):04x}" for c in "\x85\u2028\u2029"})
 
 def jsonl_line(row: dict) -> bytes:
     """One row, one line: keys in the table's column order, non-ASCII text as itself."""
-    fields = {key: json_value(value) for key, value in row.items()}
+    return _line({key: json_value(value) for key, value in row.items()})
+
+
+def _line(fields: dict) -> bytes:
     line = json.dumps(fields, ensure_ascii=False, allow_nan=False, separators=(",", ":")).translate(LINE_BREAKS)
     return (line + "\n").encode("utf-8")
 
@@ -46,7 +49,21 @@ def jsonl_line(row: dict) -> bytes:
 def samples_jsonl(parquet_path: str | Path) -> Iterator[bytes]:
     """Every row of a samples (or any) parquet file as a JSON line, in stored order."""
     for batch in pq.ParquetFile(parquet_path).iter_batches(batch_size=BATCH_ROWS):
-        yield from (jsonl_line(row) for row in batch.to_pylist())
+        # json_value changes floats alone: the other columns (a row's token ids, thousands of
+        # integers) go to json.dumps as they are, the same bytes without a call per value
+        floats = {f.name for f in batch.schema if _holds_floats(f.type)}
+        for row in batch.to_pylist():
+            fields = {key: json_value(value) if key in floats else value for key, value in row.items()}
+            yield _line(fields)
+
+
+def _holds_floats(kind) -> bool:
+    import pyarrow as pa
+
+    while pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
+        kind = kind.value_type
+    return not (pa.types.is_integer(kind) or pa.types.is_string(kind) or pa.types.is_large_string(kind)
+                or pa.types.is_boolean(kind) or pa.types.is_null(kind))  # fmt: skip
 
 
 def write_samples_jsonl(parquet_path: str | Path, out: str | Path) -> Path:

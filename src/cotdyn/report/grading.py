@@ -79,18 +79,29 @@ def graded_texts(
     texts = pd.concat([chain_rows, sample_rows], ignore_index=True)
     # concat made None NaN; the stored as_written classes become the variant's form
     texts["answer"] = pd.Series(answers.in_answer_form(texts["answer"], benchmark, answer_form), dtype=object)
-    options = _options(problems)
-    texts["answer_raw"] = pd.Series(
-        [
-            answers.extract(t, benchmark, options.get(p)).raw if a is not None else None
-            for t, p, a in zip(texts["text"], texts["problem_id"], texts["answer"])
-        ],
-        dtype=object,
-    )
-    texts["gold"] = answers.in_answer_form([golds.at[p, "gold"] for p in texts["problem_id"]], benchmark, answer_form)
+    texts["answer_raw"] = pd.Series(_answers_raw(texts, benchmark, _options(problems)), dtype=object)
+    gold = golds["gold"].to_dict()  # a dict, not .at per text: a panel cell grades some 35,000 texts
+    texts["gold"] = answers.in_answer_form([gold[p] for p in texts["problem_id"]], benchmark, answer_form)
     expressions = {p: answers.gold_expression(golds.at[p, "gold_raw"], benchmark) for p in golds.index}
     texts["gold_raw"] = [expressions[p] for p in texts["problem_id"]]
     return texts
+
+
+def _answers_raw(texts: pd.DataFrame, benchmark: str, options: Mapping[str, Sequence[str]]) -> list[str | None]:
+    """Each answered text's answer as written (re-extracted), None where it gave none. An extraction
+    is a function of its text and its problem's options, so each distinct pair is extracted once
+    (a continuation recurs: a simulated panel cell holds some 5 rows per distinct text)."""
+    memo: dict[tuple, str | None] = {}
+    raw = []
+    for text, problem, answer in zip(texts["text"], texts["problem_id"], texts["answer"]):
+        if answer is None:
+            raw.append(None)
+            continue
+        key = (text, options.get(problem))
+        if key not in memo:
+            memo[key] = answers.extract(text, benchmark, key[1]).raw
+        raw.append(memo[key])
+    return raw
 
 
 def _options(problems: pd.DataFrame) -> dict[str, Sequence[str]]:

@@ -173,6 +173,12 @@ def cell_section(cell: str, view: CellView, protocol: dict, max_chains: int = MA
 
 def browser_html(variant: str, views: Mapping[str, CellView], protocol: dict, max_chains: int = MAX_CHAINS) -> str:
     """The page of one variant over its cells."""
+    return browser_page(variant, [cell_section(cell, view, protocol, max_chains) for cell, view in views.items()])
+
+
+def browser_page(variant: str, sections: list[str]) -> str:
+    """The page of one variant from its cells' sections (``cell_section``), in order: a caller may
+    render each cell's section and let its tables go before reading the next cell's."""
     title = text(f"Samples: the {variant} variant's chains, prefixes, continuations and entropies")
     parts = [
         f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title><style>{STYLE}</style></head><body>",
@@ -180,7 +186,7 @@ def browser_html(variant: str, views: Mapping[str, CellView], protocol: dict, ma
         "<p class='note'>Every text below is model output or the benchmark's, shown as text. Entropy: the "
         "Shannon entropy (nats) of the prefix's answer distribution, as in the records' trajectory.</p>",
     ]
-    parts += [cell_section(cell, view, protocol, max_chains) for cell, view in views.items()]
+    parts += sections
     parts.append("</body></html>")
     return with_policy("\n".join(parts) + "\n")
 
