@@ -17,7 +17,11 @@ Timed, in this order, each in a fresh interpreter (the reviewer's command, whose
   seals and the cache, pages).
 
 Peak memory is the largest sum of resident set sizes over the command's process tree, sampled
-every 50 ms (psutil), and the kernel's own peak of its largest process (getrusage, children).
+every 50 ms (psutil), and the kernel's own peak of its largest process (getrusage, children). The
+audit runs in two processes on two cores (cotdyn.audit.parallel); the summed RSS counts the pages
+they share (libraries) twice, so the largest sum of proportional set sizes (PSS, each shared page
+split between its sharers) is printed beside it. The load average before and after is printed too:
+on a shared machine the wall times depend on it, the CPU seconds and memory much less.
 Targets: the audit at most 25 s of wall time on 2 cores and at most 500 MB, whatever the number
 of models.
 """
@@ -77,9 +81,10 @@ def build(workdir: Path, models: int) -> Path:
     return study
 
 
-def measured(command: list[str]) -> tuple[float, float, float, int, str, float]:
+def measured(command: list[str]) -> tuple[float, float, float, int, str, float, float]:
     """(wall s, peak MB of the process tree's summed RSS, peak MB of its largest process by the
-    kernel, return code, output's verdict or last lines, CPU s of the tree) of ``command``."""
+    kernel, return code, output's verdict or last lines, CPU s of the tree, peak MB of its summed
+    PSS) of ``command``."""
     import psutil
 
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -87,11 +92,12 @@ def measured(command: list[str]) -> tuple[float, float, float, int, str, float]:
     start = time.perf_counter()
     with tempfile.TemporaryFile("w+") as out:
         proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, text=True)
-        peak, parent = 0, psutil.Process(proc.pid)
+        peak, pss, parent = 0, 0, psutil.Process(proc.pid)
         while proc.poll() is None:
             try:
                 tree = [parent, *parent.children(recursive=True)]
                 peak = max(peak, sum(p.memory_info().rss for p in tree))
+                pss = max(pss, sum(p.memory_full_info().pss for p in tree))
             except psutil.Error:  # a process ended between the listing and the reading
                 pass
             time.sleep(0.05)
@@ -105,7 +111,7 @@ def measured(command: list[str]) -> tuple[float, float, float, int, str, float]:
         tail = "\n".join(named[:8] or lines[-3:])
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)  # ru_maxrss: KiB, the largest child so far
     cpu = usage.ru_utime + usage.ru_stime - cpu  # on a shared machine, steadier than the wall time
-    return wall, peak / 2**20, max(usage.ru_maxrss, before) / 2**10, proc.returncode, tail, cpu
+    return wall, peak / 2**20, max(usage.ru_maxrss, before) / 2**10, proc.returncode, tail, cpu, pss / 2**20
 
 
 RECORDS = """
@@ -141,7 +147,8 @@ def main() -> None:
     problems = sum(1 for _ in open(ROOT / "data" / "gsm8k_test.jsonl")) + sum(
         1 for _ in open(ROOT / "data" / "math500_test.jsonl")
     )
-    print(f"study: {study} ({2 * args.models} cells, {args.models * problems} problems); {os.cpu_count()} CPUs visible")
+    print(f"study: {study} ({2 * args.models} cells, {args.models * problems} problems); {os.cpu_count()} CPUs "
+          f"visible; load average {os.getloadavg()[0]:.1f}")  # fmt: skip
 
     records = measured([sys.executable, "-c", RECORDS, str(study), str(workdir / "study.yaml")])
     if records[3] != 0:
@@ -153,8 +160,9 @@ def main() -> None:
     plan = str(ROOT / "preregistration" / "plan.yaml")  # the reviewer's own, as rule audit names it
     audit = measured([sys.executable, "-m", "cotdyn.cli.main", "audit", str(study), "--plan", plan])
     print(f"cotdyn audit: {audit[0]:.1f} s wall (target <= {TARGET_S:.0f} s), {audit[5]:.1f} CPU s, peak "
-          f"{audit[1]:.0f} MB summed over its processes (largest process {audit[2]:.0f} MB; target <= "
-          f"{TARGET_MB:.0f} MB); rc {audit[3]}:\n{audit[4]}")  # fmt: skip
+          f"{audit[1]:.0f} MB RSS summed over its processes ({audit[6]:.0f} MB PSS; largest process "
+          f"{audit[2]:.0f} MB; target <= {TARGET_MB:.0f} MB); rc {audit[3]}; load average after "
+          f"{os.getloadavg()[0]:.1f}:\n{audit[4]}")  # fmt: skip
     print(f"ratios: audit / records rule {audit[0] / records[0]:.2f}x wall, {audit[5] / records[5]:.2f}x CPU, "
           f"{audit[1] / records[1]:.2f}x peak memory")  # fmt: skip
     if args.study is None and not args.keep:

@@ -1,6 +1,6 @@
 """One admission (issue 52 item 5): the audit lists the study folder once, in its admission, and every
 later step reads that walk; each raw file's bytes are hashed by the audit once for its manifest
-and seal checks; each model's cache folder is held only while its raw files are compared."""
+and seal checks; each model's cache folder is read a shard at a time while its raw files are compared."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ from test_audit import build_study
 import cotdyn.audit.bounds as bounds
 import cotdyn.audit.untrusted as untrusted
 from cotdyn.audit.check import audit
-from cotdyn.audit.raw import OneFolder, by_model
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +31,7 @@ def test_the_audit_lists_each_folder_of_the_study_once(registered_study, monkeyp
         return real(path)
 
     monkeypatch.setattr(os, "scandir", counting)
-    report = audit(registered_study)
+    report = audit(registered_study, processes=1)  # instrumented here: no second process
     assert report.ok, report.text()
     folders = {rel.rsplit("/", 1)[0] if "/" in rel else "." for rel in (f.path for f in report.files)}
     assert folders <= set(listed), "the count saw the folders the audit checked"
@@ -52,7 +51,7 @@ def test_the_audit_hashes_each_raw_file_once_for_its_manifest_and_seal_checks(re
             return real(path)
 
         monkeypatch.setattr(module, "file_sha256", counting, raising=False)
-    report = audit(registered_study)
+    report = audit(registered_study, processes=1)  # instrumented here: no second process
     assert report.ok, report.text()
     raw = [p for p in hashed if p.endswith(("/samples.parquet", "/chains.parquet"))]
     assert len(raw) == 2 and {p: n for p, n in hashed.items() if n != 1} == {}, hashed
@@ -68,10 +67,64 @@ def test_a_file_gone_after_the_walk_is_named_missing(registered_study, tmp_path)
     assert "analysis/registered/hypotheses.json" not in hashes and "checks/plan_check.json" in hashes
 
 
-def test_one_cache_folder_is_held_at_a_time_in_model_order():
-    opened = OneFolder()
-    opened["a"], opened["b"] = 1, 2
-    assert opened == {"b": 2}
-    raw = {"cells/z-gsm8k/x": ("z-gsm8k", "v", None), "cells/a-m/x": ("a-m", "v", None), "cells/b/x": ("b", "v", None)}
-    ordered = [p for p, _ in by_model(raw, {"z-gsm8k": "m1", "a-m": "m2", "b": "m1"})]
+def test_the_cache_is_read_a_shard_at_a_time_in_model_order(registered_study, monkeypatch):
+    import cotdyn.audit.raw as raw
+    import cotdyn.generation.cache as cache
+
+    read = []
+
+    def counting(shard, real=raw.read_shard):
+        read.append(Path(shard))
+        return real(shard)
+
+    monkeypatch.setattr(raw, "read_shard", counting)
+    monkeypatch.setattr(cache.GenerationCache, "__init__", lambda *a, **k: pytest.fail("a cache loaded whole"))
+    report = audit(registered_study, processes=1)  # instrumented here: no second process
+    assert report.ok, report.text()
+    assert "every row equal to the generation cache" in report.text(), "the rows were compared with the cache"
+    assert read and len(read) == len(set(read)), f"each shard read once: {read}"
+    folders = [p.parent for p in read]
+    assert folders == sorted(folders, key=folders.index), "one folder's shards read together, then let go"
+    raw_files = {
+        "cells/z-gsm8k/x": ("z-gsm8k", "v", None),
+        "cells/a-m/x": ("a-m", "v", None),
+        "cells/b/x": ("b", "v", None),
+    }
+    ordered = [p for p, _ in raw.by_model(raw_files, {"z-gsm8k": "m1", "a-m": "m2", "b": "m1"})]
     assert ordered == ["cells/b/x", "cells/z-gsm8k/x", "cells/a-m/x"]
+
+
+def test_the_raw_check_hashes_no_raw_file_again(registered_study, monkeypatch):
+    import cotdyn.provenance.seal as seal
+
+    study = registered_study.resolve()
+
+    def refusing(path, real=seal.file_sha256):
+        assert not Path(path).resolve().is_relative_to(study), f"{path} hashed again for its seal"
+        return real(path)
+
+    monkeypatch.setattr(seal, "file_sha256", refusing)
+    report = audit(registered_study, processes=1)  # instrumented here: no second process
+    assert report.ok, report.text()
+
+
+def test_one_process_or_two_give_the_same_report(registered_study, tmp_path):
+    """The seeds, raw files and grading page checked in a second process (cotdyn.audit.parallel) are
+    reported as one process reports them, in the same order: here a samples file with a seed and
+    an answer rewritten (a seed problem and a failed seal from the second process, an answer
+    problem from the first)."""
+    import pandas as pd
+    from test_audit import copy_study
+
+    copy = copy_study(registered_study, tmp_path)
+    samples = next(copy.glob("cells/*/registered/samples.parquet"))
+    table = pd.read_parquet(samples)
+    table.loc[0, "seed"] = int(table.loc[0, "seed"]) + 1
+    table.loc[1, "answer"] = "123456789"
+    table.to_parquet(samples, index=False)
+    one, two = audit(copy, processes=1), audit(copy, processes=2)
+    assert not one.ok and one.as_dict() == two.as_dict() and one.text() == two.text()
+    text = one.text()
+    assert "seeds are not this registration's" in text and "differ from the answers extracted" in text, text
+    raw = [f for f in two.files if f.path == samples.relative_to(copy).as_posix()]
+    assert raw and raw[0].status == "mismatch" and "seal" in raw[0].detail, raw

@@ -3,8 +3,8 @@
 A raw file (chains.parquet, samples.parquet) is checked before it is parsed: a plain file (no
 link), its size, then its parquet footer alone (rows, the columns the audit reads, the size its
 columns take decompressed and how far they decompress, and what they decode to: a dictionary's
-entries once per row), then its seal's hash. Only then are its
-rows read, and a text longer than any generation writes is refused. Each refusal names the file and
+entries once per row), its columns against the records contract, and its text column (a text
+longer than any generation writes is refused), then its seal's hash. Only then are its rows read. Each refusal names the file and
 the bound. A file whose hash differs from its seal but that keeps within the bounds is still read:
 the audit names the rows that changed.
 """
@@ -126,6 +126,32 @@ def seal_problem(path: Path, digest: str | None = None) -> str | None:
     return None
 
 
+def text_problem(path: Path, rel: str) -> str | None:
+    """``long_text`` of a raw file within the other bounds, from its text column alone (read by
+    pyarrow, its lengths counted there), at admission: every later reader may then take the file
+    as admitted, in this process or another."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    try:
+        texts = pq.read_table(path, columns=["text"]).column("text")
+    except (OSError, ValueError) as e:  # ArrowInvalid is a ValueError
+        return f"not a parquet file that can be read ({type(e).__name__}: {str(e)[:200]})"
+    if len(texts) and (texts.null_count or not pa_string(texts.type)):
+        return f"{rel}: column text holds a value that is not a string"
+    longest = int(pc.max(pc.utf8_length(texts)).as_py() or 0) if len(texts) else 0
+    if longest > MAX_TEXT_CHARS:
+        limit = bound("MAX_TEXT_CHARS")
+        return f"{rel}: a text of {longest} characters, more than any generation writes ({limit}); not read further"
+    return None
+
+
+def pa_string(kind) -> bool:
+    import pyarrow as pa
+
+    return pa.types.is_string(kind) or pa.types.is_large_string(kind)
+
+
 def long_text(table: pd.DataFrame, path: str) -> str | None:
     """A raw table holding a text longer than MAX_TEXT_CHARS, or a text that is not a string."""
     texts = table["text"]
@@ -191,6 +217,8 @@ def admit_raw(study_dir: Path, paths: list[str]) -> dict[str, str]:
             problem = raw_file_problem(path)
             if problem is None and path.name in RAW_CONTRACTS:
                 problem = contract_problem(path, RAW_CONTRACTS[path.name])
+            if problem is None:
+                problem = text_problem(path, rel)
             if problem:
                 refused[rel] = problem
     return refused

@@ -23,14 +23,9 @@ from cotdyn.audit.derive import (  # noqa: F401  (the workflow's rules import th
 from cotdyn.audit.diff import changed_rows
 from cotdyn.audit.expected import expected_checks, expected_files
 from cotdyn.audit.pages import check_pages
-from cotdyn.audit.raw import apply_raw_checks, raw_checks, raw_files
-from cotdyn.audit.registration import (
-    earlier_lock,
-    registration_check,
-    seed_problems,
-    seeds_honoured,
-    time_lock_status,
-)
+from cotdyn.audit.parallel import Side, SideJob, cores
+from cotdyn.audit.raw import apply_raw_checks, raw_files
+from cotdyn.audit.registration import earlier_lock, registration_check, seeds_honoured, time_lock_status
 from cotdyn.audit.untrusted import Admitted, Refused, admit, stored_hashes
 from cotdyn.files.layout import PLAN_CHECK, study_targets
 from cotdyn.files.terminal import printable
@@ -112,13 +107,16 @@ def plan_problems(study: Admitted) -> list[str]:
     return problems
 
 
-def audit(study_dir, plan_path=None, scratch=None, cache=None, pages: bool = True, tsa_ca=None) -> AuditReport:
+def audit(study_dir, plan_path=None, scratch=None, cache=None, pages: bool = True, tsa_ca=None,
+          processes: int | None = None) -> AuditReport:  # fmt: skip
     """Audit a finished study directory against its manifest (see the module docstring). The
     folder is admitted first (cotdyn.audit.untrusted: links, manifest, config, plan, cache), each
     raw file bounded and its seal checked before it is parsed (cotdyn.audit.bounds); a refusal is
     a named FAIL. ``cache``: the generation cache the reviewer names (default: the config's, when
     it lies in the folders the audit trusts); ``tsa_ca``: the timestamp authority's CA certificate
-    the reviewer trusts (cotdyn.audit.registration)."""
+    the reviewer trusts (cotdyn.audit.registration); ``processes``: 1, or 2 to check the seeds, the raw
+    files and the grading page in a second process (cotdyn.audit.parallel; default: 2 where this
+    process may run on two cores)."""
     study_dir = Path(study_dir)
     report = AuditReport(str(study_dir))
     try:
@@ -134,28 +132,35 @@ def audit(study_dir, plan_path=None, scratch=None, cache=None, pages: bool = Tru
     report.problems += problems + plan_problems(study)
     raw = raw_files(study.config, protocols, cells)
     refused = admit_raw(study_dir, list(raw))
-    earlier, problems = earlier_lock(study.plan, study.plan_path)
-    checked, lock_problems = seed_problems(study_dir, raw, protocols, refused, seeds_honoured(cells))
-    report.problems += problems + lock_problems
-    report.time_lock = time_lock_status(protocols, checked, problems + lock_problems, earlier)
+    earlier, lock = earlier_lock(study.plan, study.plan_path)
     stored = stored_hashes(study_dir, study.entries)  # each file hashed once, from the admission's walk
     sealed = {p: seal_problem(study_dir / p, stored[p]) for p in raw if p not in refused and p in stored}
     with tempfile.TemporaryDirectory(prefix="cotdyn-audit-") as tmp:
         derived_dir = (Path(scratch) if scratch else Path(tmp)) / "derived"
+        # the seeds, the raw files against seals and cache, and the grading page: beside the re-derivation
+        job = SideJob(study_dir, derived_dir, study.config, cells, protocols, raw, refused, sealed, stored,
+                      study.cache_dir, study.cache_note, seeds_honoured(cells))  # fmt: skip
+        side = Side(job, Path(tmp), processes or min(2, cores()))
         try:
-            rederive(study_dir, derived_dir, study.config, study.plan_path, cells, refused, report.problems)
-        except (ConfigError, PreregistrationError, ValueError, KeyError, OSError) as e:
-            report.problems.append(f"re-derivation failed: {type(e).__name__}: {printable(str(e))[:500]}")
+            problems = []
+            try:
+                rederive(study_dir, derived_dir, study.config, study.plan_path, cells, refused, problems, False)
+            except (ConfigError, PreregistrationError, ValueError, KeyError, OSError) as e:
+                problems.append(f"re-derivation failed: {type(e).__name__}: {printable(str(e))[:500]}")
+            found = side.result()
+        finally:
+            side.stop()
+        lock += found.seed_problems
+        report.problems += lock + problems + ([found.grading_problem] if found.grading_problem else [])
+        report.time_lock = time_lock_status(protocols, found.seeds_checked, lock, earlier)
         derived = {p: h for p, h in output_hashes(derived_dir).items() if not p.startswith("generations/")}
         listed, expected = study.manifest["files"], expected_files(study.config, study.plan, cells, protocols)
         compared = compare_files(listed, stored, derived, expected)
         report.files = [with_changed_rows(f, study_dir, derived_dir) for f in compared]
         if pages:  # the report pages, re-rendered (not by the run's own audit, whose result they show)
             report.files = check_pages(report.files, study_dir, derived_dir)
-    models = {name: spec.model_key for name, spec in cells.items()}
-    checks = raw_checks(study_dir, raw, protocols, study.cache_dir, study.cache_note, refused, sealed, models)
     # a study target the manifest lacks is one of the expected files (audit.expected), failed there
-    report.files = apply_raw_checks(report.files, checks)
+    report.files = apply_raw_checks(report.files, found.raw_checks)
     return report
 
 

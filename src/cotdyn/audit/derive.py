@@ -14,7 +14,7 @@ import pandas as pd
 
 from cotdyn.analysis.hypotheses import analyze, read_records, write_analysis
 from cotdyn.analysis.hypotheses.limited import descriptive_only
-from cotdyn.audit.bounds import decoded_problem, long_text
+from cotdyn.audit.bounds import decoded_problem
 from cotdyn.audit.derive_outputs import (
     derive_exploratory,
     derive_grading,
@@ -174,15 +174,8 @@ def benchmark_hash_problems(study_dir: Path, config: dict, plan: dict) -> list[s
 
 
 def read_raw(study_dir: Path, path: str, refused: dict[str, str]) -> pd.DataFrame | None:
-    """A raw table the bounds admitted, or None (and the reason recorded in ``refused``)."""
-    if path in refused:
-        return None
-    table = pd.read_parquet(study_dir / path)
-    problem = long_text(table, path)
-    if problem:
-        refused[path] = problem
-        return None
-    return table
+    """A raw table the bounds admitted (its texts too: cotdyn.audit.bounds.admit_raw), or None."""
+    return None if path in refused else pd.read_parquet(study_dir / path)
 
 
 def rederive_cell(study_dir: Path, scratch: Path, config: dict, plan: dict, spec, variant: str, protocol: dict,
@@ -254,9 +247,11 @@ def preregistration_problems(study_dir: Path, scratch: Path, config: dict, plan:
 
 
 def rederive(study_dir: Path, scratch: Path, config: dict, plan_path: Path, cells: dict, refused: dict[str, str],
-             problems: list[str]) -> None:  # fmt: skip
+             problems: list[str], grading: bool = True) -> None:  # fmt: skip
     """Write into ``scratch`` every derived file: records, summaries, plan check, analyses, dynamics,
-    exploratory tables, Math-Shepherd labels, sweeps and the grading page (cotdyn.audit.derive_outputs)."""
+    exploratory tables, Math-Shepherd labels, sweeps, the sample pages and, unless ``grading`` is
+    false (another process derives it: cotdyn.audit.parallel), the grading page
+    (cotdyn.audit.derive_outputs)."""
     plan = load_plan(plan_path)
     protocols = study_protocols(config, plan)
     problems += preregistration_problems(study_dir, scratch, config, plan, plan_path, protocols)
@@ -286,9 +281,8 @@ def rederive(study_dir: Path, scratch: Path, config: dict, plan_path: Path, cell
         benchmarks = {name: spec.answer_rule for name, spec in cells.items()}
         derive_generations(all_records, analyses, protocols, plan, scratch / Path(GENERATIONS).parent, benchmarks)
     derive_sweeps_files(scratch, cells, list(protocols), plan)
-    derive_grading(
-        study_dir, scratch, config, cells, protocols, lambda p: read_raw(study_dir, p, refused), read_problems
-    )
     raw = lambda p: read_raw(study_dir, p, refused)  # noqa: E731
+    if grading:
+        derive_grading(study_dir, scratch, config, cells, protocols, raw, read_problems)
     for variant, protocol in protocols.items():  # the sample browser pages (rule sample_browser)
         derive_sample_page(study_dir, scratch, config, cells, variant, protocol, raw, read_problems)

@@ -10,15 +10,18 @@ alone) only the seal is checked, and the report says so.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
 from cotdyn.files.layout import reference_file, variant_file
 from cotdyn.files.terminal import printable
-from cotdyn.generation.sealing import chains_requests, check_against_cache, samples_requests
+from cotdyn.generation.cache import read_shard, shards
+from cotdyn.generation.sealing import cache_folder, chains_requests, int_ids, samples_requests, seal_differences
 from cotdyn.plan.config import reference_id, samples_variant
 from cotdyn.provenance.integrity import MATCH, MISMATCH, FileCheck
+from cotdyn.provenance.seal import SealError
 
 
 def raw_files(config: dict, protocols: dict[str, dict], cells) -> dict[str, tuple[str, str, str | None]]:
@@ -34,31 +37,98 @@ def raw_files(config: dict, protocols: dict[str, dict], cells) -> dict[str, tupl
     return raw
 
 
-def raw_check(study_dir: Path, path: str, cell: str, protocol: dict, chains: str | None, cache_dir, opened: dict):
-    """(whether one raw file matches its seal and the cache, what was checked or found); None when
-    the cache was not there to compare with and nothing failed."""
+@dataclass
+class Pending:
+    """A raw file sealed as generation wrote it, waiting for its cache folder to be read: its rows,
+    its seal's requests (key, n), what the seal check found, and each request's comparison with the
+    last shard (in load order) holding its key, as a cache loaded whole would hold it."""
+
+    folder: Path
+    rows: list  # (token_ids, text, finish_reason) per row
+    sealed: list
+    starts: list[int]  # each request's first row
+    index: dict[str, list[int]]  # each key's requests
+    problems: list[str]
+    compared: dict[int, list[str]] = field(default_factory=dict)
+    error: Exception | None = None
+
+
+def raw_check(study_dir: Path, path: str, cell: str, protocol: dict, chains: str | None, cache_dir,
+              digest: str | None = None):  # fmt: skip
+    """(whether one raw file matches its seal, what was found) when that is all there is to say
+    (the cache absent: None when nothing failed), else a ``Pending`` comparison with the cache.
+    ``digest``: the file's sha256, which the audit has from its manifest comparison."""
     try:
         table = pd.read_parquet(study_dir / path)
         if chains is None:
             requests = chains_requests(table, protocol, cell)
         else:
             requests = samples_requests(table, pd.read_parquet(study_dir / chains), protocol, cell)
-        problems, compared = check_against_cache(study_dir / path, requests, cache_dir, opened)
+        problems, seal = seal_differences(study_dir / path, requests, digest)
+        folder, note = cache_folder(cache_dir, seal)
+        if folder is None:
+            problems += [note] if note else []
+            return (False, "; ".join(problems)) if problems else None
+        total = sum(n for _, n in seal["requests"])
+        if len(table) != total:
+            return False, "; ".join([*problems, f"{len(table)} rows, the seal's requests hold {total}"])
+        index, starts = {}, [0]
+        for i, (key, n) in enumerate(seal["requests"]):
+            index.setdefault(key, []).append(i)  # a key that is no string fails here (TypeError)
+            starts.append(starts[-1] + len(range(n)))  # and a count that is no integer here
+        rows = list(table[["token_ids", "text", "finish_reason"]].itertuples(index=False))
+        return Pending(folder, rows, seal["requests"], starts, index, problems)
+    except SealError as e:
+        return False, str(e)
     except (OSError, ValueError, KeyError, TypeError) as e:
-        return False, f"unreadable as a raw table: {type(e).__name__}: {printable(str(e))[:300]}"
-    if problems:
-        return False, "; ".join(problems)
-    return (True, "sealed, and every row equal to the generation cache") if compared else None
+        return unreadable(e)
 
 
-class OneFolder(dict):
-    """The cache folders ``check_against_cache`` opened, holding one at a time: a folder (one model's
-    completions, loaded whole) is let go when the next is opened, so the audit's memory does not grow
-    with the number of models."""
+def unreadable(e: Exception) -> tuple[bool, str]:
+    return False, f"unreadable as a raw table: {type(e).__name__}: {printable(str(e))[:300]}"
 
-    def __setitem__(self, folder, cache) -> None:
-        self.clear()
-        super().__setitem__(folder, cache)
+
+def compare_folder(pending: dict[str, Pending], folder: Path) -> None:
+    """Compare every pending file of ``folder`` with its shards, read one at a time: a key's rows
+    against the completions of each shard that holds it, the last one standing (``read_shard``)."""
+    for shard in shards(folder):
+        entries = read_shard(shard)
+        if isinstance(entries, str):
+            continue
+        for file in pending.values():
+            if file.folder != folder or file.error is not None:
+                continue
+            try:
+                for key in file.index.keys() & entries.keys():
+                    for i in file.index[key]:
+                        file.compared[i] = row_differences(file, i, key, entries[key])
+            except (ValueError, TypeError) as e:  # a row's token ids that are no integers
+                file.error = e
+
+
+def row_differences(file: Pending, i: int, key: str, completions: list) -> list[str]:
+    """How the rows of request ``i`` differ from ``completions``: text, token ids or finish reason."""
+    found = []
+    for j, row in enumerate(file.rows[file.starts[i] : file.starts[i + 1]]):
+        c = completions[j] if j < len(completions) else None
+        if c is None or int_ids(row.token_ids) != tuple(c.token_ids) or row.text != c.text:
+            found.append(f"request {key[:12]} sample {j}: text or token ids differ from the cache")
+        elif row.finish_reason != c.finish_reason:
+            found.append(f"request {key[:12]} sample {j}: finish_reason differs from the cache")
+    return found
+
+
+def verdict(file: Pending, limit: int = 3) -> tuple[bool, str]:
+    """A compared file's line: its seal's problems, the rows whose requests no shard holds, the first
+    ``limit`` rows that differ, in row order."""
+    if file.error is not None:
+        return unreadable(file.error)
+    missing = sum(n for i, (_, n) in enumerate(file.sealed) if i not in file.compared)
+    found = [line for i in sorted(file.compared) for line in file.compared[i]]
+    problems = [*file.problems, *([f"{missing} rows' requests are not in the cache"] if missing else [])]
+    if found:
+        problems.append(f"{len(found)} rows differ from the cache: " + "; ".join(found[:limit]))
+    return (False, "; ".join(problems)) if problems else (True, "sealed, and every row equal to the generation cache")
 
 
 def by_model(raw: dict, models: dict[str, str] | None) -> list:
@@ -68,28 +138,43 @@ def by_model(raw: dict, models: dict[str, str] | None) -> list:
 
 
 def raw_checks(study_dir, raw: dict, protocols: dict[str, dict], cache_dir, cache_note: str,
-               refused: dict[str, str], sealed: dict[str, str | None],
-               models: dict[str, str] | None = None) -> dict[str, tuple[bool, str]]:  # fmt: skip
+               refused: dict[str, str], sealed: dict[str, str | None], models: dict[str, str] | None = None,
+               digests: dict[str, str] | None = None) -> dict[str, tuple[bool, str]]:  # fmt: skip
     """Per raw file present: (whether it matches its seal and the cache, what was checked or found).
     ``refused``: the files the bounds kept from being parsed, and why (cotdyn.audit.bounds);
     ``sealed``: each other file's seal problem, found before anything was parsed; ``cache_note``:
-    why the config's cache was not opened; ``models``: each cell's model, so each model's cache
-    folder is read once and let go before the next (``OneFolder``)."""
+    why the config's cache was not opened; ``models``: each cell's model, so that one model's raw
+    files are compared together, their cache folder read once, a shard at a time, and let go before
+    the next model's (memory does not grow with the number of models); ``digests``: the files'
+    sha256, hashed once by the audit."""
     study_dir = Path(study_dir)
-    checks, opened = {}, OneFolder()
-    for path, (cell, variant, chains) in by_model(raw, models):
-        if path in refused or (chains in refused):
-            checks[path] = (False, f"not parsed: {refused.get(path) or chains + ' refused'}")
-            continue
-        if not (study_dir / path).exists() or (chains and not (study_dir / chains).exists()):
-            continue
-        if sealed.get(path):
-            checks[path] = (False, sealed[path])
-            continue
-        checks[path] = raw_check(study_dir, path, cell, protocols[variant], chains, cache_dir, opened) or (
-            True,
-            f"sealed; {cache_note or f'generation cache {cache_dir} absent'}, rows not compared with it",
-        )
+    checks: dict[str, tuple[bool, str]] = {}
+    ordered = by_model(raw, models)
+    for model in dict.fromkeys((models or {}).get(cell, "") for _, (cell, _, _) in ordered):
+        pending = {}
+        for path, (cell, variant, chains) in ordered:
+            if (models or {}).get(cell, "") != model:
+                continue
+            if path in refused or (chains in refused):
+                checks[path] = (False, f"not parsed: {refused.get(path) or chains + ' refused'}")
+            elif not (study_dir / path).exists() or (chains and not (study_dir / chains).exists()):
+                continue
+            elif sealed.get(path):
+                checks[path] = (False, sealed[path])
+            else:
+                found = raw_check(
+                    study_dir, path, cell, protocols[variant], chains, cache_dir, (digests or {}).get(path)
+                )
+                if isinstance(found, Pending):
+                    pending[path] = found
+                else:
+                    checks[path] = found or (
+                        True,
+                        f"sealed; {cache_note or f'generation cache {cache_dir} absent'}, rows not compared with it",
+                    )
+        for folder in dict.fromkeys(file.folder for file in pending.values()):
+            compare_folder(pending, folder)
+        checks.update({path: verdict(file) for path, file in pending.items()})
     return checks
 
 

@@ -77,6 +77,33 @@ def stale_temporaries(directory: Path, now: float | None = None) -> list[Path]:
     return [tmp for tmp in sorted(directory.glob("*.tmp")) if _abandoned(tmp, now)]
 
 
+def read_shard(shard: Path) -> dict[str, list[Completion]] | str:
+    """One shard's completions by key, or why it is ignored (a torn write or tampering: its requests
+    are generated again, never trusted). A cache holds each key's completions from the last shard,
+    in name order, that holds it; the audit reads a folder so, one shard at a time."""
+    try:
+        if shard.is_symlink():  # a shard is a file the cache wrote, never a link elsewhere
+            raise ValueError("a symlink, not a shard")
+        # strictly (cotdyn.files.strict): a regular file, bounded, no key twice, nested as a
+        # shard nests; a refusal is a ValueError naming the shard, so it is ignored like a torn one
+        payload = parse_json(read_text(shard, max_bytes=MAX_SHARD_BYTES), shard)
+        body = payload["body"]
+        if hashlib.sha256(body.encode()).hexdigest() != payload["sha256"]:
+            raise ValueError("checksum mismatch")
+        return {
+            key: [Completion(tuple(ids), text, reason) for ids, text, reason in samples]
+            for key, samples in parse_json(body, shard).items()
+        }
+    except (ValueError, KeyError, TypeError) as e:
+        print(f"generation cache: ignoring damaged shard {shard} ({e})", file=sys.stderr)
+        return f"{shard.name}: {e}"
+
+
+def shards(directory: Path) -> list[Path]:
+    """A cache folder's shards, in the order they are loaded."""
+    return sorted(Path(directory).glob("*.json"))
+
+
 class GenerationCache:
     """``read_only``: the audit's view of a cache it was handed: nothing is created, cleaned up or
     written (a stale temporary there is left alone; ``put`` refuses), and journals are not read:
@@ -95,7 +122,7 @@ class GenerationCache:
             for tmp in stale_temporaries(self.directory):
                 print(f"generation cache: removing {tmp}, left by an interrupted write", file=sys.stderr)
                 tmp.unlink(missing_ok=True)
-        for shard in sorted(self.directory.glob("*.json")):
+        for shard in shards(self.directory):
             self._load(shard)
         if not read_only:
             for path in sorted(self.directory.glob(f"*{J.SUFFIX}")):
@@ -108,20 +135,11 @@ class GenerationCache:
             self._sweep_snapshots()
 
     def _load(self, shard: Path) -> None:
-        try:
-            if shard.is_symlink():  # a shard is a file the cache wrote, never a link elsewhere
-                raise ValueError("a symlink, not a shard")
-            # strictly (cotdyn.files.strict): a regular file, bounded, no key twice, nested as a
-            # shard nests; a refusal is a ValueError naming the shard, so it is ignored like a torn one
-            payload = parse_json(read_text(shard, max_bytes=MAX_SHARD_BYTES), shard)
-            body = payload["body"]
-            if hashlib.sha256(body.encode()).hexdigest() != payload["sha256"]:
-                raise ValueError("checksum mismatch")
-            for key, samples in parse_json(body, shard).items():
-                self.entries[key] = [Completion(tuple(ids), text, reason) for ids, text, reason in samples]
-        except (ValueError, KeyError, TypeError) as e:  # torn write or tampering: redo, never trust
-            self.rejected.append(f"{shard.name}: {e}")
-            print(f"generation cache: ignoring damaged shard {shard} ({e})", file=sys.stderr)
+        entries = read_shard(shard)
+        if isinstance(entries, str):
+            self.rejected.append(entries)
+        else:
+            self.entries.update(entries)
 
     def __contains__(self, key: str) -> bool:
         return key in self.entries

@@ -17,13 +17,13 @@ import pandas as pd
 
 from cotdyn.generation import requests as P
 from cotdyn.generation.backends.base import Request
-from cotdyn.generation.cache import GenerationCache, revision_folder
+from cotdyn.generation.cache import revision_folder
 from cotdyn.protocol.prompts import prefix_ids
 from cotdyn.protocol.seeds import request_seed
 from cotdyn.provenance import seal as S
 
 
-def _ints(ids) -> tuple[int, ...]:
+def int_ids(ids) -> tuple[int, ...]:
     return tuple(np.asarray(ids, dtype=np.int64).tolist())
 
 
@@ -32,7 +32,7 @@ def chains_requests(chains: pd.DataFrame, protocol: dict, cell: str) -> list[Req
     sampling = P.reference_sampling(protocol)
     return [
         Request(
-            _ints(c.prompt_ids),
+            int_ids(c.prompt_ids),
             1,
             sampling,
             request_seed(protocol["seed"], cell, c.problem_id, 0, "reference", protocol.get("time_lock")),
@@ -47,11 +47,12 @@ def samples_requests(samples: pd.DataFrame, chains: pd.DataFrame, protocol: dict
     as ``requests.continuation_requests`` built them. ValueError naming the row where a prefix or
     a problem does not fit the chains."""
     sampling = P.continuation_sampling(protocol)
-    ids = {c.problem_id: (_ints(c.prompt_ids), _ints(c.token_ids)) for c in chains.itertuples()}
+    ids = {c.problem_id: (int_ids(c.prompt_ids), int_ids(c.token_ids)) for c in chains.itertuples()}
     keys = list(zip(samples["problem_id"], samples["prefix_tokens"]))
+    index = samples["sample"].tolist()  # read once: a value looked up per row costs more than the rest
     requests, start = [], 0
     for i in range(1, len(keys) + 1):
-        if i < len(keys) and keys[i] == keys[start] and int(samples["sample"].iat[i]) == i - start:
+        if i < len(keys) and keys[i] == keys[start] and int(index[i]) == i - start:
             continue
         problem, tokens = keys[start]
         if problem not in ids:
@@ -100,42 +101,12 @@ def _staged(raw_path, generation_log, staged: bool) -> tuple:
     return S.unsealed_path(raw_path), S.unsealed_path(generation_log)
 
 
-def cache_differences(table: pd.DataFrame, sealed: list[list], cache: GenerationCache, limit: int = 3) -> list[str]:
-    """How the rows of a raw table differ from the cache's completions under the sealed keys, in
-    row order (each request's n rows in turn): the count of rows that differ and the first few."""
-    rows = table[["token_ids", "text", "finish_reason"]].itertuples(index=False)
-    found, missing, total = [], 0, sum(n for _, n in sealed)
-    if len(table) != total:
-        return [f"{len(table)} rows, the seal's requests hold {total}"]
-    for key, n in sealed:
-        stored = [next(rows) for _ in range(n)]
-        if key not in cache:
-            missing += n
-            continue
-        completions = cache.get(key)
-        for j, row in enumerate(stored):
-            c = completions[j] if j < len(completions) else None
-            if c is None or _ints(row.token_ids) != tuple(c.token_ids) or row.text != c.text:
-                found.append(f"request {key[:12]} sample {j}: text or token ids differ from the cache")
-            elif row.finish_reason != c.finish_reason:
-                found.append(f"request {key[:12]} sample {j}: finish_reason differs from the cache")
-    lines = [f"{missing} rows' requests are not in the cache"] if missing else []
-    if found:
-        lines.append(f"{len(found)} rows differ from the cache: " + "; ".join(found[:limit]))
-    return lines
-
-
-def check_against_cache(
-    raw_path, requests: list[Request], cache_dir, opened: dict | None = None
-) -> tuple[list[str], bool]:
-    """Problems of one raw file against its seal and the cache (empty when it matches both), and
-    whether the cache was there to compare with. ``opened``: cache folders already loaded, by path."""
-    try:
-        seal = S.read_seal(raw_path)
-    except S.SealError as e:
-        return [str(e)], False
+def seal_differences(raw_path, requests: list[Request], digest: str | None = None) -> tuple[list[str], dict]:
+    """How one raw file differs from its seal (its hash, and the requests read back from its rows),
+    and the seal; SealError when it has none. ``digest``: the file's sha256, where the caller has it."""
+    seal = S.read_seal(raw_path)
     problems = []
-    if S.file_sha256(raw_path) != seal["sha256"]:
+    if (digest or S.file_sha256(raw_path)) != seal["sha256"]:
         problems.append(f"sha256 differs from its seal {S.seal_path(raw_path).name}")
     recomputed = [list(k) for k in sealed_requests(requests, seal["model_revision"])]
     if recomputed != seal["requests"]:
@@ -143,17 +114,15 @@ def check_against_cache(
             len(recomputed) - len(seal["requests"])
         )
         problems.append(f"{differ} of its requests (prompt ids, seeds, prefixes) differ from those sealed")
+    return problems, seal
+
+
+def cache_folder(cache_dir, seal: dict) -> tuple[Path | None, str | None]:
+    """The cache folder a seal's rows are compared with, or (None, why not: None when the cache or
+    its folder is simply not there)."""
     if cache_dir is None:
-        return problems, False
+        return None, None
     folder = revision_folder(cache_dir, str(seal.get("model_revision")))
     if not folder.resolve().is_relative_to(Path(cache_dir).resolve()) or folder.resolve() == Path(cache_dir).resolve():
-        return problems + [
-            f"its seal's model_revision {seal.get('model_revision')!r} names no folder of the cache"
-        ], False
-    if not folder.is_dir():
-        return problems, False
-    opened = {} if opened is None else opened
-    if folder not in opened:  # read-only: the audit neither cleans up nor writes a cache it is handed
-        opened[folder] = GenerationCache(folder, read_only=True)
-    problems += cache_differences(pd.read_parquet(raw_path), seal["requests"], opened[folder])
-    return problems, True
+        return None, f"its seal's model_revision {seal.get('model_revision')!r} names no folder of the cache"
+    return (folder, None) if folder.is_dir() else (None, None)
