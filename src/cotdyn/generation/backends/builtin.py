@@ -258,7 +258,8 @@ def build_openai_compat(entry: dict, options: dict, golds: dict[str, str], bench
 
 
 def _gguf_entry(model_id: str | None, revision: str | None, device: str | None) -> dict:
-    """cotdyn init's llama_cpp entry: --model-id naming a .gguf file, else the embedded model."""
+    """cotdyn init's llama_cpp entry: --model-id naming a .gguf file, else the embedded model. (cotdyn
+    init's own checks refuse a file as --model-id for now, cli/init_checks: a config names one as ``id``.)"""
     if model_id and not model_id.endswith(".gguf"):
         raise ValueError(f"backend llama_cpp loads a GGUF file: --model-id {model_id} is not a .gguf file")
     return {"backend": "llama_cpp", **({"id": model_id} if model_id else {"gguf": dict(EMBEDDED_GGUF)})}
@@ -266,8 +267,7 @@ def _gguf_entry(model_id: str | None, revision: str | None, device: str | None) 
 
 @register_backend(
     "llama_cpp",
-    summary="llama_cpp: a GGUF model in process on a laptop's CPU (llama-cpp-python); the embedded SmolLM2-135M "
-    "unless --model-id names a .gguf file",
+    summary="llama_cpp: a GGUF model in process on a laptop's CPU (llama-cpp-python); the embedded SmolLM2-135M",
     options_schema={
         "type": "object",
         "additionalProperties": False,
