@@ -17,6 +17,7 @@ import subprocess
 import sys
 
 import pytest
+import yaml
 
 from cotdyn.generation.backends import make_backend, registry
 from cotdyn.generation.backends.base import Request, Sampling, describe_problems
@@ -58,7 +59,9 @@ def test_without_llama_cpp_python_the_backend_is_refused_naming_the_package(monk
 def test_its_declaration_says_what_it_needs_and_the_seeds_it_honours():
     declared = registry.spec("llama_cpp")
     assert [d.package for d in declared.requires][0] == "llama-cpp-python"
-    assert declared.environments == ("generate-llama-cpp",) and declared.settings == ()
+    assert declared.environments == ("generate-llama-cpp",) and declared.settings == (
+        "dtype",
+    )  # the GGUF says it: init registers it
     assert registry.seeds_honoured(entry()) == 2**32 - 1
 
 
@@ -217,6 +220,7 @@ def test_a_study_on_llama_cpp_passes_its_audit_and_regenerates_exactly(tmp_path,
            *SMALL)  # fmt: skip
     cotdyn("register", "--plan", "studies/laptop/plan.yaml", "--registered", "studies/laptop/REGISTERED",
            "--date", "2026-12-01")  # fmt: skip
+    assert yaml.safe_load((study / "plan.yaml").read_text())["protocol"]["dtype"] == "Q4_1"  # the file's, registered
     ran = run_study(study / "config.yaml", tmp_path)
     assert {"reference", "continuations", "hypotheses", "manifest"} <= set(ran), sorted(ran)
     # rule prepare_model's conversion, no torch needed: never the GGUF through transformers
@@ -231,3 +235,41 @@ def test_a_study_on_llama_cpp_passes_its_audit_and_regenerates_exactly(tmp_path,
     print(verdict)  # shown with pytest -s
     logs = list((tmp_path / "results/laptop").rglob("generation.json"))
     assert logs and all("use_extra_bufts = False" in p.read_text() for p in logs)  # the workaround, on record
+
+
+def test_init_registers_the_gguf_files_precision_and_takes_a_gguf_file_as_model_id(tmp_path):
+    """The GGUF file, not the registered plan's bfloat16, says the precision (read from its metadata
+    with the gguf package: no llama.cpp needed); --model-id may name the file; a --dtype that
+    contradicts it is refused."""
+    from conftest import ROOT
+    from test_your_study import additions
+
+    from cotdyn.cli.init import write_skeleton
+    from cotdyn.cli.init_checks import InitError
+    from cotdyn.generation.backends.llama_cpp import packaged_gguf
+
+    (tmp_path / "problems.jsonl").write_text(additions(3))
+    gguf = str(packaged_gguf(EMBEDDED["package"], EMBEDDED["file"]))
+
+    def init(folder, **given):
+        written = write_skeleton(
+            tmp_path / folder, str(tmp_path / "problems.jsonl"), "number", {"question": "question", "gold": "gold"},
+            backend="llama_cpp", registered_plan=str(ROOT / "preregistration" / "plan.yaml"), **given,
+        )  # fmt: skip
+        return yaml.safe_load(written[0].read_text()), yaml.safe_load(written[1].read_text())["protocol"]
+
+    config, protocol = init("embedded")
+    assert protocol["dtype"] == "Q4_1" and config["models"]["smollm2"] == {"backend": "llama_cpp", "gguf": EMBEDDED}
+    config, protocol = init("file", model_id=gguf)
+    assert protocol["dtype"] == "Q4_1" and config["models"]["smollm2"] == {"backend": "llama_cpp", "id": gguf}
+    with pytest.raises(InitError, match=r"--dtype bfloat16: .*SmolLM2-135M-Instruct.Q4_1.gguf has the model at Q4_1"):
+        init("contradicted", model_id=gguf, dtype="bfloat16")
+    with pytest.raises(InitError, match=r"cannot ask .*missing.gguf for the precision of its weights \(FileNotFound"):
+        init("missing", model_id=str(tmp_path / "missing.gguf"))
+
+
+@needs_llama
+def test_a_study_registered_at_another_precision_than_the_files_is_refused_as_it_loads():
+    assert make_backend({**entry(), "dtype": "Q4_1"}).describe()["dtype"] == "Q4_1"
+    with pytest.raises(ValueError, match=r"holds Q4_1 weights, but the study registered dtype bfloat16"):
+        make_backend({**entry(), "dtype": "bfloat16"})

@@ -362,12 +362,12 @@ def test_init_registers_the_precision_the_server_serves(smol_tokenizer_dir, tmp_
 
     with FakeServer(smol_tokenizer_dir, ftype="Q4_1") as server:
         assert init_served(tmp_path / "a", server.url, smol_tokenizer_dir)["dtype"] == "Q4_1"
-        with pytest.raises(InitError, match=rf"--dtype bfloat16: {server.url} serves the model at Q4_1"):
+        with pytest.raises(InitError, match=rf"--dtype bfloat16: {server.url} has the model at Q4_1"):
             init_served(tmp_path / "b", server.url, smol_tokenizer_dir, "bfloat16")
     with FakeServer(smol_tokenizer_dir) as server:  # as vLLM: it lists no precision
-        with pytest.raises(InitError, match=rf"{server.url} does not list the precision it serves: give it with"):
+        with pytest.raises(InitError, match=rf"{server.url} does not say the precision of its weights: give it with"):
             init_served(tmp_path / "c", server.url, smol_tokenizer_dir)
         assert init_served(tmp_path / "d", server.url, smol_tokenizer_dir, "float16")["dtype"] == "float16"
     gone = server.url  # shut down: nothing answers there now
-    with pytest.raises(InitError, match=rf"cannot ask {gone} for the precision it serves \(ServerError: .*start"):
+    with pytest.raises(InitError, match=rf"cannot ask {gone} for the precision of its weights \(ServerError: .*start"):
         init_served(tmp_path / "e", gone, smol_tokenizer_dir)

@@ -231,7 +231,8 @@ def write_skeleton(
     else:
         entry, frozen = declared_entry(benchmark, jsonl, registered)
     cell = f"{model}-{benchmark}"
-    device, dtype = settings_of(declared, device, dtype, options)
+    weights = model_entry(backend, model_id, revision, device, options)
+    device, dtype = settings_of(declared, device, dtype, weights)
     protocol = {**({"dtype": dtype} if dtype else {}), **(protocol or {})}
     plan = study_plan(registered, cell, model, benchmark, frozen, protocol, min_group_size)
     check_plan_values(plan, protocol, min_group_size)
@@ -240,13 +241,16 @@ def write_skeleton(
         "plan": str(paths["plan.yaml"]),
         "cells": [cell],
         "confirmatory": [cell],
-        "models": {model: model_entry(backend, model_id, revision, device, options)},
+        "models": {model: weights},
         "benchmarks": {benchmark: entry},
         "variants": {"registered": {}},
     }
     check_config(config)
-    if "id" in config["models"][model]:  # found now, not by the run's first job (a served model: its tokenizer)
-        resolve_model(config["models"][model]["id"], revision, tokenizer_only=declared.needs_revision)
+    gguf_file = declared.weights_precision is not None and str(weights.get("id", "")).endswith(".gguf")
+    if gguf_file and not Path(weights["id"]).is_file():
+        raise InitError(f"--model-id {weights['id']}: no such GGUF file")
+    if "id" in weights and not gguf_file:  # found now, not by the run's first job (a served model: its tokenizer)
+        resolve_model(weights["id"], revision, tokenizer_only=declared.needs_revision)
     dump = lambda obj: yaml.safe_dump(obj, sort_keys=False, allow_unicode=True, width=120)  # noqa: E731
     texts = {
         "plan.yaml": HEADER.format(study=study, source=registered_plan) + dump(plan),

@@ -33,17 +33,18 @@ def model_entry(
 
 
 def settings_of(
-    declared, device: str | None, dtype: str | None, options: dict | None = None
+    declared, device: str | None, dtype: str | None, entry: dict | None = None
 ) -> tuple[str | None, str | None]:
     """(device, study dtype) as the backend's declaration takes them: a --device or --dtype that means
-    nothing to it is refused; a served model's dtype is what its server lists (``served_dtype``); else
-    the dtype defaults to the backend's ``cpu_dtype`` on a CPU (else the plan's)."""
+    nothing to it is refused; where the weights fix the precision (a served model, a GGUF file), the
+    dtype is theirs (``weights_dtype``, from the model ``entry``); else it defaults to the backend's
+    ``cpu_dtype`` on a CPU (else the plan's)."""
     for flag, value in (("device", device), ("dtype", dtype)):
         if value is not None and flag not in declared.settings:
             takes = ", ".join(f"--{s}" for s in declared.settings) or "neither --device nor --dtype"
             raise InitError(f"--{flag} {value}: means nothing to backend {declared.name} (it takes {takes})")
-    if declared.served_precision is not None:
-        return device, served_dtype(declared, options or {}, dtype)
+    if declared.weights_precision is not None:
+        return device, weights_dtype(declared, entry or {"backend": declared.name}, dtype)
     if "device" in declared.settings:
         device = device or "cpu"
     if "dtype" in declared.settings and dtype is None and device == "cpu":
@@ -51,29 +52,29 @@ def settings_of(
     return device, dtype
 
 
-def served_dtype(declared, options: dict, dtype: str | None) -> str:
-    """The precision a served model runs at, as its server lists it (llama-server: "Q4_1"); a
-    ``--dtype`` only where the server lists none (vLLM), or cannot be asked now, and never one that
-    contradicts what it lists. The registered plan's precision means nothing to a served model."""
+def weights_dtype(declared, entry: dict, dtype: str | None) -> str:
+    """The precision the weights come at, as their server lists it (llama-server: "Q4_1") or their
+    GGUF file says; a ``--dtype`` only where they do not say (vLLM lists none), or the server cannot be
+    asked now, and never one that contradicts them. The registered plan's precision means nothing here."""
     from cotdyn.generation.backends import registry
 
-    base_url = options.get("base_url", "(no base_url option)")
+    where = entry.get(declared.key, {}).get("base_url") or entry.get("id") or "the model"
     try:
-        asked = registry.options({"backend": declared.name, declared.key: options})
+        options = registry.options(entry)
         # one question, now: a server that is not up is said at once, not after the run's retries
-        listed = declared.served_precision({**asked, "retries": 0, "timeout_s": 30.0})
-    except Exception as e:  # no server there, or it serves no such model: the error names it
+        said = declared.weights_precision(entry, {**options, "retries": 0, "timeout_s": 30.0})
+    except Exception as e:  # no server there, no such model or file: the error names it
         if dtype is not None:
             return dtype
         raise InitError(
-            f"cannot ask {base_url} for the precision it serves ({type(e).__name__}: {e}): start the server "
-            "first, or give the precision it serves with --dtype"
+            f"cannot ask {where} for the precision of its weights ({type(e).__name__}: {e}): start the "
+            "server or name the file, or give the precision with --dtype"
         ) from None
-    if listed is None and dtype is None:
+    if said is None and dtype is None:
         raise InitError(
-            f"{base_url} does not list the precision it serves: give it with --dtype (the server's own "
+            f"{where} does not say the precision of its weights: give it with --dtype (a server's own "
             "setting, such as vLLM's --dtype)"
         )
-    if listed is not None and dtype is not None and dtype != listed:
-        raise InitError(f"--dtype {dtype}: {base_url} serves the model at {listed}")
-    return listed or dtype
+    if said is not None and dtype is not None and dtype != said:
+        raise InitError(f"--dtype {dtype}: {where} has the model at {said}")
+    return said or dtype

@@ -249,12 +249,18 @@ def _served_seeds(server: str) -> int | None:
     identity=lambda entry, options: f"served {options['server']}:{options['model']}@{entry.get('revision')}",
     init_entry=_served_entry,
     seeds=lambda options: _served_seeds(options["server"]),
-    served_precision=lambda options: _listed_precision(options),
+    weights_precision=lambda entry, options: _listed_precision(options),
 )
 def build_openai_compat(entry: dict, options: dict, golds: dict[str, str], benchmark: str | None) -> Backend:
     from cotdyn.generation.backends.openai_compat import OpenAICompatBackend
 
     return OpenAICompatBackend(entry["id"], entry.get("revision"), options, entry.get("dtype"))
+
+
+def _gguf_precision(entry: dict) -> str | None:
+    from cotdyn.generation.backends.llama_cpp import gguf_precision
+
+    return gguf_precision(entry)
 
 
 def _gguf_entry(model_id: str | None, revision: str | None, device: str | None) -> dict:
@@ -282,11 +288,12 @@ def _gguf_entry(model_id: str | None, revision: str | None, device: str | None) 
     batching=None,  # one sample at a time
     requires=(LLAMA_CPP_PYTHON, TRANSFORMERS, TOKENIZERS, GGUF),  # transformers: the tokenizer only
     runs_in="generate-llama-cpp",
-    settings=(),  # the GGUF file fixes the precision; always the CPU
+    settings=("dtype",),  # the GGUF file fixes the precision (init registers it); always the CPU
     init_entry=_gguf_entry,
     default_key="smollm2",
     # llama.cpp's seeded sampler takes a uint32 seed (cotdyn.generation.backends.llama_cpp.LLAMA_SEEDS)
     seeds=lambda options: 2**32 - 1,
+    weights_precision=lambda entry, options: _gguf_precision(entry),
 )
 def build_llama_cpp(entry: dict, options: dict, golds: dict[str, str], benchmark: str | None) -> Backend:
     from cotdyn.generation.backends.llama_cpp import LlamaCppBackend

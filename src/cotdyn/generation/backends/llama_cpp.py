@@ -153,6 +153,12 @@ class LlamaCppBackend:
         self.model, self.context = load(self.path, self.n_ctx, self.threads)
         self.batch = LlamaBatch(n_tokens=self.context.params.n_batch, embd=0, n_seq_max=1, verbose=False)
         self.file_type = file_type(self.model)
+        registered = entry.get("dtype")
+        if registered is not None and self.file_type is not None and registered != self.file_type:
+            raise ValueError(
+                f"backend llama_cpp: {self.path.name} holds {self.file_type} weights, but the study registered "
+                f"dtype {registered} (cotdyn init registers the file's)"
+            )
         self.stop_ids = stop_ids(self.model, hf_tokenizer.eos_token_id)
 
     def describe(self) -> dict:
@@ -298,6 +304,27 @@ def default_threads() -> int:
     return max(1, cores // 2)
 
 
-def file_type(model) -> str:
-    """The GGUF's quantization as llama.cpp names it (the last word of its description: "Q4_1")."""
-    return model.desc().split()[-1]
+def precision_name(file_type: int) -> str:
+    """A GGUF's ``general.file_type`` as the gguf package names it, less its "MOSTLY_" ("Q4_1",
+    "Q4_K_M"): the dtype ``cotdyn init`` registers for the file and the backend records."""
+    import gguf
+
+    try:
+        return gguf.LlamaFileType(file_type).name.removeprefix("MOSTLY_")
+    except ValueError:
+        return f"file_type {file_type}"
+
+
+def gguf_precision(entry: dict) -> str | None:
+    """The precision of the entry's GGUF file, read from its metadata without llama.cpp (cotdyn init
+    runs where llama-cpp-python may not be installed); None if the file does not say."""
+    import gguf
+
+    field = gguf.GGUFReader(gguf_path(entry)).fields.get("general.file_type")
+    return precision_name(int(field.parts[field.data[0]][0])) if field is not None else None
+
+
+def file_type(model) -> str | None:
+    """The loaded GGUF's precision (``precision_name`` of its ``general.file_type``)."""
+    value = model.metadata().get("general.file_type")
+    return precision_name(int(value)) if value is not None else None

@@ -96,9 +96,10 @@ class BackendSpec:
     # the seeds its sampler honours, from its options (None: every seed cotdyn draws): each sample's
     # seed is sent, recorded and audited reduced into them (cotdyn.protocol.seeds.served_seed)
     seeds: Callable[[dict], int | None] = lambda options: None
-    # a served model's: (its options) -> the precision its server lists (None: it lists none), which
-    # cotdyn init registers as the study's dtype (the server, not the study, decides it)
-    served_precision: Callable[[dict], str | None] | None = None
+    # where the weights, not the study, fix the precision (a served model, a GGUF file): (the entry,
+    # its options) -> that precision ("Q4_1"; None where it cannot be told), which cotdyn init
+    # registers as the study's dtype and the backend checks as it loads
+    weights_precision: Callable[[dict, dict], str | None] | None = None
 
     @property
     def key(self) -> str:
@@ -149,8 +150,8 @@ def check_declaration(declared: BackendSpec) -> BackendSpec:
             )
     if declared.cpu_dtype and "dtype" not in declared.settings:
         raise ValueError(f"backend {declared.name}: a cpu_dtype, but 'dtype' is not one of its settings")
-    if declared.served_precision and "dtype" not in declared.settings:
-        raise ValueError(f"backend {declared.name}: a served_precision, but 'dtype' is not one of its settings")
+    if declared.weights_precision and "dtype" not in declared.settings:
+        raise ValueError(f"backend {declared.name}: a weights_precision, but 'dtype' is not one of its settings")
     return declared
 
 
@@ -245,7 +246,7 @@ def check_entry(entry: dict, where: str, dtype: str | None = None) -> None:
 
     declared = spec(entry.get("backend"), where)
     options(entry, where)
-    loads_weights = "dtype" in declared.settings and declared.served_precision is None
+    loads_weights = "dtype" in declared.settings and declared.weights_precision is None
     if dtype is not None and loads_weights and dtype not in TORCH_DTYPES:
         raise ValueError(
             f"{where}: backend {declared.name} loads its weights at a torch precision "
