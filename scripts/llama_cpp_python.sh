@@ -7,8 +7,8 @@
 # network step. The build is CPU-only with -march=native (GGML_NATIVE, llama.cpp's default), so the
 # wheel stays on the machine that built it; the multimodal library (mtmd/llava) and every
 # test, tool, example and server target are left out. A later call finds the wheel in the cache and
-# builds nothing. The install is --no-deps: the package's own dependencies (numpy, jinja2,
-# typing-extensions, diskcache) are installed by name, from the registry's wheels.
+# builds nothing. The install is --no-deps: of the package's own dependencies, numpy, jinja2 and
+# typing-extensions come from requirements.lock and diskcache is installed here, pinned.
 #
 # Usage: scripts/llama_cpp_python.sh            -> builds or reuses the wheel, installs it, prints its path
 #        LLAMA_CPP_PYTHON_INSTALL=0 scripts/...  -> builds or reuses the wheel only
@@ -39,8 +39,8 @@ if [[ -z "$wheel" ]]; then
 fi
 if [[ "${LLAMA_CPP_PYTHON_INSTALL:-1}" == 1 ]]; then
     "$python" -m pip install -q --no-deps "$wheel" >&2
-    "$python" -m pip install -q "numpy>=1.20" "jinja2>=2.11.3" "typing-extensions>=4.5" \
-        "diskcache>=5.6.1" >&2
+    # its other dependencies (numpy, jinja2, typing-extensions) are in requirements.lock; this one, pinned
+    "$python" -m pip install -q --no-deps "diskcache==5.6.3" >&2
     "$python" -c "import llama_cpp; print('llama_cpp', llama_cpp.__version__)" >&2
 fi
 echo "$wheel"
