@@ -51,6 +51,9 @@ from cotdyn.records.export import write_samples_jsonl
 from cotdyn.records.table import variant_samples
 from cotdyn.report.secondary_tables import derive_generations, derive_secondary, has_secondary
 
+# what Math-Shepherd labels read of the chains (methods.math_shepherd), kept for every cell in place
+# of the chains, whose texts and token ids would make the audit's memory grow with the panel
+SHEPHERD_CHAIN_COLUMNS = ("problem_id", "reference_truncated", "chain_answer")
 MAX_PLAN_CHECK_BYTES = 64 << 20  # checks/plan_check.json: a few lines per cell
 MAX_PROBLEMS_BYTES = 1 << 30  # a stored problems table, on disk and decoded: MATH-500's is under 1 MB
 
@@ -181,8 +184,8 @@ def read_raw(study_dir: Path, path: str, refused: dict[str, str]) -> pd.DataFram
 def rederive_cell(study_dir: Path, scratch: Path, config: dict, plan: dict, spec, variant: str, protocol: dict,
                   refused: dict[str, str], problems: list[str]) -> tuple[Path, pd.DataFrame, pd.DataFrame] | None:  # fmt: skip
     """One cell's re-extracted samples and records under one variant: (its records, the samples
-    its dynamics and Math-Shepherd labels read, its chains), or None when a raw file is missing or
-    refused."""
+    its dynamics and Math-Shepherd labels read, the columns of its chains the labels read), or None
+    when a raw file is missing or refused."""
     name = spec.name
     chains_path = reference_file(name, reference_id(protocol), "chains.parquet")
     samples_path = variant_file(name, samples_variant(config, variant), "samples.parquet")
@@ -223,7 +226,7 @@ def rederive_cell(study_dir: Path, scratch: Path, config: dict, plan: dict, spec
     # kept for the cross-cell dynamics and Math-Shepherd labels, which read neither texts nor token
     # ids: held for every cell at once, those columns would make the audit's memory grow with the panel
     kept = variant_samples(samples, chains, protocol).drop(columns=["text", "token_ids"], errors="ignore")
-    return records, kept.assign(cell=name), chains
+    return records, kept.assign(cell=name), chains[list(SHEPHERD_CHAIN_COLUMNS)]
 
 
 def preregistration_problems(study_dir: Path, scratch: Path, config: dict, plan: dict, plan_path: Path,

@@ -1,8 +1,8 @@
 """The audit on two cores (issue 52 item 6; docs/design.md section 7).
 
 Beside the re-derivation of the analysis, which the audit's own process runs, a second process
-checks what needs none of it: every samples row's seed (``registration.seed_problems``), every raw
-file against its seal and the generation cache (``raw.raw_checks``), and the grading tables and
+checks what needs none of it: every raw file against its seal and the generation cache, and every
+samples row's seed from the requests read there (``raw.raw_checks``), and the grading tables and
 page (``derive_outputs.derive_grading``, most of it math-verify), written into the same scratch
 folder. It is a fresh interpreter (``python -m cotdyn.audit.parallel JOB RESULT``), not a fork: it
 shares no memory, and a script that imports the audit (a Snakemake rule's) is not run again in it.
@@ -22,7 +22,6 @@ from pathlib import Path
 from cotdyn.audit.derive import read_problems, read_raw
 from cotdyn.audit.derive_outputs import derive_grading
 from cotdyn.audit.raw import raw_checks
-from cotdyn.audit.registration import seed_problems
 from cotdyn.files.terminal import printable
 from cotdyn.plan.config import ConfigError
 from cotdyn.plan.registration import PreregistrationError
@@ -54,7 +53,6 @@ class SideResult:
 
 def side_checks(job: SideJob) -> SideResult:
     """The seed, seal, cache and grading checks of one study."""
-    checked, seeds = seed_problems(job.study_dir, job.raw, job.protocols, job.refused, job.honoured)
     problem = None
     try:
         derive_grading(job.study_dir, job.scratch, job.config, job.cells, job.protocols,
@@ -62,9 +60,11 @@ def side_checks(job: SideJob) -> SideResult:
     except (ConfigError, PreregistrationError, ValueError, KeyError, OSError) as e:
         problem = f"re-derivation failed: {type(e).__name__}: {printable(str(e))[:500]}"
     models = {name: spec.model_key for name, spec in job.cells.items()}
+    seeds: dict[str, tuple[int, str | None]] = {}  # checked with the raw files: their requests read once
     checks = raw_checks(job.study_dir, job.raw, job.protocols, job.cache_dir, job.cache_note, job.refused,
-                        job.sealed, models, job.digests)  # fmt: skip
-    return SideResult(checked, seeds, checks, problem)
+                        job.sealed, models, job.digests, seeds, job.honoured)  # fmt: skip
+    problems = [seeds[path][1] for path in sorted(seeds) if seeds[path][1]]  # seed_problems' order
+    return SideResult(sum(rows for rows, _ in seeds.values()), problems, checks, problem)
 
 
 def cores() -> int:

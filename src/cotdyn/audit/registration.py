@@ -96,26 +96,43 @@ def seed_problems(
     checked, problems = 0, []
     for path, (cell, variant, chains) in sorted(raw.items()):
         protocol = protocols[variant]
-        if chains is None or path in refused or chains in refused or LOCK_FIELD not in protocol:
+        if not seeds_checked(path, chains, protocol, refused):
             continue
         try:
             samples = pd.read_parquet(Path(study_dir) / path, columns=["problem_id", "prefix_tokens", "sample", "seed"])
             requests = samples_requests(samples, pd.read_parquet(Path(study_dir) / chains), protocol, cell)
         except (OSError, ValueError, KeyError, TypeError) as e:
-            problems.append(f"{path}: seeds not checked: {type(e).__name__}: {printable(str(e))[:200]}")
+            problems.append(seeds_unchecked(path, e))
             continue
-        width = (honoured or {}).get(cell)
-        expected = [served_seed(r.seed + j, width) for r in requests for j in range(r.n)]
-        stored = samples["seed"].astype("int64").tolist()
-        wrong = [i for i, (a, b) in enumerate(zip(stored, expected)) if a != b]
-        checked += len(stored)
-        if wrong:
-            i = wrong[0]
-            problems.append(
-                f"{path}: {len(wrong)} of {len(stored)} rows' seeds are not this registration's (row {i}: seed "
-                f"{stored[i]}, the registration gives {expected[i]}): samples drawn under another registration's seeds"
-            )
+        rows, problem = seed_check(path, samples["seed"], requests, (honoured or {}).get(cell))
+        checked += rows
+        problems += [problem] if problem else []
     return checked, problems
+
+
+def seeds_checked(path: str, chains: str | None, protocol: dict, refused: dict) -> bool:
+    """Whether ``seed_problems`` checks the seeds of raw file ``path``: a samples file of a time-locked
+    protocol, neither it nor its chains refused."""
+    return chains is not None and path not in refused and chains not in refused and LOCK_FIELD in protocol
+
+
+def seed_check(path: str, seeds: pd.Series, requests: list, width: int | None) -> tuple[int, str | None]:
+    """(rows checked, the problem or None) of one samples file's ``seeds`` against its ``requests``'
+    (``width``: the seeds its backend's sampler honours)."""
+    expected = [served_seed(r.seed + j, width) for r in requests for j in range(r.n)]
+    stored = seeds.astype("int64").tolist()
+    wrong = [i for i, (a, b) in enumerate(zip(stored, expected)) if a != b]
+    if not wrong:
+        return len(stored), None
+    i = wrong[0]
+    return len(stored), (
+        f"{path}: {len(wrong)} of {len(stored)} rows' seeds are not this registration's (row {i}: seed "
+        f"{stored[i]}, the registration gives {expected[i]}): samples drawn under another registration's seeds"
+    )
+
+
+def seeds_unchecked(path: str, e: Exception) -> str:
+    return f"{path}: seeds not checked: {type(e).__name__}: {printable(str(e))[:200]}"
 
 
 def time_lock_status(protocols: dict[str, dict], checked: int, problems: list[str], earlier: str | None = None) -> str:

@@ -41,8 +41,14 @@ def jsonl_line(row: dict) -> bytes:
     return _line({key: json_value(value) for key, value in row.items()})
 
 
+# json.dumps with these arguments builds this encoder for every call; one serves every line
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
 def _line(fields: dict) -> bytes:
-    line = json.dumps(fields, ensure_ascii=False, allow_nan=False, separators=(",", ":")).translate(LINE_BREAKS)
+    line = _ENCODER.encode(fields)
+    if not line.isascii():  # the line breaks escaped are not ASCII: an ASCII line has none
+        line = line.translate(LINE_BREAKS)
     return (line + "\n").encode("utf-8")
 
 
