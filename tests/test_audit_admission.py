@@ -128,3 +128,22 @@ def test_one_process_or_two_give_the_same_report(registered_study, tmp_path):
     assert "seeds are not this registration's" in text and "differ from the answers extracted" in text, text
     raw = [f for f in two.files if f.path == samples.relative_to(copy).as_posix()]
     assert raw and raw[0].status == "mismatch" and "seal" in raw[0].detail, raw
+
+
+def test_a_second_process_that_fails_fails_the_audit_named(registered_study, monkeypatch):
+    """A second process killed or out of memory leaves the seeds and raw files unchecked: the audit
+    FAILs saying so, without a traceback, and the grading page it would have derived is not vouched for."""
+    import subprocess
+    import sys
+
+    import cotdyn.audit.parallel as parallel
+
+    real = subprocess.Popen
+    monkeypatch.setattr(
+        parallel.subprocess, "Popen", lambda command: real([sys.executable, "-c", "raise SystemExit(9)"])
+    )
+    report = audit(registered_study, processes=2)
+    text = report.text()
+    assert not report.ok and "the audit's second process failed (exit status 9" in text, text
+    raw = [f for f in report.files if f.path.endswith(("samples.parquet", "chains.parquet"))]
+    assert raw and all(f.status != "match" and "not checked" in f.detail for f in raw), raw

@@ -85,11 +85,15 @@ class Side:
             self.proc = subprocess.Popen(command)
 
     def result(self) -> SideResult:
+        """Its result; where the second process failed (killed, out of memory), a result that fails
+        every raw file and the seeds, naming why, so the audit FAILs rather than passing unchecked."""
         if self.proc is None:
             return side_checks(self.job)
-        if self.proc.wait() != 0:
-            raise RuntimeError(f"the audit's second process failed (exit status {self.proc.returncode}); see above")
-        return pickle.loads(self.out.read_bytes())  # written by that process, in the audit's scratch
+        if self.proc.wait() == 0 and self.out.exists():
+            return pickle.loads(self.out.read_bytes())  # written by that process, in the audit's scratch
+        why = f"the audit's second process failed (exit status {self.proc.returncode}; its error is printed above)"
+        checks = {path: (False, f"not checked: {why}") for path in self.job.raw}
+        return SideResult(0, [f"seeds, raw files and grading page not checked: {why}"], checks, None)
 
     def stop(self) -> None:
         """End the second process (the audit was interrupted or failed)."""
