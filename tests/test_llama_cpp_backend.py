@@ -225,6 +225,8 @@ def test_a_study_on_llama_cpp_passes_its_audit_and_regenerates_exactly(tmp_path,
     assert {"reference", "continuations", "hypotheses", "manifest"} <= set(ran), sorted(ran)
     # rule prepare_model's conversion, no torch needed: never the GGUF through transformers
     assert read_from and all(where == {} and folder.name == "laptop" for folder, where in read_from), read_from
+    converted = tmp_path / "results" / "models" / "laptop"  # its tokenizer alone: no weights dequantized
+    assert (converted / "tokenizer.json").is_file() and not list(converted.glob("*.safetensors"))
     audit = cotdyn("audit", "results/laptop")
     verdict = next(line for line in audit.splitlines() if line.startswith("audit of "))
     assert "PASS" in verdict, audit[:3000]

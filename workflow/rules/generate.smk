@@ -13,7 +13,8 @@ rule prepare_model:
         "../../envs/generate-cpu.yaml"
     params:
         code=code_of("prepare_model.py"),
-        gguf=lambda w: config["models"][w.model]["gguf"],
+        gguf=lambda w: params.conversion_for(config, w.model)["gguf"],
+        weights=lambda w: params.conversion_for(config, w.model)["weights"],
     script:
         "../scripts/prepare_model.py"
 

@@ -40,6 +40,15 @@ def model_for(study: Study, cell: str) -> dict:
     return model
 
 
+def conversion_for(config: dict, model: str) -> dict:
+    """Rule prepare_model's params for ``model``: its ``gguf:`` file, and whether its backend loads the
+    weights converted (``converts_gguf``) or reads the GGUF itself, needing the tokenizer alone."""
+    from cotdyn.generation.backends import registry
+
+    entry = config["models"][model]
+    return {"gguf": entry["gguf"], "weights": registry.spec(entry.get("backend")).converts_gguf}
+
+
 def records_params(workflow) -> bool:
     """Whether this process records the jobs' params (.snakemake/metadata): the run's own process, and
     a job's process under --immediate-submit."""

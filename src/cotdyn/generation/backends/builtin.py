@@ -294,6 +294,7 @@ def _gguf_entry(model_id: str | None, revision: str | None, device: str | None) 
     # llama.cpp's seeded sampler takes a uint32 seed (cotdyn.generation.backends.llama_cpp.LLAMA_SEEDS)
     seeds=lambda options: 2**32 - 1,
     weights_precision=lambda entry, options: _gguf_precision(entry),
+    converts_gguf=False,  # llama.cpp reads the GGUF: rule prepare_model saves its tokenizer alone
 )
 def build_llama_cpp(entry: dict, options: dict, golds: dict[str, str], benchmark: str | None) -> Backend:
     from cotdyn.generation.backends.llama_cpp import LlamaCppBackend

@@ -100,6 +100,9 @@ class BackendSpec:
     # its options) -> that precision ("Q4_1"; None where it cannot be told), which cotdyn init
     # registers as the study's dtype and the backend checks as it loads
     weights_precision: Callable[[dict, dict], str | None] | None = None
+    # whether a ``gguf:`` entry's weights are dequantized to safetensors for it (rule prepare_model);
+    # False for a backend that reads the GGUF itself: the conversion then saves the tokenizer alone
+    converts_gguf: bool = True
 
     @property
     def key(self) -> str:
