@@ -128,12 +128,13 @@ class FakeServer:
         return 200, answer if self.omit_ids else answer | {"tokens": ids}
 
     def count_answer(self, status: int) -> None:
-        """One completion answered; past ``close_after`` the server stops listening."""
+        """One completion answered; at ``close_after`` the server stops listening (later connections
+        are refused; the connection answering this one stays open)."""
         with self._lock:
             self.answered += status == 200
             closing = self.close_after is not None and self.answered == self.close_after
         if closing:
-            self._http.socket.close()  # later connections are refused; this answer is already sent
+            self._http.socket.close()
 
     def _handler(self):
         server = self
@@ -167,11 +168,13 @@ class FakeServer:
                     return
                 if self.path in ("/v1/completions", "/completion"):
                     status, payload = server.answer(self.path, body)
+                    # counted (and the server closed, at close_after) before the answer goes: a client
+                    # that hears it cannot connect again before the close
+                    server.count_answer(status)
                     if server.malformed and status == 200:
                         self._send_raw(status, b'{"choices": [{"text": "cut off')
                     else:
                         self._send(status, payload)
-                    server.count_answer(status)
                 else:
                     self._send(404, {"error": f"no {self.path}"})
 

@@ -48,7 +48,7 @@ def test_it_lists_every_kind_with_the_package_each_comes_from(monkeypatch, capsy
     # an optional backend: its package's version here, or "not installed"
     llama = plugins.installed_version("llama-cpp-python") or "not installed"
     assert (
-        f"runs in generate-llama-cpp; takes no device or dtype; requires llama-cpp-python>=0.3.36,<0.4 ({llama})"
+        f"runs in generate-llama-cpp; takes dtype; requires llama-cpp-python>=0.3.36,<0.4 ({llama})"
         in (backends["llama_cpp"])
     )
     assert backends["simulated"].endswith(
