@@ -364,8 +364,8 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
         "--dtype",
         default=None,
         help="for a backend with a precision setting (transformers, vllm): the study's precision (default: float32 "
-        "on a CPU, else the plan's); for a served model (openai_compat): the precision it is served at, needed only "
-        "where the server does not list it (llama-server lists it, and init registers that)",
+        "on a CPU, else the plan's); where the weights fix it (openai_compat, llama_cpp), init registers the precision "
+        "the server lists or the GGUF file says, and --dtype is needed only where they do not (vLLM's server)",
     )
     i.add_argument("--registered-plan", default=REGISTERED_PLAN, help="the plan whose protocol and analysis to copy")
     i.add_argument(

@@ -205,16 +205,16 @@ CHOICES = {
     "answer_form": ANSWER_FORMS,
     "checkpoints": ("steps", "tokens"),
 }
-# The study-wide precision: torch's, for a backend that loads the weights itself (its declaration's
-# settings name "dtype"), or a served model's as its server lists it (llama-server: the GGUF's file
-# type, "Q4_1"), which cotdyn init asks the server for and the backend checks against the server.
+# The study-wide precision: torch's, for a backend that loads the weights at one, or the one the
+# weights come at where they fix it (a backend's ``weights_precision``: a served model's as its server
+# lists it, a GGUF file's; "Q4_1"), which cotdyn init registers and the backend checks as it loads.
 TORCH_DTYPES = ("bfloat16", "float16", "float32")
-SERVED_PRECISION = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+ -]{0,39}")
+WEIGHTS_PRECISION = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+ -]{0,39}")
 
 
 def is_precision(dtype) -> bool:
-    """Whether ``dtype`` names a precision: one of TORCH_DTYPES, or a served one (SERVED_PRECISION)."""
-    return dtype in TORCH_DTYPES or (isinstance(dtype, str) and SERVED_PRECISION.fullmatch(dtype) is not None)
+    """Whether ``dtype`` names a precision: one of TORCH_DTYPES, or the weights' own (WEIGHTS_PRECISION)."""
+    return dtype in TORCH_DTYPES or (isinstance(dtype, str) and WEIGHTS_PRECISION.fullmatch(dtype) is not None)
 
 
 # What a records-only variant may change: everything else is fixed by the generations it reuses.
@@ -270,7 +270,7 @@ def protocol_for(config: dict, plan: dict, variant: str, source: str = "config")
     if not is_precision(protocol["dtype"]):
         raise ConfigError(
             f"{source}: variant '{variant}': unknown dtype {str(protocol['dtype'])[:60]!r} (known: "
-            f"{', '.join(TORCH_DTYPES)}, or a served model's precision as its server lists it, such as Q4_1)"
+            f"{', '.join(TORCH_DTYPES)}, or the precision a served model or GGUF file has, such as Q4_1)"
         )
     parent = samples_variant(config, variant)
     if parent != variant:

@@ -120,7 +120,7 @@ def imported_modules(script: Path, src: Path) -> dict[str, Path]:
 def plugin_modules(groups) -> dict[str, Path]:
     """The modules of every installed plugin of ``groups`` that is not cotdyn's own: its entry point's
     module and the modules of its own top-level package that it imports, keyed "<group>:<module>".
-    A plugin whose module cannot be found counts by its entry point alone (loading it fails anyway)."""
+    A plugin whose module cannot be found is left out (loading it fails anyway, naming it)."""
     from cotdyn import plugins
 
     found: dict[str, Path] = {}
