@@ -12,11 +12,13 @@
 #
 # Usage: scripts/llama_cpp_python.sh            -> builds or reuses the wheel, installs it, prints its path
 #        LLAMA_CPP_PYTHON_INSTALL=0 scripts/...  -> builds or reuses the wheel only
-# Cache: ${COTDYN_CACHE:-~/.cache/cotdyn}/wheels/llama_cpp_python-<version>-*.whl
+# Cache: ${COTDYN_CACHE:-~/.cache/cotdyn}/wheels/cpu-<hash of the CPU's flags>/llama_cpp_python-<version>-*.whl
 # Jobs:  CMAKE_BUILD_PARALLEL_LEVEL (default: the machine's core count)
 set -euo pipefail
 version=0.3.36
-cache="${COTDYN_CACHE:-$HOME/.cache/cotdyn}/wheels"
+# -march=native: a wheel fits the CPU that built it, so the cache keeps one per CPU (its flags' hash)
+cpu=$(grep -m 1 '^flags' /proc/cpuinfo 2>/dev/null | sha256sum | cut -c 1-12)
+cache="${COTDYN_CACHE:-$HOME/.cache/cotdyn}/wheels/cpu-$cpu"
 python=${PYTHON:-python3}
 wheel=$(ls "$cache"/llama_cpp_python-"$version"-*.whl 2>/dev/null | head -n 1 || true)
 if [[ -z "$wheel" ]]; then
