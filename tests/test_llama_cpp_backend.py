@@ -69,9 +69,9 @@ def test_its_declaration_says_what_it_needs_and_the_seeds_it_honours():
 def test_describe_keeps_the_contract_and_names_the_amx_workaround(backend):
     assert describe_problems(backend, "llama_cpp") == []
     described = backend.describe()
-    from cotdyn.generation.backends.llama_cpp import packaged_gguf
+    from cotdyn.generation.backends.gguf_file import locate_gguf
 
-    digest = hashlib.sha256(packaged_gguf(EMBEDDED["package"], EMBEDDED["file"]).read_bytes()).hexdigest()
+    digest = hashlib.sha256(locate_gguf(EMBEDDED["package"], EMBEDDED["file"]).read_bytes()).hexdigest()
     assert described["weights_sha256"] == digest and backend.model_revision == f"gguf-{digest[:16]}"
     assert described["dtype"] == "Q4_1" and described["device"] == "cpu"
     assert "use_extra_bufts = False" in described["weight_repacking"] and "AMX" in described["weight_repacking"]
@@ -248,10 +248,10 @@ def test_init_registers_the_gguf_files_precision_and_takes_a_gguf_file_as_model_
 
     from cotdyn.cli.init import write_skeleton
     from cotdyn.cli.init_checks import InitError
-    from cotdyn.generation.backends.llama_cpp import packaged_gguf
+    from cotdyn.generation.backends.gguf_file import locate_gguf
 
     (tmp_path / "problems.jsonl").write_text(additions(3))
-    gguf = str(packaged_gguf(EMBEDDED["package"], EMBEDDED["file"]))
+    gguf = str(locate_gguf(EMBEDDED["package"], EMBEDDED["file"]))
 
     def init(folder, **given):
         written = write_skeleton(

