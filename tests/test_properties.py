@@ -8,6 +8,8 @@ keep one row per problem, and the registered analysis gives a value or a null wi
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 
 import numpy as np
 import pandas as pd
@@ -18,7 +20,7 @@ from hypothesis import strategies as st
 
 from cotdyn.dataset.benchmarks import Problem
 from cotdyn.generation import requests as P
-from cotdyn.generation.backends.base import Completion
+from cotdyn.generation.backends.base import Completion, Request, Sampling, request_keys
 from cotdyn.generation.backends.simulated import ByteTokenizer
 from cotdyn.grading import answers
 from cotdyn.plan.load import effective_protocol
@@ -199,3 +201,36 @@ def test_the_registered_analysis_gives_a_value_or_a_reason_for_every_field(fast_
             assert defined or block[hid]["reason"], (cell, hid, block[hid])
     for verdict in result["verdicts"].values():
         assert verdict["verdict"] in ("supported", "not_supported", "not_estimable")
+
+
+# --- request keys (cotdyn.generation.backends.base.request_keys) -----------------------------------
+
+SAMPLINGS = [Sampling(0.7, 512, 0.95, 0, 1.0), Sampling(0.0, 64), Sampling(1.0, 8, 1.0, 40, 1.1)]
+
+
+def json_key(request: Request, revision: str) -> str:
+    """The content address as docs/design.md defines it, written out: sha256 of the compact JSON list."""
+    payload = [revision, list(request.prompt_ids), request.sampling.as_dict(), request.seed, request.n]
+    return hashlib.sha256(json.dumps(payload, separators=(",", ":")).encode()).hexdigest()
+
+
+def test_request_key_is_pinned():
+    """A changed key would orphan every cache and seal: its bytes are fixed here."""
+    request = Request((1, 22, 333), 4, SAMPLINGS[0], 7)
+    assert request.key("sim-rev") == "1b6b936fb84585aec41f336389285f1a1edb1efbced1a9a52c993287fe1a9c76"
+
+
+@PROPERTY
+@given(
+    chain=st.lists(st.integers(0, 2**31), max_size=30),
+    cuts=st.lists(st.tuples(st.integers(0, 30), st.booleans(), st.integers(0, 2), st.integers(1, 5)), max_size=12),
+    revision=st.text(max_size=8),
+)
+def test_request_keys_equal_the_json_definition(chain, cuts, revision):
+    """The carried hash (requests whose ids extend the previous one's) gives every request the key
+    of its own JSON: prefixes in order, out of order, repeated, empty, and ids that diverge."""
+    requests = [
+        Request(tuple(chain[:cut]) + ((99,) if diverge else ()), n, SAMPLINGS[s], seed=cut * 7 + n)
+        for cut, diverge, s, n in cuts
+    ]
+    assert request_keys(requests, revision) == [json_key(r, revision) for r in requests]

@@ -114,7 +114,7 @@ def reextract_answers(
     # once (continuations repeat: a simulated panel cell holds some 10 rows per distinct text)
     memo: dict[tuple, answers.Extraction] = {}
     found = []
-    for text, problem in zip(samples["text"], samples["problem_id"]):
+    for text, problem in zip(samples["text"].tolist(), samples["problem_id"].tolist()):
         key = (text, options.get(problem))
         if key not in memo:
             memo[key] = answers.extract(text, benchmark, key[1])
@@ -123,7 +123,7 @@ def reextract_answers(
     out["answer"] = [f.answer for f in found]
     out["status"] = [f.status for f in found]
     stored = answers.answers_or_none(samples["answer"])
-    changed = sum(a != f.answer or s != f.status for a, s, f in zip(stored, samples["status"], found))
+    changed = sum(a != f.answer or s != f.status for a, s, f in zip(stored, samples["status"].tolist(), found))
     return out, int(changed)
 
 

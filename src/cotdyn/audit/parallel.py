@@ -22,6 +22,7 @@ from pathlib import Path
 from cotdyn.audit.derive import read_problems, read_raw
 from cotdyn.audit.derive_outputs import derive_grading
 from cotdyn.audit.raw import raw_checks
+from cotdyn.files.arrow_memory import freeing_environment
 from cotdyn.files.terminal import printable
 from cotdyn.plan.config import ConfigError
 from cotdyn.plan.registration import PreregistrationError
@@ -82,7 +83,7 @@ class Side:
             path = folder / "side-job.pickle"
             path.write_bytes(pickle.dumps(job))
             command = [sys.executable, "-m", "cotdyn.audit.parallel", str(path), str(self.out)]
-            self.proc = subprocess.Popen(command)
+            self.proc = subprocess.Popen(command, env=freeing_environment(os.environ))
 
     def result(self) -> SideResult:
         """Its result; where the second process failed (killed, out of memory), a result that fails

@@ -98,7 +98,7 @@ def raw_check(study_dir: Path, path: str, cell: str, protocol: dict, chains: str
         for i, (key, n) in enumerate(seal["requests"]):
             index.setdefault(key, []).append(i)  # a key that is no string fails here (TypeError)
             starts.append(starts[-1] + len(range(n)))  # and a count that is no integer here
-        rows = list(table[["token_ids", "text", "finish_reason"]].itertuples(index=False))
+        rows = list(zip(*(table[c].tolist() for c in ("token_ids", "text", "finish_reason"))))
         return Pending(folder, rows, seal["requests"], starts, index, problems)
     except SealError as e:
         return False, str(e)
@@ -131,11 +131,11 @@ def compare_folder(pending: dict[str, Pending], folder: Path) -> None:
 def row_differences(file: Pending, i: int, key: str, completions: list) -> list[str]:
     """How the rows of request ``i`` differ from ``completions``: text, token ids or finish reason."""
     found = []
-    for j, row in enumerate(file.rows[file.starts[i] : file.starts[i + 1]]):
+    for j, (token_ids, text, finish_reason) in enumerate(file.rows[file.starts[i] : file.starts[i + 1]]):
         c = completions[j] if j < len(completions) else None
-        if c is None or int_ids(row.token_ids) != tuple(c.token_ids) or row.text != c.text:
+        if c is None or int_ids(token_ids) != tuple(c.token_ids) or text != c.text:
             found.append(f"request {key[:12]} sample {j}: text or token ids differ from the cache")
-        elif row.finish_reason != c.finish_reason:
+        elif finish_reason != c.finish_reason:
             found.append(f"request {key[:12]} sample {j}: finish_reason differs from the cache")
     return found
 

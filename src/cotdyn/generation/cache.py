@@ -33,7 +33,7 @@ from tqdm import tqdm
 from cotdyn.files.strict import parse_json, read_text
 from cotdyn.generation import journal as J
 from cotdyn.generation import snapshots as S
-from cotdyn.generation.backends.base import Backend, Completion, GenerationStats, Request
+from cotdyn.generation.backends.base import Backend, Completion, GenerationStats, Request, request_keys
 
 
 def revision_folder(cache_dir, model_revision: str) -> Path:
@@ -254,7 +254,7 @@ def generate(
     """
     stats = GenerationStats(requests=len(requests))
     started = time.time()
-    keys = [r.key(backend.model_revision) for r in requests]
+    keys = request_keys(requests, backend.model_revision)
     by_key = dict(zip(keys, requests))
     unique = list(by_key)
     size = chunk_size or max(1, len(unique))

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from cotdyn.generation import requests as P
-from cotdyn.generation.backends.base import Request
+from cotdyn.generation.backends.base import Request, request_keys
 from cotdyn.generation.cache import revision_folder
 from cotdyn.protocol.prompts import prefix_ids
 from cotdyn.protocol.seeds import request_seed
@@ -48,7 +48,7 @@ def samples_requests(samples: pd.DataFrame, chains: pd.DataFrame, protocol: dict
     a problem does not fit the chains."""
     sampling = P.continuation_sampling(protocol)
     ids = {c.problem_id: (int_ids(c.prompt_ids), int_ids(c.token_ids)) for c in chains.itertuples()}
-    keys = list(zip(samples["problem_id"], samples["prefix_tokens"]))
+    keys = list(zip(samples["problem_id"].tolist(), samples["prefix_tokens"].tolist()))
     index = samples["sample"].tolist()  # read once: a value looked up per row costs more than the rest
     requests, start = [], 0
     for i in range(1, len(keys) + 1):
@@ -69,7 +69,7 @@ def samples_requests(samples: pd.DataFrame, chains: pd.DataFrame, protocol: dict
 
 
 def sealed_requests(requests: list[Request], revision: str) -> list[tuple[str, int]]:
-    return [(r.key(revision), r.n) for r in requests]
+    return list(zip(request_keys(requests, revision), (r.n for r in requests)))
 
 
 def model_revision(generation_log) -> str:

@@ -34,9 +34,15 @@ def answer_or_none(value: Any) -> str | None:
 
 def answers_or_none(values: Iterable[Any]) -> list[str | None]:
     """``answer_or_none`` over a column of stored answers."""
-    return [answer_or_none(v) for v in values]
+    return [answer_or_none(v) for v in as_list(values)]
 
 
 def is_answered(values: Iterable[Any]) -> np.ndarray:
     """Boolean mask: which of ``values`` hold an answer (``answer_or_none`` is not None)."""
-    return np.array([answer_or_none(v) is not None for v in values], dtype=bool)
+    return np.array([answer_or_none(v) is not None for v in as_list(values)], dtype=bool)
+
+
+def as_list(values: Iterable[Any]) -> Iterable[Any]:
+    """A column's values as Python objects, converted at once: a pandas string column is held by
+    pyarrow, and iterating it fetches one value per call (a panel's audit spent seconds so)."""
+    return values.tolist() if isinstance(values, (pd.Series, pd.Index, np.ndarray)) else values

@@ -63,10 +63,11 @@ def math_shepherd_from_samples(
         table.loc[replace, "endpoint"] = True
     scored = in_answer_form(table["answer"], benchmark, answer_form)
     hits: dict[tuple, bool] = {}  # each distinct (problem, answer) graded once: answers recur within a prefix
-    for key in zip(table["problem_id"], scored):
+    keys = list(zip(table["problem_id"].tolist(), scored))
+    for key in keys:
         if key not in hits:
             hits[key] = equivalent(key[1], answer_or_none(gold.get(key[0])), benchmark, equivalence, None, answer_form)
-    table["hit"] = [hits[key] for key in zip(table["problem_id"], scored)]
+    table["hit"] = [hits[key] for key in keys]
     if table.empty:
         return pd.DataFrame([])
     # one row per (problem, prefix), by whole-column group reductions (not a loop over the groups):

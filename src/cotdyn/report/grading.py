@@ -81,9 +81,10 @@ def graded_texts(
     texts["answer"] = pd.Series(answers.in_answer_form(texts["answer"], benchmark, answer_form), dtype=object)
     texts["answer_raw"] = pd.Series(_answers_raw(texts, benchmark, _options(problems)), dtype=object)
     gold = golds["gold"].to_dict()  # a dict, not .at per text: a panel cell grades some 35,000 texts
-    texts["gold"] = answers.in_answer_form([gold[p] for p in texts["problem_id"]], benchmark, answer_form)
+    problem_ids = texts["problem_id"].tolist()
+    texts["gold"] = answers.in_answer_form([gold[p] for p in problem_ids], benchmark, answer_form)
     expressions = {p: answers.gold_expression(golds.at[p, "gold_raw"], benchmark) for p in golds.index}
-    texts["gold_raw"] = [expressions[p] for p in texts["problem_id"]]
+    texts["gold_raw"] = [expressions[p] for p in problem_ids]
     return texts
 
 
@@ -93,7 +94,7 @@ def _answers_raw(texts: pd.DataFrame, benchmark: str, options: Mapping[str, Sequ
     (a continuation recurs: a simulated panel cell holds some 5 rows per distinct text)."""
     memo: dict[tuple, str | None] = {}
     raw = []
-    for text, problem, answer in zip(texts["text"], texts["problem_id"], texts["answer"]):
+    for text, problem, answer in zip(*(texts[c].tolist() for c in ("text", "problem_id", "answer"))):
         if answer is None:
             raw.append(None)
             continue
@@ -144,18 +145,17 @@ def verdicts(
     options = options or {}
     boxed = answers.answer_type(benchmark) == "boxed"
     registered, symbolic, memo, memo_registered = [], [], {}, {}
-    for row in texts.itertuples():
-        opts = options.get(row.problem_id)
-        key = (row.problem_id, row.answer, row.gold) if opts else (row.answer, row.gold)
+    columns = ("problem_id", "answer", "gold", "answer_raw", "gold_raw")
+    for problem, answer, gold, answer_raw, gold_raw in zip(*(texts[c].tolist() for c in columns)):
+        opts = options.get(problem)
+        key = (problem, answer, gold) if opts else (answer, gold)
         if key not in memo_registered:
-            memo_registered[key] = answers.equivalent(
-                row.answer, row.gold, benchmark, options=opts, answer_form=answer_form
-            )
+            memo_registered[key] = answers.equivalent(answer, gold, benchmark, options=opts, answer_form=answer_form)
         registered.append(memo_registered[key])
-        if row.answer is None:
+        if answer is None:
             symbolic.append(False)
             continue
-        pair = (row.answer_raw, row.gold_raw) if boxed else (row.answer, row.gold)
+        pair = (answer_raw, gold_raw) if boxed else (answer, gold)
         if pair not in memo:
             a, b = pair
             if not boxed and a is not None and b is not None and _INTEGER.fullmatch(a) and _INTEGER.fullmatch(b):

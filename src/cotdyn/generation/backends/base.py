@@ -41,12 +41,36 @@ class Request:
     role: str = "continuation"
 
     def key(self, model_revision: str) -> str:
-        """Content address: (model revision, prompt ids, sampling parameters, seed, n)."""
-        payload = json.dumps(
-            [model_revision, list(self.prompt_ids), self.sampling.as_dict(), self.seed, self.n],
-            separators=(",", ":"),
-        )
-        return hashlib.sha256(payload.encode()).hexdigest()
+        """Content address: (model revision, prompt ids, sampling parameters, seed, n), the sha256 of
+        their JSON list (``request_keys``)."""
+        return request_keys([self], model_revision)[0]
+
+
+def _compact(value) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+def request_keys(requests: Sequence[Request], model_revision: str) -> list[str]:
+    """Each request's content address: sha256 of the compact JSON of ``[model_revision, prompt ids,
+    sampling parameters, seed, n]``. Where a request's prompt ids extend the previous one's (the
+    continuations of one chain, by prefix), the hash of the shared head is carried on rather than
+    recomputed: a panel cell's keys hashed its chain's ids once per prefix."""
+    head = hashlib.sha256(_compact([model_revision, []])[:-2].encode())  # '["revision",['
+    keys, previous, state, sampling = [], None, head, {}
+    for r in requests:
+        ids = tuple(r.prompt_ids)
+        if previous is not None and ids[: len(previous)] == previous:
+            state, added = state.copy(), ids[len(previous) :]
+            state.update(("," if previous and added else "").encode() + _compact(list(added))[1:-1].encode())
+        else:
+            state = head.copy()
+            state.update(_compact(list(ids))[1:-1].encode())
+        previous, done = ids, state.copy()
+        if r.sampling not in sampling:
+            sampling[r.sampling] = "]," + _compact(r.sampling.as_dict())
+        done.update(f"{sampling[r.sampling]},{_compact(r.seed)},{_compact(r.n)}]".encode())
+        keys.append(done.hexdigest())
+    return keys
 
 
 @dataclass(frozen=True)
