@@ -451,6 +451,39 @@ def test_a_one_byte_flip_in_a_text_fails_against_the_cache(study):
     assert check.status == MISMATCH and "differ from the cache" in check.detail, check.detail
 
 
+@pytest.mark.parametrize(
+    "cached, found",
+    [
+        (((1, 2, 70000), "ab", "stop"), None),
+        (((1, 2, 70001), "ab", "stop"), "text or token ids differ"),
+        (((1, 2), "ab", "stop"), "text or token ids differ"),
+        (((1, 2, 70000), "ab ", "stop"), "text or token ids differ"),
+        (((1, 2, 70000), None, "stop"), "text or token ids differ"),
+        (((1, 2, 70000), "ab", "length"), "finish_reason differs"),
+        (((1, 2.0, 70000), "ab", "stop"), TypeError),
+        (((1, "2", 70000), "ab", "stop"), TypeError),
+        (((1, 2**64, 70000), "ab", "stop"), ValueError),
+    ],
+)
+def test_a_row_is_compared_with_its_cached_completion_through_its_digest(cached, found):
+    """The audit holds each row as a digest of its ids and text (cotdyn.audit.raw.content_digest):
+    every change to the cached ids, text or finish reason is still told, and ids that are no
+    int64 integers make the file unreadable rather than equal."""
+    import numpy as np
+
+    from cotdyn.audit.raw import Pending, content_digest, row_differences
+    from cotdyn.generation.backends.base import Completion
+
+    row = (content_digest(np.asarray([1, 2, 70000], dtype=np.int64).tobytes(), "ab"), "stop")
+    file = Pending(Path("cache"), [row], [("k" * 64, 1)], [0, 1], {"k" * 64: [0]}, [])
+    if isinstance(found, type):
+        with pytest.raises(found):
+            row_differences(file, 0, "k" * 64, [Completion(*cached)])
+        return
+    differences = row_differences(file, 0, "k" * 64, [Completion(*cached)])
+    assert differences == ([] if found is None else [f"request kkkkkkkkkkkk sample 0: {found} from the cache"])
+
+
 def test_an_untouched_study_is_compared_row_by_row_with_the_cache(registered_study):
     report = audit(registered_study)
     for path in (SAMPLES, next(f.path for f in report.files if f.path.endswith("chains.parquet"))):

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
+import pyarrow.parquet as pq
 
 from cotdyn.analysis.hypotheses import analyze, read_records, write_analysis
 from cotdyn.analysis.hypotheses.limited import descriptive_only
@@ -176,9 +177,19 @@ def benchmark_hash_problems(study_dir: Path, config: dict, plan: dict) -> list[s
     return problems
 
 
-def read_raw(study_dir: Path, path: str, refused: dict[str, str]) -> pd.DataFrame | None:
-    """A raw table the bounds admitted (its texts too: cotdyn.audit.bounds.admit_raw), or None."""
-    return None if path in refused else pd.read_parquet(study_dir / path)
+TOKEN_IDS = ("prompt_ids", "token_ids")
+
+
+def read_raw(study_dir: Path, path: str, refused: dict[str, str], ids: bool = True) -> pd.DataFrame | None:
+    """A raw table the bounds admitted (its texts too: cotdyn.audit.bounds.admit_raw), or None;
+    without its token ids where ``ids`` is false (pages that show texts: as Python arrays, a panel
+    cell's ids held some 60 MB where the rest of its table held 1)."""
+    if path in refused:
+        return None
+    if ids:
+        return pd.read_parquet(study_dir / path)
+    names = pq.read_schema(study_dir / path).names
+    return pd.read_parquet(study_dir / path, columns=[c for c in names if c not in TOKEN_IDS])
 
 
 def rederive_cell(study_dir: Path, scratch: Path, config: dict, plan: dict, spec, variant: str, protocol: dict,
@@ -284,7 +295,7 @@ def rederive(study_dir: Path, scratch: Path, config: dict, plan_path: Path, cell
         benchmarks = {name: spec.answer_rule for name, spec in cells.items()}
         derive_generations(all_records, analyses, protocols, plan, scratch / Path(GENERATIONS).parent, benchmarks)
     derive_sweeps_files(scratch, cells, list(protocols), plan)
-    raw = lambda p: read_raw(study_dir, p, refused)  # noqa: E731
+    raw = lambda p: read_raw(study_dir, p, refused, ids=False)  # noqa: E731  (the pages show texts)
     if grading:
         derive_grading(study_dir, scratch, config, cells, protocols, raw, read_problems)
     for variant, protocol in protocols.items():  # the sample browser pages (rule sample_browser)

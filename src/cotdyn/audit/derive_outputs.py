@@ -75,7 +75,8 @@ def derive_grading(study_dir: Path, scratch: Path, config: dict, cells: dict, pr
                    read_problems) -> list[Path]:  # fmt: skip
     """report/grading/<cell>/*.csv and report/grading/grading.html as rules grading and grading_page
     write them, from the stored chains, the grading variant's stored samples and each benchmark's
-    stored problems (``read_raw``, ``read_problems``: the audit's bounded readers; a raw file they
+    stored problems (``read_raw``, ``read_problems``: the audit's bounded readers, the first without the
+    token ids, which the page does not show; a raw file they
     refuse leaves the page not re-derived, and the audit fails it)."""
     variant = grading_variant(protocols)
     protocol, tables, written = protocols[variant], {}, []
@@ -98,7 +99,7 @@ def derive_grading(study_dir: Path, scratch: Path, config: dict, cells: dict, pr
 def derive_sample_page(study_dir: Path, scratch: Path, config: dict, cells: dict, variant: str, protocol: dict,
                        read_raw, read_problems) -> Path | None:  # fmt: skip
     """report/samples/<variant>.html as rule sample_browser writes it, from the stored chains and
-    samples (``read_raw``: the audit's bounded reader), the re-derived records and the stored
+    samples (``read_raw``: the audit's bounded reader, without token ids), the re-derived records and the stored
     problems; None (the page then fails as not re-derived) when one is missing or refused. Each
     cell's section is rendered as its tables are read, so no more than one cell's are held."""
     sections = []

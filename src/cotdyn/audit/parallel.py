@@ -57,7 +57,7 @@ def side_checks(job: SideJob) -> SideResult:
     problem = None
     try:
         derive_grading(job.study_dir, job.scratch, job.config, job.cells, job.protocols,
-                       lambda p: read_raw(job.study_dir, p, job.refused), read_problems)  # fmt: skip
+                       lambda p: read_raw(job.study_dir, p, job.refused, ids=False), read_problems)  # fmt: skip
     except (ConfigError, PreregistrationError, ValueError, KeyError, OSError) as e:
         problem = f"re-derivation failed: {type(e).__name__}: {printable(str(e))[:500]}"
     models = {name: spec.model_key for name, spec in job.cells.items()}

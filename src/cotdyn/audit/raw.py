@@ -10,16 +10,19 @@ alone) only the seal is checked, and the report says so.
 
 from __future__ import annotations
 
+import hashlib
+from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from cotdyn.audit.registration import seed_check, seeds_checked, seeds_unchecked
 from cotdyn.files.layout import reference_file, variant_file
 from cotdyn.files.terminal import printable
 from cotdyn.generation.cache import read_shard, shards
-from cotdyn.generation.sealing import cache_folder, chains_requests, int_ids, samples_requests, seal_differences
+from cotdyn.generation.sealing import cache_folder, chains_requests, samples_requests, seal_differences
 from cotdyn.plan.config import reference_id, samples_variant
 from cotdyn.provenance.integrity import MATCH, MISMATCH, FileCheck
 from cotdyn.provenance.seal import SealError
@@ -45,7 +48,7 @@ class Pending:
     last shard (in load order) holding its key, as a cache loaded whole would hold it."""
 
     folder: Path
-    rows: list  # (token_ids, text, finish_reason) per row
+    rows: list  # (content_digest of token_ids and text, finish_reason) per row
     sealed: list
     starts: list[int]  # each request's first row
     index: dict[str, list[int]]  # each key's requests
@@ -98,7 +101,10 @@ def raw_check(study_dir: Path, path: str, cell: str, protocol: dict, chains: str
         for i, (key, n) in enumerate(seal["requests"]):
             index.setdefault(key, []).append(i)  # a key that is no string fails here (TypeError)
             starts.append(starts[-1] + len(range(n)))  # and a count that is no integer here
-        rows = list(zip(*(table[c].tolist() for c in ("token_ids", "text", "finish_reason"))))
+        rows = [
+            (content_digest(np.asarray(ids, dtype=np.int64).tobytes(), text), reason)
+            for ids, text, reason in zip(*(table[c].tolist() for c in ("token_ids", "text", "finish_reason")))
+        ]
         return Pending(folder, rows, seal["requests"], starts, index, problems)
     except SealError as e:
         return False, str(e)
@@ -128,12 +134,31 @@ def compare_folder(pending: dict[str, Pending], folder: Path) -> None:
                 file.error = e
 
 
+def content_digest(ids: bytes, text) -> bytes:
+    """A row's token ids (as int64 bytes) and text as one digest: the audit holds a model's rows so
+    while it reads its cache, not their ids and texts (a panel model's came to some 100 MB).
+    Injective in both: the ids' length leads, and a text that is no string is marked with a byte
+    UTF-8 never holds."""
+    written = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else b"\xff" + repr(text).encode()
+    return hashlib.blake2b(len(ids).to_bytes(8, "little") + ids + written, digest_size=16).digest()
+
+
+def completion_ids(completion) -> bytes:
+    """A cached completion's token ids as int64 bytes; TypeError where one is no integer (a float,
+    a string: the cache writes integers) and ValueError where one is out of range."""
+    try:
+        return array("q", completion.token_ids).tobytes()
+    except OverflowError as e:
+        raise ValueError(f"a token id out of range: {e}") from None
+
+
 def row_differences(file: Pending, i: int, key: str, completions: list) -> list[str]:
-    """How the rows of request ``i`` differ from ``completions``: text, token ids or finish reason."""
+    """How the rows of request ``i`` differ from ``completions``: text, token ids or finish reason.
+    A completion's ids that are not integers are a TypeError (its file unreadable)."""
     found = []
-    for j, (token_ids, text, finish_reason) in enumerate(file.rows[file.starts[i] : file.starts[i + 1]]):
+    for j, (digest, finish_reason) in enumerate(file.rows[file.starts[i] : file.starts[i + 1]]):
         c = completions[j] if j < len(completions) else None
-        if c is None or int_ids(token_ids) != tuple(c.token_ids) or text != c.text:
+        if c is None or digest != content_digest(completion_ids(c), c.text):
             found.append(f"request {key[:12]} sample {j}: text or token ids differ from the cache")
         elif finish_reason != c.finish_reason:
             found.append(f"request {key[:12]} sample {j}: finish_reason differs from the cache")

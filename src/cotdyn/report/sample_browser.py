@@ -158,15 +158,17 @@ def cell_section(cell: str, view: CellView, protocol: dict, max_chains: int = MA
     problems = view.problems.reset_index(drop=True)
     chains = view.chains.set_index("problem_id", drop=False)
     records = view.records.set_index("problem_id", drop=False)
-    by_problem = dict(tuple(view.samples.groupby("problem_id", sort=False)))
     shown = [p for _, p in problems.iterrows() if p["problem_id"] in chains.index][:max_chains]
+    # the shown chains' rows alone: split by problem, a panel cell's samples were copied whole
+    problem_ids = view.samples["problem_id"]
+    by_problem = {p["problem_id"]: view.samples[problem_ids == p["problem_id"]] for p in shown}
     note = (f"the first {len(shown)} of {len(chains)} chains; every sample is in {view.samples_file}, "
             f"every chain in chains.parquet")  # fmt: skip
     parts = [f"<h2 id='{text(cell)}'>{text(cell)}</h2>", f"<p class='note'>{text(note)}</p>"]
     for problem in shown:
         pid = problem["problem_id"]
         record = records.loc[pid] if pid in records.index else None
-        samples = by_problem.get(pid, view.samples.iloc[0:0])
+        samples = by_problem[pid]
         parts.append(chain_block(problem, chains.loc[pid], record, samples, protocol, view))
     return "\n".join(parts)
 
