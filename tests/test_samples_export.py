@@ -13,6 +13,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from inprocess import ROOT, run_study
 
 from cotdyn.audit.check import MISMATCH, MISSING, audit
@@ -59,6 +61,51 @@ def test_bytes_depend_on_the_rows_alone_not_on_how_the_parquet_was_written(tmp_p
     write_samples_jsonl(one, tmp_path / "a.jsonl")
     write_samples_jsonl(one, tmp_path / "b.jsonl")
     assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()
+
+
+TEXTS = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12) | st.sampled_from(
+    ['"\\', "\x00\x1f\x7f", "\x85\u2028\u2029", "é😀", "</script>", ""]
+)
+
+
+@settings(max_examples=60, derandomize=True, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.none() | st.integers(-(2**63), 2**63 - 1),
+            st.none() | st.booleans(),
+            st.none() | TEXTS,
+            st.none() | st.lists(st.integers(-(2**63), 2**63 - 1), max_size=5),
+        ),
+        min_size=1,
+        max_size=8,
+    ),
+    null_id=st.booleans(),
+)
+def test_arrow_written_lines_are_the_bytes_of_the_row_by_row_writer(tmp_path_factory, rows, null_id):
+    """The columns Arrow writes at once (integers, booleans, strings, lists of integers) give the
+    bytes json gives row by row: nulls, escapes, U+2028, the int64 range; a list holding a null
+    falls back to the row writer."""
+    from cotdyn.records import export
+
+    ids = [r[3] for r in rows]
+    if null_id:
+        ids[0] = [*(ids[0] or []), None]
+    table = pa.table(
+        {
+            "seed": pa.array([r[0] for r in rows], pa.int64()),
+            "hit_budget": pa.array([r[1] for r in rows], pa.bool_()),
+            "text": pa.array([r[2] for r in rows], pa.large_string()),
+            "token_ids": pa.array(ids, pa.list_(pa.int64())),
+        }
+    )
+    path = tmp_path_factory.mktemp("lines") / "samples.parquet"
+    pq.write_table(table, path)
+    fast = b"".join(samples_jsonl(path))
+    assert (export._encoded_lines(table.to_batches()[0]) is None) == null_id  # which writer ran
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(export, "_encoded_lines", lambda batch: None)
+        assert fast == b"".join(samples_jsonl(path))
 
 
 @pytest.fixture(scope="module")
