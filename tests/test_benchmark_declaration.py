@@ -127,3 +127,17 @@ def test_a_declaration_is_refused_with_its_fault_named(declaration, message):
     with pytest.raises(ValueError, match=message):
         registry.register(declaration)
     assert "x" not in registry.REGISTRY
+
+
+def test_a_redeclared_rule_is_what_normalizes_not_a_cached_class():
+    """normalize caches classes (grading.answers._normalized) by the declaration's own rule too: a
+    benchmark declared again under its name with another rule normalizes by the new one."""
+    from cotdyn.grading.answers import normalize
+
+    fields = {"question": "q", "gold": "sol"}
+    for rule, expected in ((str.upper, "ABC"), (str.lower, "abc")):
+        registry.register(registry.Benchmark("cased", "string", fields, normalize=rule))
+        try:
+            assert normalize("aBc", "cased") == expected
+        finally:
+            del registry.REGISTRY["cased"]
