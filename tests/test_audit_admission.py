@@ -140,10 +140,73 @@ def test_a_second_process_that_fails_fails_the_audit_named(registered_study, mon
 
     real = subprocess.Popen
     monkeypatch.setattr(
-        parallel.subprocess, "Popen", lambda command: real([sys.executable, "-c", "raise SystemExit(9)"])
+        parallel.subprocess,
+        "Popen",
+        lambda command, **how: real([sys.executable, "-c", "raise SystemExit(9)"], **how),
     )
     report = audit(registered_study, processes=2)
     text = report.text()
     assert not report.ok and "the audit's second process failed (exit status 9" in text, text
     raw = [f for f in report.files if f.path.endswith(("samples.parquet", "chains.parquet"))]
     assert raw and all(f.status != "match" and "not checked" in f.detail for f in raw), raw
+
+
+def test_a_raw_table_swapped_after_the_admission_is_refused_by_name(registered_study, tmp_path, monkeypatch):
+    """Everything after the admission reads the study through its view (cotdyn.audit.view): a raw
+    table replaced once the folder was walked, hashed and bounded (here, by an attacker racing the
+    audit) is not read, and the audit fails naming it."""
+    import shutil
+
+    from test_audit import SAMPLES, copy_study
+
+    import cotdyn.audit.check as check
+
+    copy = copy_study(registered_study, tmp_path)
+    real = check.study_view
+
+    def then_swapped(root, entries, raw):
+        view = real(root, entries, raw)
+        shutil.copy(copy / SAMPLES, tmp_path / "swap.parquet")
+        os.replace(tmp_path / "swap.parquet", copy / SAMPLES)  # the same bytes, another file
+        return view
+
+    monkeypatch.setattr(check, "study_view", then_swapped)
+    report = audit(copy, processes=1)
+    assert not report.ok
+    assert any(f"{SAMPLES}: changed since the audit admitted" in p for p in report.problems), report.text()
+
+
+def test_the_view_reads_only_files_its_walk_found(registered_study):
+    from test_audit import SAMPLES
+
+    from cotdyn.audit.view import study_view
+    from cotdyn.files.strict import UntrustedFileError
+
+    admitted = untrusted.admit(registered_study)
+    view = study_view(registered_study, admitted.entries, [SAMPLES])
+    assert view.holds(SAMPLES) and len(view.table(SAMPLES)) > 0
+    assert "token_ids" not in view.table(SAMPLES, ids=False).columns
+    for rel in ("cells/no-such/samples.parquet", "cells", "../outside.parquet"):
+        assert not view.holds(rel)
+        with pytest.raises(UntrustedFileError, match="not a file the audit's admission found"):
+            view.table(rel)
+
+
+@pytest.mark.parametrize("chosen, pool", [(None, "jemalloc"), ("system", "system")])
+def test_the_cotdyn_command_and_the_second_process_return_freed_arrow_memory(chosen, pool):
+    """pyarrow's jemalloc pool (cotdyn.files.arrow_memory), chosen before pyarrow loads by the
+    cotdyn command and handed to the audit's second process; a pool the user chose stays."""
+    import subprocess
+    import sys
+
+    from cotdyn.files.arrow_memory import VARIABLE, freeing_environment
+
+    environ = {k: v for k, v in os.environ.items() if k != VARIABLE} | ({VARIABLE: chosen} if chosen else {})
+    backend = "import pyarrow; print(pyarrow.default_memory_pool().backend_name)"
+    # the command's own process, which imports cotdyn.cli first; the second process, handed its environment
+    for script, env in (("import cotdyn.cli; " + backend, environ), (backend, freeing_environment(environ))):
+        found = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+        assert found.stdout.strip() == pool, script
+    if chosen is None:  # pyarrow's own default (mimalloc on these wheels) where nothing chose: not this pool
+        plain = subprocess.run([sys.executable, "-c", backend], env=environ, capture_output=True, text=True, check=True)
+        assert plain.stdout.strip() != pool

@@ -12,7 +12,6 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from cotdyn.audit.bounds import admit_raw, seal_problem
 from cotdyn.audit.derive import (  # noqa: F401  (the workflow's rules import these from here)
     benchmark_hash_problems,
     derive_analysis,
@@ -26,7 +25,8 @@ from cotdyn.audit.pages import check_pages
 from cotdyn.audit.parallel import Side, SideJob, cores
 from cotdyn.audit.raw import apply_raw_checks, raw_files
 from cotdyn.audit.registration import earlier_lock, registration_check, seeds_honoured, time_lock_status
-from cotdyn.audit.untrusted import Admitted, Refused, admit, stored_hashes
+from cotdyn.audit.untrusted import Admitted, Refused, admit
+from cotdyn.audit.view import study_view
 from cotdyn.files.layout import PLAN_CHECK, study_targets
 from cotdyn.files.terminal import printable
 from cotdyn.files.writers import write_json
@@ -131,20 +131,18 @@ def audit(study_dir, plan_path=None, scratch=None, cache=None, pages: bool = Tru
     report.registration, problems = registration_check(study.plan_path, study_dir, tsa_ca, study.entries)
     report.problems += problems + plan_problems(study)
     raw = raw_files(study.config, protocols, cells)
-    refused = admit_raw(study_dir, list(raw))
+    view = study_view(study_dir, study.entries, list(raw))  # every later read goes through it
     earlier, lock = earlier_lock(study.plan, study.plan_path)
-    stored = stored_hashes(study_dir, study.entries)  # each file hashed once, from the admission's walk
-    sealed = {p: seal_problem(study_dir / p, stored[p]) for p in raw if p not in refused and p in stored}
     with tempfile.TemporaryDirectory(prefix="cotdyn-audit-") as tmp:
         derived_dir = (Path(scratch) if scratch else Path(tmp)) / "derived"
         # the seeds, the raw files against seals and cache, and the grading page: beside the re-derivation
-        job = SideJob(study_dir, derived_dir, study.config, cells, protocols, raw, refused, sealed, stored,
-                      study.cache_dir, study.cache_note, seeds_honoured(cells))  # fmt: skip
+        job = SideJob(view, derived_dir, study.config, cells, protocols, raw, study.cache_dir, study.cache_note,
+                      seeds_honoured(cells))  # fmt: skip
         side = Side(job, Path(tmp), processes or min(2, cores()))
         try:
             problems = []
             try:
-                rederive(study_dir, derived_dir, study.config, study.plan_path, cells, refused, problems, False)
+                rederive(view, derived_dir, study.config, study.plan_path, cells, problems, False)
             except (ConfigError, PreregistrationError, ValueError, KeyError, OSError) as e:
                 problems.append(f"re-derivation failed: {type(e).__name__}: {printable(str(e))[:500]}")
             found = side.result()
@@ -155,7 +153,7 @@ def audit(study_dir, plan_path=None, scratch=None, cache=None, pages: bool = Tru
         report.time_lock = time_lock_status(protocols, found.seeds_checked, lock, earlier)
         derived = {p: h for p, h in output_hashes(derived_dir).items() if not p.startswith("generations/")}
         listed, expected = study.manifest["files"], expected_files(study.config, study.plan, cells, protocols)
-        compared = compare_files(listed, stored, derived, expected)
+        compared = compare_files(listed, view.hashes, derived, expected)
         report.files = [with_changed_rows(f, study_dir, derived_dir) for f in compared]
         if pages:  # the report pages, re-rendered (not by the run's own audit, whose result they show)
             report.files = check_pages(report.files, study_dir, derived_dir)

@@ -3,7 +3,8 @@
 From the stored generations alone (chains.parquet, samples.parquet) and the study manifest's
 config, ``rederive`` re-extracts every continuation's answer from its text and re-derives records,
 summaries, the plan check and the registered analysis in a scratch directory; the rules that write
-these files call the same functions. A raw file ``cotdyn.audit.bounds`` refused is not read.
+these files call the same functions. It reads the study through its view (``cotdyn.audit.view``):
+a raw file ``cotdyn.audit.bounds`` refused is not read.
 """
 
 from __future__ import annotations
@@ -11,11 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
-import pyarrow.parquet as pq
 
 from cotdyn.analysis.hypotheses import analyze, read_records, write_analysis
 from cotdyn.analysis.hypotheses.limited import descriptive_only
-from cotdyn.audit.bounds import decoded_problem
 from cotdyn.audit.derive_outputs import (
     derive_exploratory,
     derive_grading,
@@ -24,6 +23,7 @@ from cotdyn.audit.derive_outputs import (
     derive_sweeps_files,
 )
 from cotdyn.audit.diff import changed_answers
+from cotdyn.audit.view import StudyView, read_problems  # noqa: F401  (read_problems: regenerate and tests import it here)
 from cotdyn.dataset.benchmarks import content_sha256, problems_from_table
 from cotdyn.files.layout import (
     GENERATIONS,
@@ -34,7 +34,7 @@ from cotdyn.files.layout import (
     variant_file,
 )
 from cotdyn.files.layout import problems as problems_file
-from cotdyn.files.strict import UntrustedFileError, read_json, regular_file
+from cotdyn.files.strict import read_json
 from cotdyn.files.writers import write_parquet
 from cotdyn.grading import answers
 from cotdyn.plan.config import confirmatory_cells, cut_answers, reference_id, samples_variant, study_protocols
@@ -56,7 +56,6 @@ from cotdyn.report.secondary_tables import derive_generations, derive_secondary,
 # of the chains, whose texts and token ids would make the audit's memory grow with the panel
 SHEPHERD_CHAIN_COLUMNS = ("problem_id", "reference_truncated", "chain_answer")
 MAX_PLAN_CHECK_BYTES = 64 << 20  # checks/plan_check.json: a few lines per cell
-MAX_PROBLEMS_BYTES = 1 << 30  # a stored problems table, on disk and decoded: MATH-500's is under 1 MB
 
 # --- derivations shared by the workflow's rules and the audit --------------------------------
 
@@ -128,33 +127,22 @@ def reextract_answers(
     return out, int(changed)
 
 
-def read_problems(path: Path) -> pd.DataFrame:
-    """A stored problems table (untrusted, as the whole study), read once it is a regular file within
-    the bounds: its bytes, and what it decodes to (a dictionary bomb decodes to many times its size)."""
-    st = regular_file(path)
-    if st.st_size > MAX_PROBLEMS_BYTES:
-        raise UntrustedFileError(f"{path}: {st.st_size} bytes, more than a problems table holds ({MAX_PROBLEMS_BYTES})")
-    problem = decoded_problem(path, MAX_PROBLEMS_BYTES)
-    if problem:
-        raise UntrustedFileError(f"{path}: {problem}")
-    return pd.read_parquet(path)
-
-
-def _options(study_dir: Path, spec) -> dict[str, tuple[str, ...]]:
+def _options(view: StudyView, spec) -> dict[str, tuple[str, ...]]:
     """Option texts of a cell's multiple-choice problems, from the study's stored problems table."""
-    path = study_dir / problems_file(spec.benchmark_key)
-    if not path.exists():
+    table = view.problems(spec.benchmark_key)
+    if table is None:
         return {}
-    return {p.problem_id: p.options for p in problems_from_table(read_problems(path)) if p.options}
+    return {p.problem_id: p.options for p in problems_from_table(table) if p.options}
 
 
-def _problems_path(study_dir: Path, spec) -> Path | None:
-    """A cell's stored problems table (its golds as written, which math-verify reads), if stored."""
-    path = study_dir / problems_file(spec.benchmark_key)
-    return path if path.exists() else None
+def _problems_path(view: StudyView, spec) -> Path | None:
+    """A cell's stored problems table (its golds as written, which math-verify reads), if stored
+    (``_options`` read it within its bounds first)."""
+    rel = problems_file(spec.benchmark_key)
+    return view.current(rel) if view.holds(rel) else None
 
 
-def benchmark_hash_problems(study_dir: Path, config: dict, plan: dict) -> list[str]:
+def benchmark_hash_problems(view: StudyView, config: dict, plan: dict) -> list[str]:
     """The plan freezes each panel benchmark's content sha256; re-check it against the problems the
     study stored (all of them: a cell that used a ``limit`` was checked in full when it loaded,
     and its stored subset is checked against the manifest instead) and against the config."""
@@ -168,48 +156,32 @@ def benchmark_hash_problems(study_dir: Path, config: dict, plan: dict) -> list[s
             problems.append(
                 f"benchmark {key}: the config pins content sha256 {entry['content_sha256']}, the plan {pinned}"
             )
-        path = study_dir / problems_file(key)
-        if entry.get("limit") or config.get("limit") or not path.exists():
+        if entry.get("limit") or config.get("limit") or not view.holds(problems_file(key)):
             continue
-        found = content_sha256(problems_from_table(read_problems(path)))
+        found = content_sha256(problems_from_table(view.problems(key)))
         if found != pinned:
             problems.append(f"{problems_file(key)}: content sha256 {found} differs from the plan's {pinned}")
     return problems
 
 
-TOKEN_IDS = ("prompt_ids", "token_ids")
-
-
-def read_raw(study_dir: Path, path: str, refused: dict[str, str], ids: bool = True) -> pd.DataFrame | None:
-    """A raw table the bounds admitted (its texts too: cotdyn.audit.bounds.admit_raw), or None;
-    without its token ids where ``ids`` is false (pages that show texts: as Python arrays, a panel
-    cell's ids held some 60 MB where the rest of its table held 1)."""
-    if path in refused:
-        return None
-    if ids:
-        return pd.read_parquet(study_dir / path)
-    names = pq.read_schema(study_dir / path).names
-    return pd.read_parquet(study_dir / path, columns=[c for c in names if c not in TOKEN_IDS])
-
-
-def rederive_cell(study_dir: Path, scratch: Path, config: dict, plan: dict, spec, variant: str, protocol: dict,
-                  refused: dict[str, str], problems: list[str]) -> tuple[Path, pd.DataFrame, pd.DataFrame] | None:  # fmt: skip
+def rederive_cell(view: StudyView, scratch: Path, config: dict, plan: dict, spec, variant: str, protocol: dict,
+                  problems: list[str]) -> tuple[Path, pd.DataFrame, pd.DataFrame] | None:  # fmt: skip
     """One cell's re-extracted samples and records under one variant: (its records, the samples
     its dynamics and Math-Shepherd labels read, the columns of its chains the labels read), or None
     when a raw file is missing or refused."""
     name = spec.name
     chains_path = reference_file(name, reference_id(protocol), "chains.parquet")
     samples_path = variant_file(name, samples_variant(config, variant), "samples.parquet")
-    if not (study_dir / chains_path).exists() or not (study_dir / samples_path).exists():
+    if not view.holds(chains_path) or not view.holds(samples_path):
         problems.append(f"cell {name}, variant {variant}: stored generations missing, nothing to re-derive")
         return None
-    chains, stored = read_raw(study_dir, chains_path, refused), read_raw(study_dir, samples_path, refused)
+    chains, stored = view.table(chains_path), view.table(samples_path)
     if chains is None or stored is None:
         problems.append(f"cell {name}, variant {variant}: a raw file was refused (see its line), nothing re-derived")
         return None
     # the JSON lines of the stored samples, as rule samples_jsonl writes them (cotdyn.records.export)
-    write_samples_jsonl(study_dir / samples_path, scratch / (samples_path.removesuffix(".parquet") + ".jsonl"))
-    samples, changed = reextract_answers(stored, spec.answer_rule, _options(study_dir, spec))
+    write_samples_jsonl(view.current(samples_path), scratch / (samples_path.removesuffix(".parquet") + ".jsonl"))
+    samples, changed = reextract_answers(stored, spec.answer_rule, _options(view, spec))
     if changed:
         rows = changed_answers(stored, samples)
         problems.append(
@@ -222,7 +194,7 @@ def rederive_cell(study_dir: Path, scratch: Path, config: dict, plan: dict, spec
     write_parquet(samples, scratch_samples)
     records = scratch / variant_file(name, variant, "records.parquet")
     derive_records(
-        study_dir / chains_path,
+        view.current(chains_path),
         scratch_samples,
         protocol,
         plan["exclusion"],
@@ -232,7 +204,7 @@ def rederive_cell(study_dir: Path, scratch: Path, config: dict, plan: dict, spec
         scratch / variant_file(name, variant, "summary.json"),
         groups=plan["analysis"].get("groups"),
         cut_answers=cut_answers(config, variant),
-        problems_path=_problems_path(study_dir, spec),
+        problems_path=_problems_path(view, spec),
     )
     # kept for the cross-cell dynamics and Math-Shepherd labels, which read neither texts nor token
     # ids: held for every cell at once, those columns would make the audit's memory grow with the panel
@@ -240,7 +212,7 @@ def rederive_cell(study_dir: Path, scratch: Path, config: dict, plan: dict, spec
     return records, kept.assign(cell=name), chains[list(SHEPHERD_CHAIN_COLUMNS)]
 
 
-def preregistration_problems(study_dir: Path, scratch: Path, config: dict, plan: dict, plan_path: Path,
+def preregistration_problems(view: StudyView, scratch: Path, config: dict, plan: dict, plan_path: Path,
                              protocols: dict[str, dict]) -> list[str]:  # fmt: skip
     """The plan check (written to ``scratch``), the benchmarks' pinned hashes and every undeclared
     deviation of a confirmatory cell."""
@@ -249,7 +221,7 @@ def preregistration_problems(study_dir: Path, scratch: Path, config: dict, plan:
         write_plan_check(plan_path, config, scratch / PLAN_CHECK)
     except PreregistrationError as e:
         problems.append(f"plan check: {e}")
-    problems += benchmark_hash_problems(study_dir, config, plan)
+    problems += benchmark_hash_problems(view, config, plan)
     deviations = load_deviations(sibling_paths(plan_path)[1])
     for cell in confirmatory_cells(config):  # none in a limited study
         if "registered" in protocols:
@@ -260,18 +232,18 @@ def preregistration_problems(study_dir: Path, scratch: Path, config: dict, plan:
     return problems
 
 
-def rederive(study_dir: Path, scratch: Path, config: dict, plan_path: Path, cells: dict, refused: dict[str, str],
-             problems: list[str], grading: bool = True) -> None:  # fmt: skip
+def rederive(view: StudyView, scratch: Path, config: dict, plan_path: Path, cells: dict, problems: list[str],
+             grading: bool = True) -> None:  # fmt: skip
     """Write into ``scratch`` every derived file: records, summaries, plan check, analyses, dynamics,
     exploratory tables, Math-Shepherd labels, sweeps, the sample pages and, unless ``grading`` is
     false (another process derives it: cotdyn.audit.parallel), the grading page
     (cotdyn.audit.derive_outputs)."""
     plan = load_plan(plan_path)
     protocols = study_protocols(config, plan)
-    problems += preregistration_problems(study_dir, scratch, config, plan, plan_path, protocols)
+    problems += preregistration_problems(view, scratch, config, plan, plan_path, protocols)
     all_records = []
     for variant, protocol in protocols.items():
-        done = [rederive_cell(study_dir, scratch, config, plan, spec, variant, protocol, refused, problems)
+        done = [rederive_cell(view, scratch, config, plan, spec, variant, protocol, problems)
                 for spec in cells.values()]  # fmt: skip
         records_paths = [d[0] for d in done if d is not None]
         if records_paths:
@@ -295,8 +267,7 @@ def rederive(study_dir: Path, scratch: Path, config: dict, plan_path: Path, cell
         benchmarks = {name: spec.answer_rule for name, spec in cells.items()}
         derive_generations(all_records, analyses, protocols, plan, scratch / Path(GENERATIONS).parent, benchmarks)
     derive_sweeps_files(scratch, cells, list(protocols), plan)
-    raw = lambda p: read_raw(study_dir, p, refused, ids=False)  # noqa: E731  (the pages show texts)
     if grading:
-        derive_grading(study_dir, scratch, config, cells, protocols, raw, read_problems)
+        derive_grading(view, scratch, config, cells, protocols)
     for variant, protocol in protocols.items():  # the sample browser pages (rule sample_browser)
-        derive_sample_page(study_dir, scratch, config, cells, variant, protocol, raw, read_problems)
+        derive_sample_page(view, scratch, config, cells, variant, protocol)

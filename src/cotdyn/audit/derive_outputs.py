@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from cotdyn.audit.view import StudyView
 from cotdyn.files.layout import GRADING_PAGE, grading_file, reference_file, sample_page, variant_file
-from cotdyn.files.layout import problems as problems_file
 from cotdyn.files.writers import write_text
 from cotdyn.methods.math_shepherd import math_shepherd_csv
 from cotdyn.plan.config import reference_id, samples_variant
@@ -71,24 +71,21 @@ def grading_variant(protocols: dict) -> str:
     return "registered" if "registered" in protocols else next(iter(protocols))
 
 
-def derive_grading(study_dir: Path, scratch: Path, config: dict, cells: dict, protocols: dict, read_raw,
-                   read_problems) -> list[Path]:  # fmt: skip
+def derive_grading(view: StudyView, scratch: Path, config: dict, cells: dict, protocols: dict) -> list[Path]:
     """report/grading/<cell>/*.csv and report/grading/grading.html as rules grading and grading_page
-    write them, from the stored chains, the grading variant's stored samples and each benchmark's
-    stored problems (``read_raw``, ``read_problems``: the audit's bounded readers, the first without the
-    token ids, which the page does not show; a raw file they
-    refuse leaves the page not re-derived, and the audit fails it)."""
+    write them, from the stored chains, the grading variant's stored samples (without their token
+    ids, which the page does not show) and each benchmark's stored problems, read through the study's
+    view (``cotdyn.audit.view``: a raw file the bounds refuse leaves the page not re-derived, and
+    the audit fails it)."""
     variant = grading_variant(protocols)
     protocol, tables, written = protocols[variant], {}, []
     for name, spec in cells.items():
-        chains = read_raw(reference_file(name, reference_id(protocol), "chains.parquet"))
-        samples = read_raw(variant_file(name, samples_variant(config, variant), "samples.parquet"))
-        problems = study_dir / problems_file(spec.benchmark_key)
-        if chains is None or samples is None or not problems.exists():
+        chains = view.table(reference_file(name, reference_id(protocol), "chains.parquet"), ids=False)
+        samples = view.table(variant_file(name, samples_variant(config, variant), "samples.parquet"), ids=False)
+        problems = view.problems(spec.benchmark_key)
+        if chains is None or samples is None or problems is None:
             return written
-        cell_tables = grading_tables(
-            chains, samples, read_problems(problems), spec.answer_rule, name, protocol["answer_form"]
-        )
+        cell_tables = grading_tables(chains, samples, problems, spec.answer_rule, name, protocol["answer_form"])
         folder = scratch / grading_file(name, "")
         written += write_grading(cell_tables, folder)
         tables[name] = read_grading(folder)  # as rule grading_page reads them: back from the CSVs
@@ -96,21 +93,23 @@ def derive_grading(study_dir: Path, scratch: Path, config: dict, cells: dict, pr
     return written
 
 
-def derive_sample_page(study_dir: Path, scratch: Path, config: dict, cells: dict, variant: str, protocol: dict,
-                       read_raw, read_problems) -> Path | None:  # fmt: skip
+def derive_sample_page(
+    view: StudyView, scratch: Path, config: dict, cells: dict, variant: str, protocol: dict
+) -> Path | None:
     """report/samples/<variant>.html as rule sample_browser writes it, from the stored chains and
-    samples (``read_raw``: the audit's bounded reader, without token ids), the re-derived records and the stored
-    problems; None (the page then fails as not re-derived) when one is missing or refused. Each
-    cell's section is rendered as its tables are read, so no more than one cell's are held."""
+    samples (without their token ids), the re-derived records and the stored problems, read through
+    the study's view (``cotdyn.audit.view``); None (the page then fails as not re-derived) when one
+    is missing or refused. Each cell's section is rendered as its tables are read, so no more than
+    one cell's are held."""
     sections = []
     for name, spec in cells.items():
-        chains = read_raw(reference_file(name, reference_id(protocol), "chains.parquet"))
+        chains = view.table(reference_file(name, reference_id(protocol), "chains.parquet"), ids=False)
         stored = variant_file(name, samples_variant(config, variant), "samples.parquet")
-        samples, records = read_raw(stored), scratch / variant_file(name, variant, "records.parquet")
-        problems = study_dir / problems_file(spec.benchmark_key)
-        if chains is None or samples is None or not records.exists() or not problems.exists():
+        samples, records = view.table(stored, ids=False), scratch / variant_file(name, variant, "records.parquet")
+        problems = view.problems(spec.benchmark_key)
+        if chains is None or samples is None or not records.exists() or problems is None:
             return None
         jsonl = stored.removesuffix(".parquet") + ".jsonl"
-        view = cell_view(chains, samples, records, read_problems(problems), protocol, jsonl)
-        sections.append(cell_section(name, view, protocol))
+        shown = cell_view(chains, samples, records, problems, protocol, jsonl)
+        sections.append(cell_section(name, shown, protocol))
     return write_text(browser_page(variant, sections), scratch / sample_page(variant))

@@ -19,9 +19,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from cotdyn.audit.derive import read_problems, read_raw
 from cotdyn.audit.derive_outputs import derive_grading
 from cotdyn.audit.raw import raw_checks
+from cotdyn.audit.view import StudyView
 from cotdyn.files.arrow_memory import freeing_environment
 from cotdyn.files.terminal import printable
 from cotdyn.plan.config import ConfigError
@@ -30,15 +30,12 @@ from cotdyn.plan.registration import PreregistrationError
 
 @dataclass(frozen=True)
 class SideJob:
-    study_dir: Path
+    view: StudyView
     scratch: Path
     config: dict
     cells: dict
     protocols: dict
     raw: dict
-    refused: dict
-    sealed: dict
-    digests: dict
     cache_dir: Path | None
     cache_note: str
     honoured: dict
@@ -56,14 +53,12 @@ def side_checks(job: SideJob) -> SideResult:
     """The seed, seal, cache and grading checks of one study."""
     problem = None
     try:
-        derive_grading(job.study_dir, job.scratch, job.config, job.cells, job.protocols,
-                       lambda p: read_raw(job.study_dir, p, job.refused, ids=False), read_problems)  # fmt: skip
+        derive_grading(job.view, job.scratch, job.config, job.cells, job.protocols)
     except (ConfigError, PreregistrationError, ValueError, KeyError, OSError) as e:
         problem = f"re-derivation failed: {type(e).__name__}: {printable(str(e))[:500]}"
     models = {name: spec.model_key for name, spec in job.cells.items()}
     seeds: dict[str, tuple[int, str | None]] = {}  # checked with the raw files: their requests read once
-    checks = raw_checks(job.study_dir, job.raw, job.protocols, job.cache_dir, job.cache_note, job.refused,
-                        job.sealed, models, job.digests, seeds, job.honoured)  # fmt: skip
+    checks = raw_checks(job.view, job.raw, job.protocols, job.cache_dir, job.cache_note, models, seeds, job.honoured)
     problems = [seeds[path][1] for path in sorted(seeds) if seeds[path][1]]  # seed_problems' order
     return SideResult(sum(rows for rows, _ in seeds.values()), problems, checks, problem)
 

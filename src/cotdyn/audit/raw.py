@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from cotdyn.audit.registration import seed_check, seeds_checked, seeds_unchecked
+from cotdyn.audit.view import StudyView
 from cotdyn.files.layout import reference_file, variant_file
 from cotdyn.files.terminal import printable
 from cotdyn.generation.cache import read_shard, shards
@@ -57,13 +57,13 @@ class Pending:
     error: Exception | None = None
 
 
-def seeds_of(study_dir: Path, path: str, cell: str, protocol: dict, chains: str, honoured: dict | None,
+def seeds_of(view: StudyView, path: str, cell: str, protocol: dict, chains: str, honoured: dict | None,
              seeds: dict) -> tuple | None:  # fmt: skip
     """The seed check of a samples file (``registration.seed_check``) into ``seeds``, and the (table,
     requests) it read, for its seal and cache check; None where they could not be read."""
     try:
-        table = pd.read_parquet(study_dir / path)
-        requests = samples_requests(table, pd.read_parquet(study_dir / chains), protocol, cell)
+        table = view.table(path)
+        requests = samples_requests(table, view.table(chains), protocol, cell)
     except (OSError, ValueError, KeyError, TypeError) as e:
         seeds[path] = (0, seeds_unchecked(path, e))
         return None
@@ -74,22 +74,22 @@ def seeds_of(study_dir: Path, path: str, cell: str, protocol: dict, chains: str,
     return table, requests
 
 
-def raw_check(study_dir: Path, path: str, cell: str, protocol: dict, chains: str | None, cache_dir,
-              digest: str | None = None, read: tuple | None = None):  # fmt: skip
+def raw_check(view: StudyView, path: str, cell: str, protocol: dict, chains: str | None, cache_dir,
+              read: tuple | None = None):  # fmt: skip
     """(whether one raw file matches its seal, what was found) when that is all there is to say
     (the cache absent: None when nothing failed), else a ``Pending`` comparison with the cache.
-    ``digest``: the file's sha256, which the audit has from its manifest comparison; ``read``: its
-    table and requests where the seed check read them."""
+    Its sha256 is the one the view hashed; ``read``: its table and requests where the seed check
+    read them."""
     try:
         if read is not None:
             table, requests = read
         elif chains is None:
-            table = pd.read_parquet(study_dir / path)
+            table = view.table(path)
             requests = chains_requests(table, protocol, cell)
         else:
-            table = pd.read_parquet(study_dir / path)
-            requests = samples_requests(table, pd.read_parquet(study_dir / chains), protocol, cell)
-        problems, seal = seal_differences(study_dir / path, requests, digest)
+            table = view.table(path)
+            requests = samples_requests(table, view.table(chains), protocol, cell)
+        problems, seal = seal_differences(view.current(path), requests, view.hashes.get(path))
         folder, note = cache_folder(cache_dir, seal)
         if folder is None:
             problems += [note] if note else []
@@ -184,20 +184,18 @@ def by_model(raw: dict, models: dict[str, str] | None) -> list:
     return sorted(raw.items(), key=lambda item: ((models or {}).get(item[1][0], ""), item[0]))
 
 
-def raw_checks(study_dir, raw: dict, protocols: dict[str, dict], cache_dir, cache_note: str,
-               refused: dict[str, str], sealed: dict[str, str | None], models: dict[str, str] | None = None,
-               digests: dict[str, str] | None = None, seeds: dict | None = None,
+def raw_checks(view: StudyView, raw: dict, protocols: dict[str, dict], cache_dir, cache_note: str,
+               models: dict[str, str] | None = None, seeds: dict | None = None,
                honoured: dict | None = None) -> dict[str, tuple[bool, str]]:  # fmt: skip
-    """Per raw file present: (whether it matches its seal and the cache, what was checked or found).
-    ``refused``: the files the bounds kept from being parsed, and why (cotdyn.audit.bounds);
-    ``sealed``: each other file's seal problem, found before anything was parsed; ``cache_note``:
-    why the config's cache was not opened; ``models``: each cell's model, so that one model's raw
-    files are compared together, their cache folder read once, a shard at a time, and let go before
-    the next model's (memory does not grow with the number of models); ``digests``: the files'
-    sha256, hashed once by the audit; ``seeds``: where given, each samples file's seed check
-    (``registration.seed_problems``' per file: rows checked, problem), from the requests its raw
-    check reads (``honoured``: as seed_problems takes it)."""
-    study_dir = Path(study_dir)
+    """Per raw file present: (whether it matches its seal and the cache, what was checked or found),
+    read through the study's view (``cotdyn.audit.view``: the files the bounds kept from being
+    parsed, and why; each other file's hash and seal problem, found before anything was parsed).
+    ``cache_note``: why the config's cache was not opened; ``models``: each cell's model, so that one
+    model's raw files are compared together, their cache folder read once, a shard at a time, and let
+    go before the next model's (memory does not grow with the number of models); ``seeds``: where
+    given, each samples file's seed check (``registration.seed_problems``' per file: rows checked,
+    problem), from the requests its raw check reads (``honoured``: as seed_problems takes it)."""
+    refused, sealed = view.refused, view.sealed
     checks: dict[str, tuple[bool, str]] = {}
     ordered = by_model(raw, models)
     for model in dict.fromkeys((models or {}).get(cell, "") for _, (cell, _, _) in ordered):
@@ -207,17 +205,15 @@ def raw_checks(study_dir, raw: dict, protocols: dict[str, dict], cache_dir, cach
                 continue
             read = None
             if seeds is not None and seeds_checked(path, chains, protocols[variant], refused):
-                read = seeds_of(study_dir, path, cell, protocols[variant], chains, honoured, seeds)
+                read = seeds_of(view, path, cell, protocols[variant], chains, honoured, seeds)
             if path in refused or (chains in refused):
                 checks[path] = (False, f"not parsed: {refused.get(path) or chains + ' refused'}")
-            elif not (study_dir / path).exists() or (chains and not (study_dir / chains).exists()):
+            elif not view.holds(path) or (chains and not view.holds(chains)):
                 continue
             elif sealed.get(path):
                 checks[path] = (False, sealed[path])
             else:
-                found = raw_check(
-                    study_dir, path, cell, protocols[variant], chains, cache_dir, (digests or {}).get(path), read
-                )
+                found = raw_check(view, path, cell, protocols[variant], chains, cache_dir, read)
                 if isinstance(found, Pending):
                     pending[path] = found
                 else:
