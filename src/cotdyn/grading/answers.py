@@ -57,6 +57,7 @@ from cotdyn.grading.registry import REGISTRY
 
 # where a text states its answer (the string type's rule and the final_statement extraction)
 from cotdyn.grading.statements import closing_expression, final_statement
+from cotdyn.grading.symbolic import math_verify_equal
 from cotdyn.grading.types import (  # noqa: F401 (ANSWER_FORMS, CANONICAL: re-exported for callers)
     ANSWER_FORMS,
     ANSWER_TYPES,
@@ -383,27 +384,5 @@ def equivalent(
             return False  # two unreadable choices are not the same choice
         return x == y
     if method == "math_verify":
-        return _math_verify_equal(a, b)
+        return math_verify_equal(a, b)
     raise ValueError(f"unknown equivalence method '{method}' (known: {', '.join(EQUIVALENCES)})")
-
-
-_UNESCAPED_DOLLAR = re.compile(r"(?<!\\)\$")
-
-
-def _math_verify_equal(a: str, b: str) -> bool:
-    """math-verify on two answers as written: each parsed as one math expression (``$...$``)."""
-    from math_verify import verify
-
-    return bool(verify(_math_verify_parsed(b), _math_verify_parsed(a)))
-
-
-@functools.lru_cache(maxsize=1 << 14)
-def _math_verify_parsed(x: str) -> list:
-    """math-verify's parse of an answer as written. Cached: parsing is most of math-verify's cost, a
-    gold is compared with every answer to its problem and an answer recurs across cells (a panel's
-    grading page parses some 4,000 distinct strings 24,000 times); verify only reads what it is given
-    (sympy expressions are immutable)."""
-    from math_verify import parse
-
-    # an answer as written is one math expression; a text with its own '$' or box is parsed whole
-    return parse(x if _UNESCAPED_DOLLAR.search(x) or "\\boxed" in x else f"${x}$")
