@@ -131,7 +131,7 @@ def audit(study_dir, plan_path=None, scratch=None, cache=None, pages: bool = Tru
     report.registration, problems = registration_check(study.plan_path, study_dir, tsa_ca, study.entries)
     report.problems += problems + plan_problems(study)
     raw = raw_files(study.config, protocols, cells)
-    view = study_view(study_dir, study.entries, list(raw))  # every later read goes through it
+    view = study_view(study_dir, study.entries, list(raw))  # every later read of a table goes through it
     earlier, lock = earlier_lock(study.plan, study.plan_path)
     with tempfile.TemporaryDirectory(prefix="cotdyn-audit-") as tmp:
         derived_dir = (Path(scratch) if scratch else Path(tmp)) / "derived"

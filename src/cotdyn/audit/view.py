@@ -5,11 +5,13 @@ The admission (``audit.untrusted.admit``) walks the folder once and refuses a li
 device, a socket or a file hard-linked from outside. ``study_view`` builds on that walk: each
 regular file hashed once (``untrusted.stored_hashes``), each raw table bounded before a row of it is
 parsed (``audit.bounds.admit_raw``: its size, footer, records contract and longest text) and its
-seal checked against that hash. Every later step reads the study through the view: whether a file
-is there (``holds``), a raw table (``table``), a stored problems table (``problems``, bounded). A
-file the walk did not find as a regular file is not there; one changed since the walk (another
-inode, size or modification time) is refused by name rather than read; a raw table the bounds
-refused reads as None, and its refusal fails its line of the report.
+seal checked against that hash. The re-derivation, the raw-file checks and the pages then read the
+study's tables through the view alone: whether a file is there (``holds``), a raw table (``table``),
+a stored problems table (``problems``, bounded), or the path a rule's own reader takes
+(``current``). A file the walk did not find as a regular file is not there; one changed since the
+walk (another inode, size or modification time) is refused by name rather than read; a raw table
+the bounds refused reads as None, and its refusal fails its line of the report. The seals,
+generation logs and plan check are read by their own strict readers (``cotdyn.files.strict``).
 """
 
 from __future__ import annotations

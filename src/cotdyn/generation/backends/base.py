@@ -56,19 +56,20 @@ def request_keys(requests: Sequence[Request], model_revision: str) -> list[str]:
     continuations of one chain, by prefix), the hash of the shared head is carried on rather than
     recomputed: a panel cell's keys hashed its chain's ids once per prefix."""
     head = hashlib.sha256(_compact([model_revision, []])[:-2].encode())  # '["revision",['
-    keys, previous, state, sampling = [], None, head, {}
+    keys, previous, state, closing = [], None, head, {}
     for r in requests:
         ids = tuple(r.prompt_ids)
-        if previous is not None and ids[: len(previous)] == previous:
+        if previous is not None and ids[: len(previous)] == previous:  # the ids hashed so far, and more
             state, added = state.copy(), ids[len(previous) :]
-            state.update(("," if previous and added else "").encode() + _compact(list(added))[1:-1].encode())
+            comma = "," if previous and added else ""  # between the ids hashed and those added
+            state.update((comma + _compact(list(added))[1:-1]).encode())
         else:
             state = head.copy()
             state.update(_compact(list(ids))[1:-1].encode())
         previous, done = ids, state.copy()
-        if r.sampling not in sampling:
-            sampling[r.sampling] = "]," + _compact(r.sampling.as_dict())
-        done.update(f"{sampling[r.sampling]},{_compact(r.seed)},{_compact(r.n)}]".encode())
+        if r.sampling not in closing:  # '],{sampling parameters}': one JSON encoding per sampling
+            closing[r.sampling] = "]," + _compact(r.sampling.as_dict())
+        done.update(f"{closing[r.sampling]},{_compact(r.seed)},{_compact(r.n)}]".encode())
         keys.append(done.hexdigest())
     return keys
 
