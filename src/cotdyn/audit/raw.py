@@ -14,6 +14,7 @@ import hashlib
 from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterable
 
 import numpy as np
 
@@ -21,9 +22,11 @@ from cotdyn.audit.registration import seed_check, seeds_checked, seeds_unchecked
 from cotdyn.audit.view import StudyView
 from cotdyn.files.layout import reference_file, variant_file
 from cotdyn.files.terminal import printable
+from cotdyn.generation.backends.base import Request, request_keys
 from cotdyn.generation.cache import read_shard, shards
-from cotdyn.generation.sealing import cache_folder, chains_requests, samples_requests, seal_differences
+from cotdyn.generation.sealing import cache_folder, chains_requests, each_samples_request, seal_differences
 from cotdyn.plan.config import reference_id, samples_variant
+from cotdyn.provenance import seal as S
 from cotdyn.provenance.integrity import MATCH, MISMATCH, FileCheck
 from cotdyn.provenance.seal import SealError
 
@@ -57,39 +60,77 @@ class Pending:
     error: Exception | None = None
 
 
+@dataclass(frozen=True)
+class ReadBack:
+    """A raw file's requests read back from its rows, reduced to what the checks compare: each one's
+    (seed, n), and its (key, n) under the seal's model revision (None where the seal was unread)."""
+
+    revision: str | None
+    seeds: list[tuple[int, int]]
+    sealed: list[tuple[str, int]] | None
+
+
+def read_back(requests: Iterable[Request], revision: str | None) -> ReadBack:
+    """One pass over ``requests``, generated as they are read back and never held together."""
+    seeds: list[tuple[int, int]] = []
+
+    def noted():
+        for r in requests:
+            seeds.append((r.seed, r.n))
+            yield r
+
+    if revision is None:
+        for _ in noted():
+            pass
+        return ReadBack(None, seeds, None)
+    keys = request_keys(noted(), revision)
+    return ReadBack(revision, seeds, list(zip(keys, (n for _, n in seeds))))
+
+
+def seal_revision(path: Path) -> str | None:
+    """The model revision a raw file's seal names, or None where it has no readable seal (its raw
+    check names why)."""
+    try:
+        return S.read_seal(path)["model_revision"]
+    except (SealError, KeyError, TypeError):
+        return None
+
+
 def seeds_of(view: StudyView, path: str, cell: str, protocol: dict, chains: str, honoured: dict | None,
              seeds: dict) -> tuple | None:  # fmt: skip
     """The seed check of a samples file (``registration.seed_check``) into ``seeds``, and the (table,
-    requests) it read, for its seal and cache check; None where they could not be read."""
+    ``ReadBack``) it read, for its seal and cache check; None where they could not be read."""
     try:
         table = view.table(path)
-        requests = samples_requests(table, view.table(chains), protocol, cell)
+        requests = each_samples_request(table, view.table(chains), protocol, cell)
+        found = read_back(requests, seal_revision(view.current(path)))
     except (OSError, ValueError, KeyError, TypeError) as e:
         seeds[path] = (0, seeds_unchecked(path, e))
         return None
     try:
-        seeds[path] = seed_check(path, table["seed"], requests, (honoured or {}).get(cell))
+        seeds[path] = seed_check(path, table["seed"], found.seeds, (honoured or {}).get(cell))
     except (ValueError, KeyError, TypeError) as e:  # a seed that is no integer
         seeds[path] = (0, seeds_unchecked(path, e))
-    return table, requests
+    return table, found
 
 
 def raw_check(view: StudyView, path: str, cell: str, protocol: dict, chains: str | None, cache_dir,
               read: tuple | None = None):  # fmt: skip
     """(whether one raw file matches its seal, what was found) when that is all there is to say
     (the cache absent: None when nothing failed), else a ``Pending`` comparison with the cache.
-    Its sha256 is the one the view hashed; ``read``: its table and requests where the seed check
+    Its sha256 is the one the view hashed; ``read``: its table and ``ReadBack`` where the seed check
     read them."""
     try:
-        if read is not None:
-            table, requests = read
-        elif chains is None:
-            table = view.table(path)
-            requests = chains_requests(table, protocol, cell)
-        else:
-            table = view.table(path)
-            requests = samples_requests(table, view.table(chains), protocol, cell)
-        problems, seal = seal_differences(view.current(path), requests, view.hashes.get(path))
+        table, found = read if read is not None else (view.table(path), None)
+
+        def sealed_under(revision: str) -> list[tuple[str, int]]:
+            if found is not None and found.revision == revision:
+                return found.sealed
+            if chains is None:
+                return read_back(chains_requests(table, protocol, cell), revision).sealed
+            return read_back(each_samples_request(table, view.table(chains), protocol, cell), revision).sealed
+
+        problems, seal = seal_differences(view.current(path), sealed_under, view.hashes.get(path))
         folder, note = cache_folder(cache_dir, seal)
         if folder is None:
             problems += [note] if note else []

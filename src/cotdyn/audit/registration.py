@@ -104,7 +104,7 @@ def seed_problems(
         except (OSError, ValueError, KeyError, TypeError) as e:
             problems.append(seeds_unchecked(path, e))
             continue
-        rows, problem = seed_check(path, samples["seed"], requests, (honoured or {}).get(cell))
+        rows, problem = seed_check(path, samples["seed"], [(r.seed, r.n) for r in requests], (honoured or {}).get(cell))
         checked += rows
         problems += [problem] if problem else []
     return checked, problems
@@ -116,10 +116,12 @@ def seeds_checked(path: str, chains: str | None, protocol: dict, refused: dict) 
     return chains is not None and path not in refused and chains not in refused and LOCK_FIELD in protocol
 
 
-def seed_check(path: str, seeds: pd.Series, requests: list, width: int | None) -> tuple[int, str | None]:
+def seed_check(
+    path: str, seeds: pd.Series, requests: list[tuple[int, int]], width: int | None
+) -> tuple[int, str | None]:
     """(rows checked, the problem or None) of one samples file's ``seeds`` against its ``requests``'
-    (``width``: the seeds its backend's sampler honours)."""
-    expected = [served_seed(r.seed + j, width) for r in requests for j in range(r.n)]
+    (each request's seed and n; ``width``: the seeds its backend's sampler honours)."""
+    expected = [served_seed(seed + j, width) for seed, n in requests for j in range(n)]
     stored = seeds.astype("int64").tolist()
     wrong = [i for i, (a, b) in enumerate(zip(stored, expected)) if a != b]
     if not wrong:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Callable, Iterator
 
 import numpy as np
 import pandas as pd
@@ -46,11 +47,17 @@ def samples_requests(samples: pd.DataFrame, chains: pd.DataFrame, protocol: dict
     """One continuation request per run of rows sharing (problem, prefix), its n the run's length,
     as ``requests.continuation_requests`` built them. ValueError naming the row where a prefix or
     a problem does not fit the chains."""
+    return list(each_samples_request(samples, chains, protocol, cell))
+
+
+def each_samples_request(samples: pd.DataFrame, chains: pd.DataFrame, protocol: dict, cell: str) -> Iterator[Request]:
+    """``samples_requests`` one at a time, for a reader that need not hold them together (the
+    audit: a panel cell's requests, their prompt ids with them, came to some 40 MB)."""
     sampling = P.continuation_sampling(protocol)
     ids = {c.problem_id: (int_ids(c.prompt_ids), int_ids(c.token_ids)) for c in chains.itertuples()}
     keys = list(zip(samples["problem_id"].tolist(), samples["prefix_tokens"].tolist()))
     index = samples["sample"].tolist()  # read once: a value looked up per row costs more than the rest
-    requests, start = [], 0
+    start = 0
     for i in range(1, len(keys) + 1):
         if i < len(keys) and keys[i] == keys[start] and int(index[i]) == i - start:
             continue
@@ -63,9 +70,8 @@ def samples_requests(samples: pd.DataFrame, chains: pd.DataFrame, protocol: dict
         except ValueError as e:
             raise ValueError(f"row {start}: {e}") from None
         seed = request_seed(protocol["seed"], cell, problem, int(tokens), "continuation", protocol.get("time_lock"))
-        requests.append(Request(prompt_ids, i - start, sampling, seed))
+        yield Request(prompt_ids, i - start, sampling, seed)
         start = i
-    return requests
 
 
 def sealed_requests(requests: list[Request], revision: str) -> list[tuple[str, int]]:
@@ -101,14 +107,15 @@ def _staged(raw_path, generation_log, staged: bool) -> tuple:
     return S.unsealed_path(raw_path), S.unsealed_path(generation_log)
 
 
-def seal_differences(raw_path, requests: list[Request], digest: str | None = None) -> tuple[list[str], dict]:
-    """How one raw file differs from its seal (its hash, and the requests read back from its rows),
-    and the seal; SealError when it has none. ``digest``: the file's sha256, where the caller has it."""
+def seal_differences(raw_path, read_back: Callable[[str], list[tuple[str, int]]], digest: str | None = None):
+    """(How one raw file differs from its seal, the seal): its hash, and the requests read back from
+    its rows (``read_back``: their (key, n) under a model revision, ``sealed_requests``); SealError
+    when it has none. ``digest``: the file's sha256, where the caller has it."""
     seal = S.read_seal(raw_path)
     problems = []
     if (digest or S.file_sha256(raw_path)) != seal["sha256"]:
         problems.append(f"sha256 differs from its seal {S.seal_path(raw_path).name}")
-    recomputed = [list(k) for k in sealed_requests(requests, seal["model_revision"])]
+    recomputed = [list(k) for k in read_back(seal["model_revision"])]
     if recomputed != seal["requests"]:
         differ = sum(a != b for a, b in zip(recomputed, seal["requests"])) + abs(
             len(recomputed) - len(seal["requests"])

@@ -7,7 +7,7 @@ import json
 import math
 import re
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Mapping, Protocol, Sequence
+from typing import Callable, Iterable, Mapping, Protocol, Sequence
 
 
 class BackendFailure(RuntimeError):
@@ -50,7 +50,7 @@ def _compact(value) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
-def request_keys(requests: Sequence[Request], model_revision: str) -> list[str]:
+def request_keys(requests: Iterable[Request], model_revision: str) -> list[str]:
     """Each request's content address: sha256 of the compact JSON of ``[model_revision, prompt ids,
     sampling parameters, seed, n]``. Where a request's prompt ids extend the previous one's (the
     continuations of one chain, by prefix), the hash of the shared head is carried on rather than
