@@ -151,10 +151,13 @@ def test_a_second_process_that_fails_fails_the_audit_named(registered_study, mon
     assert raw and all(f.status != "match" and "not checked" in f.detail for f in raw), raw
 
 
-def test_a_raw_table_swapped_after_the_admission_is_refused_by_name(registered_study, tmp_path, monkeypatch):
-    """Everything after the admission reads the study through its view (cotdyn.audit.view): a raw
-    table replaced once the folder was walked, hashed and bounded (here, by an attacker racing the
-    audit) is not read, and the audit fails naming it."""
+@pytest.mark.parametrize("swapped", ["samples.parquet", "seal.json"])
+def test_a_raw_table_or_seal_swapped_after_the_admission_is_refused_by_name(
+    registered_study, tmp_path, monkeypatch, swapped
+):
+    """Everything after the admission reads the raw tables and their seals through the study's view
+    (cotdyn.audit.view): one replaced once the folder was walked, hashed and bounded (here, by an
+    attacker racing the audit) is not read, and the audit fails naming it."""
     import shutil
 
     from test_audit import SAMPLES, copy_study
@@ -162,18 +165,19 @@ def test_a_raw_table_swapped_after_the_admission_is_refused_by_name(registered_s
     import cotdyn.audit.check as check
 
     copy = copy_study(registered_study, tmp_path)
+    target = str(Path(SAMPLES).with_name(swapped))
     real = check.study_view
 
     def then_swapped(root, entries, raw):
         view = real(root, entries, raw)
-        shutil.copy(copy / SAMPLES, tmp_path / "swap.parquet")
-        os.replace(tmp_path / "swap.parquet", copy / SAMPLES)  # the same bytes, another file
+        shutil.copy(copy / target, tmp_path / "swap")
+        os.replace(tmp_path / "swap", copy / target)  # the same bytes, another file
         return view
 
     monkeypatch.setattr(check, "study_view", then_swapped)
     report = audit(copy, processes=1)
     assert not report.ok
-    assert any(f"{SAMPLES}: changed since the audit admitted" in p for p in report.problems), report.text()
+    assert f"{target}: changed since the audit admitted" in report.text(), report.text()
 
 
 def test_the_view_reads_only_files_its_walk_found(registered_study):

@@ -26,7 +26,6 @@ from cotdyn.generation.backends.base import Request, request_keys
 from cotdyn.generation.cache import read_shard, shards
 from cotdyn.generation.sealing import cache_folder, chains_requests, each_samples_request, seal_differences
 from cotdyn.plan.config import reference_id, samples_variant
-from cotdyn.provenance import seal as S
 from cotdyn.provenance.integrity import MATCH, MISMATCH, FileCheck
 from cotdyn.provenance.seal import SealError
 
@@ -87,11 +86,11 @@ def read_back(requests: Iterable[Request], revision: str | None) -> ReadBack:
     return ReadBack(revision, seeds, list(zip(keys, (n for _, n in seeds))))
 
 
-def seal_revision(path: Path) -> str | None:
+def seal_revision(view: StudyView, path: str) -> str | None:
     """The model revision a raw file's seal names, or None where it has no readable seal (its raw
     check names why)."""
     try:
-        return S.read_seal(path)["model_revision"]
+        return view.seal(path)["model_revision"]
     except (SealError, KeyError, TypeError):
         return None
 
@@ -103,7 +102,7 @@ def seeds_of(view: StudyView, path: str, cell: str, protocol: dict, chains: str,
     try:
         table = view.table(path)
         requests = each_samples_request(table, view.table(chains), protocol, cell)
-        found = read_back(requests, seal_revision(view.current(path)))
+        found = read_back(requests, seal_revision(view, path))
     except (OSError, ValueError, KeyError, TypeError) as e:
         seeds[path] = (0, seeds_unchecked(path, e))
         return None
@@ -130,7 +129,8 @@ def raw_check(view: StudyView, path: str, cell: str, protocol: dict, chains: str
                 return read_back(chains_requests(table, protocol, cell), revision).sealed
             return read_back(each_samples_request(table, view.table(chains), protocol, cell), revision).sealed
 
-        problems, seal = seal_differences(view.current(path), sealed_under, view.hashes.get(path))
+        seal = view.seal(path)
+        problems = seal_differences(view.current(path), seal, sealed_under, view.hashes.get(path))
         folder, note = cache_folder(cache_dir, seal)
         if folder is None:
             problems += [note] if note else []

@@ -7,11 +7,11 @@ regular file hashed once (``untrusted.stored_hashes``), each raw table bounded b
 parsed (``audit.bounds.admit_raw``: its size, footer, records contract and longest text) and its
 seal checked against that hash. The re-derivation, the raw-file checks and the pages then read the
 study's tables through the view alone: whether a file is there (``holds``), a raw table (``table``),
-a stored problems table (``problems``, bounded), or the path a rule's own reader takes
-(``current``). A file the walk did not find as a regular file is not there; one changed since the
+a stored problems table (``problems``, bounded), a raw table's seal (``seal``), or the path a
+rule's own reader takes (``current``). A file the walk did not find as a regular file is not there; one changed since the
 walk (another inode, size or modification time) is refused by name rather than read; a raw table
-the bounds refused reads as None, and its refusal fails its line of the report. The seals,
-generation logs and plan check are read by their own strict readers (``cotdyn.files.strict``).
+the bounds refused reads as None, and its refusal fails its line of the report. The generation
+logs are read by their own strict readers (``cotdyn.files.strict``).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from cotdyn.audit.untrusted import stored_hashes
 from cotdyn.files.layout import problems as problems_file
 from cotdyn.files.strict import UntrustedFileError, regular_file
 from cotdyn.files.terminal import printable
+from cotdyn.provenance.seal import read_seal, seal_path
 
 MAX_PROBLEMS_BYTES = 1 << 30  # a stored problems table, on disk and decoded: MATH-500's is under 1 MB
 TOKEN_IDS = ("prompt_ids", "token_ids")
@@ -76,6 +77,14 @@ class StudyView:
         import pyarrow.parquet as pq
 
         return pd.read_parquet(path, columns=[c for c in pq.read_schema(path).names if c not in TOKEN_IDS])
+
+    def seal(self, rel: str) -> dict:
+        """The seal of raw table ``rel`` (``provenance.seal.read_seal``: SealError when it has none),
+        once it is still the file the walk found (a seal that appeared or changed since is refused)."""
+        sealed = seal_path(rel).as_posix()
+        if self.holds(sealed) or os.path.lexists(self.root / sealed):
+            self.current(sealed)
+        return read_seal(self.root / rel)
 
     def problems(self, benchmark_key: str) -> pd.DataFrame | None:
         """A benchmark's stored problems table (``read_problems``), or None where the study has none."""

@@ -107,11 +107,11 @@ def _staged(raw_path, generation_log, staged: bool) -> tuple:
     return S.unsealed_path(raw_path), S.unsealed_path(generation_log)
 
 
-def seal_differences(raw_path, read_back: Callable[[str], list[tuple[str, int]]], digest: str | None = None):
-    """(How one raw file differs from its seal, the seal): its hash, and the requests read back from
-    its rows (``read_back``: their (key, n) under a model revision, ``sealed_requests``); SealError
-    when it has none. ``digest``: the file's sha256, where the caller has it."""
-    seal = S.read_seal(raw_path)
+def seal_differences(raw_path, seal: dict, read_back: Callable[[str], list[tuple[str, int]]],
+                     digest: str | None = None) -> list[str]:  # fmt: skip
+    """How one raw file differs from its ``seal`` (``provenance.seal.read_seal``): its hash, and the
+    requests read back from its rows (``read_back``: their (key, n) under a model revision,
+    ``sealed_requests``). ``digest``: the file's sha256, where the caller has it."""
     problems = []
     if (digest or S.file_sha256(raw_path)) != seal["sha256"]:
         problems.append(f"sha256 differs from its seal {S.seal_path(raw_path).name}")
@@ -121,7 +121,7 @@ def seal_differences(raw_path, read_back: Callable[[str], list[tuple[str, int]]]
             len(recomputed) - len(seal["requests"])
         )
         problems.append(f"{differ} of its requests (prompt ids, seeds, prefixes) differ from those sealed")
-    return problems, seal
+    return problems
 
 
 def cache_folder(cache_dir, seal: dict) -> tuple[Path | None, str | None]:
