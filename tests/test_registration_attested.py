@@ -222,8 +222,10 @@ def test_the_lock_of_a_tokened_registration_holds_the_token(attested_study):
 def test_a_later_analysis_only_version_is_locked_to_the_earlier_registration(attested_study, tmp_path):
     """A version that changes only the analysis names the registration its generation is locked to:
     the seeds are that registration's, and the audit says in words that this version came after."""
-    from cotdyn.audit.raw import raw_files
-    from cotdyn.audit.registration import earlier_lock, seed_problems, time_lock_status
+    from cotdyn.audit.raw import raw_checks, raw_files
+    from cotdyn.audit.registration import earlier_lock, time_lock_status
+    from cotdyn.audit.untrusted import refuse_links
+    from cotdyn.audit.view import study_view
     from cotdyn.plan.config import resolve_cells, study_protocols
     from cotdyn.plan.timelock import PLAN_LOCK_KEY
 
@@ -245,7 +247,10 @@ def test_a_later_analysis_only_version_is_locked_to_the_earlier_registration(att
     config = json.loads((attested_study / STUDY_MANIFEST).read_text())["config"]
     protocols = study_protocols(config, later)
     raw = raw_files(config, protocols, resolve_cells(config, later))
-    checked, problems = seed_problems(attested_study, raw, protocols, {})
+    seeds = {}  # the audit's own seed check, as it runs it beside the raw files' (audit.raw)
+    view = study_view(attested_study, refuse_links(attested_study), list(raw))
+    raw_checks(view, raw, protocols, None, "", seeds=seeds)
+    checked, problems = sum(rows for rows, _ in seeds.values()), [p for _, p in seeds.values() if p]
     assert checked > 0 and problems == []
     words, problems = earlier_lock(later, prereg / "plan.yaml")
     assert problems == [] and "this plan version was registered after generation began" in words

@@ -59,7 +59,7 @@ def side_checks(job: SideJob) -> SideResult:
     models = {name: spec.model_key for name, spec in job.cells.items()}
     seeds: dict[str, tuple[int, str | None]] = {}  # checked with the raw files: their requests read once
     checks = raw_checks(job.view, job.raw, job.protocols, job.cache_dir, job.cache_note, models, seeds, job.honoured)
-    problems = [seeds[path][1] for path in sorted(seeds) if seeds[path][1]]  # seed_problems' order
+    problems = [seeds[path][1] for path in sorted(seeds) if seeds[path][1]]  # in the raw files' path order
     return SideResult(sum(rows for rows, _ in seeds.values()), problems, checks, problem)
 
 

@@ -234,8 +234,8 @@ def raw_checks(view: StudyView, raw: dict, protocols: dict[str, dict], cache_dir
     ``cache_note``: why the config's cache was not opened; ``models``: each cell's model, so that one
     model's raw files are compared together, their cache folder read once, a shard at a time, and let
     go before the next model's (memory does not grow with the number of models); ``seeds``: where
-    given, each samples file's seed check (``registration.seed_problems``' per file: rows checked,
-    problem), from the requests its raw check reads (``honoured``: as seed_problems takes it)."""
+    given, each samples file's seed check (``registration.seed_check``: rows checked, problem), from
+    the requests its raw check reads (``honoured``: cell -> the seeds its backend's sampler honours)."""
     refused, sealed = view.refused, view.sealed
     checks: dict[str, tuple[bool, str]] = {}
     ordered = by_model(raw, models)

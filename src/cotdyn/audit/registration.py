@@ -21,7 +21,6 @@ import pandas as pd
 
 from cotdyn.files.strict import read_json
 from cotdyn.files.terminal import printable
-from cotdyn.generation.sealing import samples_requests
 from cotdyn.plan.attestation import earlier_registration_problems, read_registration, verified_attestation
 from cotdyn.plan.registration import PreregistrationError
 from cotdyn.plan.timelock import LOCK_FIELD, TimeLockError
@@ -86,33 +85,9 @@ def generation_began(study_dir: Path, entries: dict | None = None) -> datetime.d
     return min(aware) if aware else None
 
 
-def seed_problems(
-    study_dir: Path, raw: dict, protocols: dict[str, dict], refused: dict, honoured: dict | None = None
-) -> tuple[int, list[str]]:
-    """(samples rows checked, problems): every samples row's seed against the one this
-    registration's lock gives it, reduced as the cell's backend declares its sampler honours
-    (``honoured``: cell -> seed count, cotdyn.protocol.seeds.served_seed). A row drawn under another
-    registration's seeds is named."""
-    checked, problems = 0, []
-    for path, (cell, variant, chains) in sorted(raw.items()):
-        protocol = protocols[variant]
-        if not seeds_checked(path, chains, protocol, refused):
-            continue
-        try:
-            samples = pd.read_parquet(Path(study_dir) / path, columns=["problem_id", "prefix_tokens", "sample", "seed"])
-            requests = samples_requests(samples, pd.read_parquet(Path(study_dir) / chains), protocol, cell)
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            problems.append(seeds_unchecked(path, e))
-            continue
-        rows, problem = seed_check(path, samples["seed"], [(r.seed, r.n) for r in requests], (honoured or {}).get(cell))
-        checked += rows
-        problems += [problem] if problem else []
-    return checked, problems
-
-
 def seeds_checked(path: str, chains: str | None, protocol: dict, refused: dict) -> bool:
-    """Whether ``seed_problems`` checks the seeds of raw file ``path``: a samples file of a time-locked
-    protocol, neither it nor its chains refused."""
+    """Whether the audit checks the seeds of raw file ``path`` (``audit.raw.seeds_of``): a samples
+    file of a time-locked protocol, neither it nor its chains refused."""
     return chains is not None and path not in refused and chains not in refused and LOCK_FIELD in protocol
 
 

@@ -8,10 +8,10 @@ parsed (``audit.bounds.admit_raw``: its size, footer, records contract and longe
 seal checked against that hash. The re-derivation, the raw-file checks and the pages then read the
 study's tables through the view alone: whether a file is there (``holds``), a raw table (``table``),
 a stored problems table (``problems``, bounded), a raw table's seal (``seal``), or the path a
-rule's own reader takes (``current``). A file the walk did not find as a regular file is not there; one changed since the
-walk (another inode, size or modification time) is refused by name rather than read; a raw table
-the bounds refused reads as None, and its refusal fails its line of the report. The generation
-logs are read by their own strict readers (``cotdyn.files.strict``).
+rule's own reader takes (``current``). A file the walk did not find as a regular file is not
+there; one changed since the walk (another inode, size or modification time) is refused by name
+rather than read; a raw table the bounds refused reads as None, and its refusal fails its line of
+the report. The generation logs are read by their own strict readers (``cotdyn.files.strict``).
 """
 
 from __future__ import annotations
