@@ -466,21 +466,21 @@ def test_a_one_byte_flip_in_a_text_fails_against_the_cache(study):
     ],
 )
 def test_a_row_is_compared_with_its_cached_completion_through_its_digest(cached, found):
-    """The audit holds each row as a digest of its ids and text (cotdyn.audit.raw.content_digest):
-    every change to the cached ids, text or finish reason is still told, and ids that are no
-    int64 integers make the file unreadable rather than equal."""
+    """The audit holds each row, and each cached completion, as a digest of its ids and text
+    (cotdyn.audit.cache_rows): every change to the cached ids, text or finish reason is still told,
+    and ids that are no int64 integers make the file unreadable rather than equal."""
     import numpy as np
 
-    from cotdyn.audit.raw import Pending, content_digest, row_differences
-    from cotdyn.generation.backends.base import Completion
+    from cotdyn.audit.cache_rows import cached_row, content_digest
+    from cotdyn.audit.raw import Pending, row_differences
 
     row = (content_digest(np.asarray([1, 2, 70000], dtype=np.int64).tobytes(), "ab"), "stop")
     file = Pending(Path("cache"), [row], [("k" * 64, 1)], [0, 1], {"k" * 64: [0]}, [])
     if isinstance(found, type):
         with pytest.raises(found):
-            row_differences(file, 0, "k" * 64, [Completion(*cached)])
+            row_differences(file, 0, "k" * 64, [cached_row(*cached)])
         return
-    differences = row_differences(file, 0, "k" * 64, [Completion(*cached)])
+    differences = row_differences(file, 0, "k" * 64, [cached_row(*cached)])
     assert differences == ([] if found is None else [f"request kkkkkkkkkkkk sample 0: {found} from the cache"])
 
 

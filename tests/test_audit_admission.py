@@ -68,16 +68,17 @@ def test_a_file_gone_after_the_walk_is_named_missing(registered_study, tmp_path)
 
 
 def test_the_cache_is_read_a_shard_at_a_time_in_model_order(registered_study, monkeypatch):
+    import cotdyn.audit.cache_rows as cache_rows
     import cotdyn.audit.raw as raw
     import cotdyn.generation.cache as cache
 
     read = []
 
-    def counting(shard, real=raw.read_shard):
+    def counting(shard, real=cache_rows.shard_samples):
         read.append(Path(shard))
         return real(shard)
 
-    monkeypatch.setattr(raw, "read_shard", counting)
+    monkeypatch.setattr(cache_rows, "shard_samples", counting)
     monkeypatch.setattr(cache.GenerationCache, "__init__", lambda *a, **k: pytest.fail("a cache loaded whole"))
     report = audit(registered_study, processes=1)  # instrumented here: no second process
     assert report.ok, report.text()

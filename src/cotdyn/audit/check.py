@@ -12,6 +12,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from cotdyn.audit.beside import ask, side_checks
 from cotdyn.audit.derive import (  # noqa: F401  (the workflow's rules import these from here)
     benchmark_hash_problems,
     derive_analysis,
@@ -22,7 +23,7 @@ from cotdyn.audit.derive import (  # noqa: F401  (the workflow's rules import th
 from cotdyn.audit.diff import changed_rows
 from cotdyn.audit.expected import expected_checks, expected_files
 from cotdyn.audit.pages import check_pages
-from cotdyn.audit.parallel import Side, SideJob, cores
+from cotdyn.audit.parallel import Side, cores
 from cotdyn.audit.raw import apply_raw_checks, raw_files
 from cotdyn.audit.registration import earlier_lock, registration_check, seeds_honoured, time_lock_status
 from cotdyn.audit.untrusted import Admitted, Refused, admit
@@ -114,9 +115,9 @@ def audit(study_dir, plan_path=None, scratch=None, cache=None, pages: bool = Tru
     raw file bounded and its seal checked before it is parsed (cotdyn.audit.bounds); a refusal is
     a named FAIL. ``cache``: the generation cache the reviewer names (default: the config's, when
     it lies in the folders the audit trusts); ``tsa_ca``: the timestamp authority's CA certificate
-    the reviewer trusts (cotdyn.audit.registration); ``processes``: 1, or 2 to check the seeds, the raw
-    files and the grading page in a second process (cotdyn.audit.parallel; default: 2 where this
-    process may run on two cores)."""
+    the reviewer trusts (cotdyn.audit.registration); ``processes``: 1, or 2 to read the cache and judge the
+    grading page's pairs with math-verify in a second process (cotdyn.audit.parallel; default: 2
+    where this process may run on two cores)."""
     study_dir = Path(study_dir)
     report = AuditReport(str(study_dir))
     try:
@@ -135,17 +136,16 @@ def audit(study_dir, plan_path=None, scratch=None, cache=None, pages: bool = Tru
     earlier, lock = earlier_lock(study.plan, study.plan_path)
     with tempfile.TemporaryDirectory(prefix="cotdyn-audit-") as tmp:
         derived_dir = (Path(scratch) if scratch else Path(tmp)) / "derived"
-        # the seeds, the raw files against seals and cache, and the grading page: beside the re-derivation
-        job = SideJob(view, derived_dir, study.config, cells, protocols, raw, study.cache_dir, study.cache_note,
-                      seeds_honoured(cells))  # fmt: skip
-        side = Side(job, Path(tmp), processes or min(2, cores()))
-        try:
+        side = Side(Path(tmp), processes or min(2, cores()))
+        try:  # what a second process can do beside the re-derivation is asked of it first
+            asked = ask(side, view, study.config, cells, protocols, raw, study.cache_dir)
             problems = []
             try:
                 rederive(view, derived_dir, study.config, study.plan_path, cells, problems, False)
             except (ConfigError, PreregistrationError, ValueError, KeyError, OSError) as e:
                 problems.append(f"re-derivation failed: {type(e).__name__}: {printable(str(e))[:500]}")
-            found = side.result()
+            found = side_checks(side, asked, view, derived_dir, study.config, cells, protocols, raw,
+                                study.cache_dir, study.cache_note, seeds_honoured(cells))  # fmt: skip
         finally:
             side.stop()
         lock += found.seed_problems

@@ -175,7 +175,8 @@ def rederive_cell(view: StudyView, scratch: Path, config: dict, plan: dict, spec
     if not view.holds(chains_path) or not view.holds(samples_path):
         problems.append(f"cell {name}, variant {variant}: stored generations missing, nothing to re-derive")
         return None
-    chains, stored = view.table(chains_path), view.table(samples_path)
+    # the samples' token ids are not read: the records do not read them, and the raw checks digest them
+    chains, stored = view.table(chains_path), view.table(samples_path, ids=False)
     if chains is None or stored is None:
         problems.append(f"cell {name}, variant {variant}: a raw file was refused (see its line), nothing re-derived")
         return None
@@ -208,7 +209,7 @@ def rederive_cell(view: StudyView, scratch: Path, config: dict, plan: dict, spec
     )
     # kept for the cross-cell dynamics and Math-Shepherd labels, which read neither texts nor token
     # ids: held for every cell at once, those columns would make the audit's memory grow with the panel
-    kept = variant_samples(samples, chains, protocol).drop(columns=["text", "token_ids"], errors="ignore")
+    kept = variant_samples(samples, chains, protocol).drop(columns=["text"])
     return records, kept.assign(cell=name), chains[list(SHEPHERD_CHAIN_COLUMNS)]
 
 

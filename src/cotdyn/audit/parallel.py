@@ -1,13 +1,19 @@
 """The audit on two cores (issue 52 item 6; docs/design.md section 7).
 
-Beside the re-derivation of the analysis, which the audit's own process runs, a second process
-checks what needs none of it: every raw file against its seal and the generation cache, and every
-samples row's seed from the requests read there (``raw.raw_checks``), and the grading tables and
-page (``derive_outputs.derive_grading``, most of it math-verify), written into the same scratch
-folder. It is a fresh interpreter (``python -m cotdyn.audit.parallel JOB RESULT``), not a fork: it
-shares no memory, and a script that imports the audit (a Snakemake rule's) is not run again in it.
-The job and its result pass as pickles through the audit's own scratch folder. Each part's result
-is the same whichever process computes it, so the report is the same with one process or two.
+The audit re-derives the study in its own process. Beside it a second process does the two parts
+that need neither pandas nor the analysis libraries, so that it adds some 100 MB of memory rather
+than a second audit's 300: each cache folder's rows as digests (``audit.cache_rows.folder_rows``)
+and math-verify's verdicts on the grading page's pairs (``grading.symbolic.math_verify_verdicts``).
+Each job's result is the same whichever process computes it, so the report is the same with one
+process or two.
+
+The second process is a fresh interpreter (``python -m cotdyn.audit.parallel FOLDER``), not a
+fork: it shares no memory, and a script that imports the audit (a Snakemake rule's) is not run
+again in it. A job and its result pass as pickles through the audit's own scratch folder; the
+audit names each job on the process's standard input once it is written there, and the process
+names each result on its standard output once written. Only names go through the pipes, so
+neither process waits on the other to read. This module imports nothing heavier than the
+standard library, since the second process runs it.
 """
 
 from __future__ import annotations
@@ -16,51 +22,14 @@ import os
 import pickle
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
-from cotdyn.audit.derive_outputs import derive_grading
-from cotdyn.audit.raw import raw_checks
-from cotdyn.audit.view import StudyView
 from cotdyn.files.arrow_memory import freeing_environment
-from cotdyn.files.terminal import printable
-from cotdyn.plan.config import ConfigError
-from cotdyn.plan.registration import PreregistrationError
 
 
-@dataclass(frozen=True)
-class SideJob:
-    view: StudyView
-    scratch: Path
-    config: dict
-    cells: dict
-    protocols: dict
-    raw: dict
-    cache_dir: Path | None
-    cache_note: str
-    honoured: dict
-
-
-@dataclass(frozen=True)
-class SideResult:
-    seeds_checked: int
-    seed_problems: list
-    raw_checks: dict
-    grading_problem: str | None
-
-
-def side_checks(job: SideJob) -> SideResult:
-    """The seed, seal, cache and grading checks of one study."""
-    problem = None
-    try:
-        derive_grading(job.view, job.scratch, job.config, job.cells, job.protocols)
-    except (ConfigError, PreregistrationError, ValueError, KeyError, OSError) as e:
-        problem = f"re-derivation failed: {type(e).__name__}: {printable(str(e))[:500]}"
-    models = {name: spec.model_key for name, spec in job.cells.items()}
-    seeds: dict[str, tuple[int, str | None]] = {}  # checked with the raw files: their requests read once
-    checks = raw_checks(job.view, job.raw, job.protocols, job.cache_dir, job.cache_note, models, seeds, job.honoured)
-    problems = [seeds[path][1] for path in sorted(seeds) if seeds[path][1]]  # in the raw files' path order
-    return SideResult(sum(rows for rows, _ in seeds.values()), problems, checks, problem)
+class SideFailed(RuntimeError):
+    """The second process ended before it gave a result (killed, out of memory)."""
 
 
 def cores() -> int:
@@ -69,41 +38,79 @@ def cores() -> int:
 
 
 class Side:
-    """``side_checks`` of a job, in a second process when ``processes`` > 1, else in this one when its
-    result is asked for."""
+    """Jobs for a second process when ``processes`` > 1; with one process, each job runs here when
+    its answer is asked for."""
 
-    def __init__(self, job: SideJob, folder: Path, processes: int):
-        self.job, self.out, self.proc = job, folder / "side-result.pickle", None
+    def __init__(self, folder: Path, processes: int):
+        self.folder, self.proc, self.jobs, self.written = Path(folder), None, {}, set()
         if processes > 1:
-            path = folder / "side-job.pickle"
-            path.write_bytes(pickle.dumps(job))
-            command = [sys.executable, "-m", "cotdyn.audit.parallel", str(path), str(self.out)]
-            self.proc = subprocess.Popen(command, env=freeing_environment(os.environ))
+            command = [sys.executable, "-m", "cotdyn.audit.parallel", str(self.folder)]
+            env = freeing_environment(os.environ)
+            self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
 
-    def result(self) -> SideResult:
-        """Its result; where the second process failed (killed, out of memory), a result that fails
-        every raw file and the seeds, naming why, so the audit FAILs rather than passing unchecked."""
+    def ask(self, name: str, function: Callable, *args) -> None:
+        """Start ``function(*args)`` (a function of a module the second process can import) as job
+        ``name`` (a file name)."""
+        self.jobs[name] = (function, args)
         if self.proc is None:
-            return side_checks(self.job)
-        if self.proc.wait() == 0 and self.out.exists():
-            return pickle.loads(self.out.read_bytes())  # written by that process, in the audit's scratch
-        why = f"the audit's second process failed (exit status {self.proc.returncode}; its error is printed above)"
-        checks = {path: (False, f"not checked: {why}") for path in self.job.raw}
-        return SideResult(0, [f"seeds, raw files and grading page not checked: {why}"], checks, None)
+            return
+        (self.folder / f"{name}.job").write_bytes(pickle.dumps((function, args)))
+        try:
+            self.proc.stdin.write(name + "\n")
+            self.proc.stdin.flush()
+        except BrokenPipeError:  # it has ended: answer() says so
+            pass
+
+    def answer(self, name: str):
+        """Job ``name``'s result, or its exception raised here; ``SideFailed`` where the second process
+        ended before writing it."""
+        if self.proc is None:
+            function, args = self.jobs[name]
+            return function(*args)
+        while name not in self.written:
+            line = self.proc.stdout.readline()
+            if not line:
+                self.proc.wait()
+                raise SideFailed(
+                    f"the audit's second process failed (exit status {self.proc.returncode}; its error is printed above)"
+                )
+            self.written.add(line.rstrip("\n"))
+        ok, result = pickle.loads((self.folder / f"{name}.result").read_bytes())  # that process's, in our scratch
+        if not ok:
+            raise result
+        return result
 
     def stop(self) -> None:
-        """End the second process (the audit was interrupted or failed)."""
+        """End the second process: its answers were read, or the audit was interrupted or failed."""
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
 
 
-def main(job_path: str, out_path: str) -> None:
-    job = pickle.loads(Path(job_path).read_bytes())  # the audit's own pickle, in its scratch folder
-    Path(out_path).write_bytes(pickle.dumps(side_checks(job)))
+def outcome(function: Callable, args: tuple) -> tuple[bool, object]:
+    """(True, ``function(*args)``), or (False, the exception it raised, as one that pickles)."""
+    try:
+        return True, function(*args)
+    except Exception as e:  # noqa: BLE001 (raised again in the audit's process, which names it)
+        try:
+            pickle.dumps(e)
+        except Exception:  # noqa: BLE001
+            e = RuntimeError(f"{type(e).__name__}: {e}")
+        return False, e
 
 
-if __name__ == "__main__":  # run as a module: its classes pickled under their package's name, not __main__'s
+def main(folder: str) -> None:
+    folder_path = Path(folder)
+    for line in sys.stdin:
+        name = line.rstrip("\n")
+        function, args = pickle.loads((folder_path / f"{name}.job").read_bytes())  # the audit's own pickle
+        written = folder_path / f"{name}.result.tmp"
+        written.write_bytes(pickle.dumps(outcome(function, args)))
+        os.replace(written, folder_path / f"{name}.result")
+        print(name, flush=True)
+
+
+if __name__ == "__main__":  # run as a module: its jobs' functions pickled under their package's name
     from cotdyn.audit import parallel
 
-    parallel.main(*sys.argv[1:3])
+    parallel.main(sys.argv[1])

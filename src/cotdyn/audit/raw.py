@@ -10,20 +10,19 @@ alone) only the seal is checked, and the report says so.
 
 from __future__ import annotations
 
-import hashlib
-from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 import numpy as np
 
+from cotdyn.audit.cache_rows import content_digest, folder_rows
+from cotdyn.audit.parallel import SideFailed
 from cotdyn.audit.registration import seed_check, seeds_checked, seeds_unchecked
 from cotdyn.audit.view import StudyView
 from cotdyn.files.layout import reference_file, variant_file
 from cotdyn.files.terminal import printable
 from cotdyn.generation.backends.base import Request, request_keys
-from cotdyn.generation.cache import read_shard, shards
 from cotdyn.generation.sealing import cache_folder, chains_requests, each_samples_request, seal_differences
 from cotdyn.plan.config import reference_id, samples_variant
 from cotdyn.provenance.integrity import MATCH, MISMATCH, FileCheck
@@ -100,7 +99,7 @@ def seeds_of(view: StudyView, path: str, cell: str, protocol: dict, chains: str,
     """The seed check of a samples file (``registration.seed_check``) into ``seeds``, and the (table,
     ``ReadBack``) it read, for its seal and cache check; None where they could not be read."""
     try:
-        table = view.table(path)
+        table = view.table(path, ids=False)  # its ids are digested a batch at a time (raw_check)
         requests = each_samples_request(table, view.table(chains), protocol, cell)
         found = read_back(requests, seal_revision(view, path))
     except (OSError, ValueError, KeyError, TypeError) as e:
@@ -120,7 +119,8 @@ def raw_check(view: StudyView, path: str, cell: str, protocol: dict, chains: str
     Its sha256 is the one the view hashed; ``read``: its table and ``ReadBack`` where the seed check
     read them."""
     try:
-        table, found = read if read is not None else (view.table(path), None)
+        # a chains file's requests hold its prompt ids; a samples file's token ids are digested a batch at a time
+        table, found = read if read is not None else (view.table(path, ids=chains is None), None)
 
         def sealed_under(revision: str) -> list[tuple[str, int]]:
             if found is not None and found.revision == revision:
@@ -142,10 +142,7 @@ def raw_check(view: StudyView, path: str, cell: str, protocol: dict, chains: str
         for i, (key, n) in enumerate(seal["requests"]):
             index.setdefault(key, []).append(i)  # a key that is no string fails here (TypeError)
             starts.append(starts[-1] + len(range(n)))  # and a count that is no integer here
-        rows = [
-            (content_digest(np.asarray(ids, dtype=np.int64).tobytes(), text), reason)
-            for ids, text, reason in zip(*(table[c].tolist() for c in ("token_ids", "text", "finish_reason")))
-        ]
+        rows = [row for batch in view.batches(path, list(ROW_COLUMNS)) for row in row_digests(batch)]
         return Pending(folder, rows, seal["requests"], starts, index, problems)
     except SealError as e:
         return False, str(e)
@@ -153,55 +150,48 @@ def raw_check(view: StudyView, path: str, cell: str, protocol: dict, chains: str
         return unreadable(e)
 
 
+ROW_COLUMNS = ("token_ids", "text", "finish_reason")
+
+
+def row_digests(batch) -> list[tuple[bytes, object]]:
+    """A batch of raw rows as the audit compares them with the cache: (``content_digest`` of token ids
+    and text, finish reason) per row."""
+    ids, texts, reasons = (batch.column(c) for c in ROW_COLUMNS)
+    return [
+        (content_digest(np.asarray(i, dtype=np.int64).tobytes(), text), reason)
+        for i, text, reason in zip(ids.to_numpy(zero_copy_only=False), texts.to_pylist(), reasons.to_pylist())
+    ]
+
+
 def unreadable(e: Exception) -> tuple[bool, str]:
     return False, f"unreadable as a raw table: {type(e).__name__}: {printable(str(e))[:300]}"
 
 
-def compare_folder(pending: dict[str, Pending], folder: Path) -> None:
-    """Compare every pending file of ``folder`` with its shards, read one at a time: a key's rows
-    against the completions of each shard that holds it, the last one standing (``read_shard``)."""
-    for shard in shards(folder):
-        entries = read_shard(shard)
-        if isinstance(entries, str):
+def compare_folder(pending: dict[str, Pending], folder: Path, rows: dict[str, list]) -> None:
+    """Compare every pending file of ``folder`` with the cached rows of its keys (``cache_rows.folder_rows``)."""
+    for file in pending.values():
+        if file.folder != folder:
             continue
-        for file in pending.values():
-            if file.folder != folder or file.error is not None:
-                continue
-            try:
-                for key in file.index.keys() & entries.keys():
-                    for i in file.index[key]:
-                        file.compared[i] = row_differences(file, i, key, entries[key])
-            except (ValueError, TypeError) as e:  # a row's token ids that are no integers
-                file.error = e
+        try:
+            for key in file.index.keys() & rows.keys():
+                for i in file.index[key]:
+                    file.compared[i] = row_differences(file, i, key, rows[key])
+        except (ValueError, TypeError) as e:  # a row's token ids that are no integers
+            file.error = e
 
 
-def content_digest(ids: bytes, text) -> bytes:
-    """A row's token ids (as int64 bytes) and text as one digest: the audit holds a model's rows so
-    while it reads its cache, not their ids and texts (a panel model's came to some 100 MB).
-    Injective in both: the ids' length leads, and a text that is no string is marked with a byte
-    UTF-8 never holds."""
-    written = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else b"\xff" + repr(text).encode()
-    return hashlib.blake2b(len(ids).to_bytes(8, "little") + ids + written, digest_size=16).digest()
-
-
-def completion_ids(completion) -> bytes:
-    """A cached completion's token ids as int64 bytes; TypeError where one is no integer (a float,
-    a string: the cache writes integers) and ValueError where one is out of range."""
-    try:
-        return array("q", completion.token_ids).tobytes()
-    except OverflowError as e:
-        raise ValueError(f"a token id out of range: {e}") from None
-
-
-def row_differences(file: Pending, i: int, key: str, completions: list) -> list[str]:
-    """How the rows of request ``i`` differ from ``completions``: text, token ids or finish reason.
-    A completion's ids that are not integers are a TypeError (its file unreadable)."""
+def row_differences(file: Pending, i: int, key: str, cached: list) -> list[str]:
+    """How the rows of request ``i`` differ from its ``cached`` rows (``cache_rows.cached_row``): text,
+    token ids or finish reason. A cached row whose ids are not integers raises its error (its file
+    unreadable)."""
     found = []
     for j, (digest, finish_reason) in enumerate(file.rows[file.starts[i] : file.starts[i + 1]]):
-        c = completions[j] if j < len(completions) else None
-        if c is None or digest != content_digest(completion_ids(c), c.text):
+        stored, reason = cached[j] if j < len(cached) else (None, None)
+        if isinstance(stored, Exception):
+            raise stored
+        if stored is None or digest != stored:
             found.append(f"request {key[:12]} sample {j}: text or token ids differ from the cache")
-        elif finish_reason != c.finish_reason:
+        elif finish_reason != reason:
             found.append(f"request {key[:12]} sample {j}: finish_reason differs from the cache")
     return found
 
@@ -209,6 +199,8 @@ def row_differences(file: Pending, i: int, key: str, completions: list) -> list[
 def verdict(file: Pending, limit: int = 3) -> tuple[bool, str]:
     """A compared file's line: its seal's problems, the rows whose requests no shard holds, the first
     ``limit`` rows that differ, in row order."""
+    if isinstance(file.error, (SideFailed, OSError)):
+        return False, f"not checked against the cache: {type(file.error).__name__}: {printable(str(file.error))[:300]}"
     if file.error is not None:
         return unreadable(file.error)
     missing = sum(n for i, (_, n) in enumerate(file.sealed) if i not in file.compared)
@@ -225,9 +217,27 @@ def by_model(raw: dict, models: dict[str, str] | None) -> list:
     return sorted(raw.items(), key=lambda item: ((models or {}).get(item[1][0], ""), item[0]))
 
 
+def cache_folders(view: StudyView, raw: dict, cache_dir, models: dict[str, str] | None) -> dict[Path, set[str]]:
+    """The cache folder each raw file's seal names (``sealing.cache_folder``), with the keys of its
+    requests there, in the order ``raw_checks`` compares them: what the audit's second process reads
+    beside the re-derivation (cotdyn.audit.parallel). A seal unread here is named by ``raw_check``."""
+    folders: dict[Path, set[str]] = {}
+    for path, _ in by_model(raw, models):
+        try:
+            seal = view.seal(path)
+            folder, _ = cache_folder(cache_dir, seal)
+            keys = {key for key, _ in seal["requests"]} if folder is not None else None
+        except (SealError, OSError, KeyError, TypeError, ValueError):
+            continue
+        if keys is not None:
+            folders.setdefault(folder, set()).update(keys)
+    return folders
+
+
 def raw_checks(view: StudyView, raw: dict, protocols: dict[str, dict], cache_dir, cache_note: str,
                models: dict[str, str] | None = None, seeds: dict | None = None,
-               honoured: dict | None = None) -> dict[str, tuple[bool, str]]:  # fmt: skip
+               honoured: dict | None = None, cached: Callable[[Path, set[str]], dict] = folder_rows,
+               ) -> dict[str, tuple[bool, str]]:  # fmt: skip
     """Per raw file present: (whether it matches its seal and the cache, what was checked or found),
     read through the study's view (``cotdyn.audit.view``: the files the bounds kept from being
     parsed, and why; each other file's hash and seal problem, found before anything was parsed).
@@ -235,7 +245,9 @@ def raw_checks(view: StudyView, raw: dict, protocols: dict[str, dict], cache_dir
     model's raw files are compared together, their cache folder read once, a shard at a time, and let
     go before the next model's (memory does not grow with the number of models); ``seeds``: where
     given, each samples file's seed check (``registration.seed_check``: rows checked, problem), from
-    the requests its raw check reads (``honoured``: cell -> the seeds its backend's sampler honours)."""
+    the requests its raw check reads (``honoured``: cell -> the seeds its backend's sampler honours);
+    ``cached``: a cache folder's rows of the given keys (``cache_rows.folder_rows``, or what the
+    audit's second process read of it: ``SideFailed`` where it could not)."""
     refused, sealed = view.refused, view.sealed
     checks: dict[str, tuple[bool, str]] = {}
     ordered = by_model(raw, models)
@@ -263,7 +275,14 @@ def raw_checks(view: StudyView, raw: dict, protocols: dict[str, dict], cache_dir
                         f"sealed; {cache_note or f'generation cache {cache_dir} absent'}, rows not compared with it",
                     )
         for folder in dict.fromkeys(file.folder for file in pending.values()):
-            compare_folder(pending, folder)
+            keys = {key for file in pending.values() if file.folder == folder for key in file.index}
+            try:
+                rows = cached(folder, keys)
+            except (SideFailed, OSError) as e:  # the second process ended, or the folder is unreadable
+                for file in pending.values():
+                    file.error = e if file.folder == folder else file.error
+                continue
+            compare_folder(pending, folder, rows)
         checks.update({path: verdict(file) for path, file in pending.items()})
     return checks
 

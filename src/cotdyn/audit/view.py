@@ -78,6 +78,14 @@ class StudyView:
 
         return pd.read_parquet(path, columns=[c for c in pq.read_schema(path).names if c not in TOKEN_IDS])
 
+    def batches(self, rel: str, columns: list[str], rows: int = 4096):
+        """Raw table ``rel`` (one the bounds admitted) read ``rows`` at a time, ``columns`` only, as
+        Arrow record batches: the raw check digests a panel cell's token ids so, never holding them."""
+        import pyarrow.parquet as pq
+
+        with pq.ParquetFile(self.current(rel)) as table:
+            yield from table.iter_batches(batch_size=rows, columns=columns)
+
     def seal(self, rel: str) -> dict:
         """The seal of raw table ``rel`` (``provenance.seal.read_seal``: SealError when it has none),
         once it is still the file the walk found (a seal that appeared or changed since is refused)."""

@@ -30,10 +30,10 @@ from typing import Callable, Sequence
 
 from tqdm import tqdm
 
-from cotdyn.files.strict import parse_json, read_text
 from cotdyn.generation import journal as J
 from cotdyn.generation import snapshots as S
 from cotdyn.generation.backends.base import Backend, Completion, GenerationStats, Request, request_keys
+from cotdyn.generation.shard_file import shard_samples, shards
 
 
 def revision_folder(cache_dir, model_revision: str) -> Path:
@@ -45,9 +45,6 @@ def revision_folder(cache_dir, model_revision: str) -> Path:
 # whoever wrote it (a write takes seconds: the body is built in memory first); one of this host
 # whose process has ended is stale at once. Studies sharing the cache never lose a write in flight.
 STALE_SECONDS = 3600
-# A shard holds one chunk of a run's results; with chunk_size 0 a whole cell's samples (token ids and
-# texts): some hundreds of MB for the largest studies. Beyond this it is refused, not read into memory.
-MAX_SHARD_BYTES = 2 << 30
 
 
 def _alive(pid: int) -> bool:
@@ -78,30 +75,12 @@ def stale_temporaries(directory: Path, now: float | None = None) -> list[Path]:
 
 
 def read_shard(shard: Path) -> dict[str, list[Completion]] | str:
-    """One shard's completions by key, or why it is ignored (a torn write or tampering: its requests
-    are generated again, never trusted). A cache holds each key's completions from the last shard,
-    in name order, that holds it; the audit reads a folder so, one shard at a time."""
-    try:
-        if shard.is_symlink():  # a shard is a file the cache wrote, never a link elsewhere
-            raise ValueError("a symlink, not a shard")
-        # strictly (cotdyn.files.strict): a regular file, bounded, no key twice, nested as a
-        # shard nests; a refusal is a ValueError naming the shard, so it is ignored like a torn one
-        payload = parse_json(read_text(shard, max_bytes=MAX_SHARD_BYTES), shard)
-        body = payload["body"]
-        if hashlib.sha256(body.encode()).hexdigest() != payload["sha256"]:
-            raise ValueError("checksum mismatch")
-        return {
-            key: [Completion(tuple(ids), text, reason) for ids, text, reason in samples]
-            for key, samples in parse_json(body, shard).items()
-        }
-    except (ValueError, KeyError, TypeError) as e:
-        print(f"generation cache: ignoring damaged shard {shard} ({e})", file=sys.stderr)
-        return f"{shard.name}: {e}"
-
-
-def shards(directory: Path) -> list[Path]:
-    """A cache folder's shards, in the order they are loaded."""
-    return sorted(Path(directory).glob("*.json"))
+    """One shard's completions by key, or why it is ignored (``shard_file.shard_samples``). A cache
+    holds each key's completions from the last shard, in name order, that holds it."""
+    samples = shard_samples(shard)
+    if isinstance(samples, str):
+        return samples
+    return {key: [Completion(*sample) for sample in found] for key, found in samples.items()}
 
 
 class GenerationCache:

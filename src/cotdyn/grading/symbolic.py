@@ -9,6 +9,12 @@ import re
 UNESCAPED_DOLLAR = re.compile(r"(?<!\\)\$")
 
 
+def math_verify_verdicts(pairs: list[tuple[str, str]]) -> dict[tuple[str, str], bool]:
+    """``math_verify_equal`` of each (answer, gold) pair: the grading page's verdicts, which the
+    audit's second process computes (cotdyn.audit.parallel)."""
+    return {pair: math_verify_equal(*pair) for pair in pairs}
+
+
 def math_verify_equal(a: str, b: str) -> bool:
     """math-verify on two answers as written: each parsed as one math expression (``$...$``)."""
     from math_verify import verify

@@ -28,6 +28,7 @@ import pandas as pd
 from cotdyn.files.layout import GRADING_FILES
 from cotdyn.files.writers import write_csv
 from cotdyn.grading import answers
+from cotdyn.grading.symbolic import math_verify_verdicts
 from cotdyn.report.exploratory_tables import tables_html
 
 GRADING_TABLES = tuple(name.removesuffix(".csv") for name in GRADING_FILES)
@@ -48,11 +49,13 @@ def graded_texts(
     problems: pd.DataFrame,
     benchmark: str,
     answer_form: str = answers.AS_WRITTEN,
+    as_written: bool = True,
 ) -> pd.DataFrame:
     """One row per graded text, chains first: where it stands (source, problem, prefix, sample),
-    its text, stored status and answer, the answer as written (re-extracted), and the gold twice:
-    normalized, and as written (``answers.gold_expression``). The answer and the normalized gold are
-    the classes of ``answer_form`` (the variant's; the stored ones are ``as_written``)."""
+    its text, stored status and answer, the answer as written (re-extracted; None throughout unless
+    ``as_written``: math-verify reads it for a boxed type only), and the gold twice: normalized, and
+    as written (``answers.gold_expression``). The answer and the normalized gold are the classes of
+    ``answer_form`` (the variant's; the stored ones are ``as_written``)."""
     golds = problems.set_index("problem_id")
     chain_rows = pd.DataFrame(
         {
@@ -79,7 +82,8 @@ def graded_texts(
     texts = pd.concat([chain_rows, sample_rows], ignore_index=True)
     # concat made None NaN; the stored as_written classes become the variant's form
     texts["answer"] = pd.Series(answers.in_answer_form(texts["answer"], benchmark, answer_form), dtype=object)
-    texts["answer_raw"] = pd.Series(_answers_raw(texts, benchmark, _options(problems)), dtype=object)
+    raw = _answers_raw(texts, benchmark, _options(problems)) if as_written else [None] * len(texts)
+    texts["answer_raw"] = pd.Series(raw, dtype=object)
     gold = golds["gold"].to_dict()  # a dict, not .at per text: a panel cell grades some 35,000 texts
     problem_ids = texts["problem_id"].tolist()
     texts["gold"] = answers.in_answer_form([gold[p] for p in problem_ids], benchmark, answer_form)
@@ -132,37 +136,54 @@ def parse_status(texts: pd.DataFrame) -> pd.DataFrame:
 _INTEGER = re.compile(r"-?\d+")
 
 
+def _judged_pair(answer, gold, answer_raw, gold_raw, boxed: bool) -> tuple | bool:
+    """What decides one text's math-verify verdict: a verdict (False without an answer; two integers'
+    equality, which is math-verify's verdict on them, for a type not boxed), or the pair of strings
+    math-verify compares (as written for a boxed type, the classes otherwise; missing: False)."""
+    if answer is None:
+        return False
+    a, b = (answer_raw, gold_raw) if boxed else (answer, gold)
+    if not boxed and a is not None and b is not None and _INTEGER.fullmatch(a) and _INTEGER.fullmatch(b):
+        return int(a) == int(b)
+    a, b = answers.answer_or_none(a), answers.answer_or_none(b)  # as answers.equivalent reads them
+    return False if a is None or b is None else (a, b)
+
+
+def _judged_pairs(texts: pd.DataFrame, benchmark: str):
+    boxed = answers.answer_type(benchmark) == "boxed"
+    columns = ("answer", "gold", "answer_raw", "gold_raw")
+    return (_judged_pair(*row, boxed) for row in zip(*(texts[c].tolist() for c in columns)))
+
+
+def symbolic_pairs(texts: pd.DataFrame, benchmark: str) -> list[tuple[str, str]]:
+    """The distinct pairs of strings, in first appearance, that ``verdicts`` asks math-verify about."""
+    return list(dict.fromkeys(p for p in _judged_pairs(texts, benchmark) if isinstance(p, tuple)))
+
+
 def verdicts(
     texts: pd.DataFrame,
     benchmark: str,
     options: Mapping[str, Sequence[str]] | None = None,
     answer_form: str = answers.AS_WRITTEN,
+    judged: Mapping[tuple[str, str], bool] | None = None,
 ) -> pd.DataFrame:
     """``texts`` with both verdicts: ``registered`` (equal normalized answers, under ``answer_form``) and ``math_verify``
     (math-verify on the answer and the gold as written, a boxed type's; the classes otherwise, as
     the records compare them). Each distinct pair is graded once; two integers, whose math-verify
-    verdict is their equality, are compared without it (GSM8K's pairs, most of a panel's)."""
+    verdict is their equality, are compared without it (GSM8K's pairs, most of a panel's).
+    ``judged``: math-verify's verdict on each of ``symbolic_pairs`` (``symbolic.math_verify_verdicts``),
+    where another process computed them; computed here otherwise."""
     options = options or {}
-    boxed = answers.answer_type(benchmark) == "boxed"
-    registered, symbolic, memo, memo_registered = [], [], {}, {}
-    columns = ("problem_id", "answer", "gold", "answer_raw", "gold_raw")
-    for problem, answer, gold, answer_raw, gold_raw in zip(*(texts[c].tolist() for c in columns)):
+    if judged is None:
+        judged = math_verify_verdicts(symbolic_pairs(texts, benchmark))
+    registered, memo_registered = [], {}
+    for problem, answer, gold in zip(*(texts[c].tolist() for c in ("problem_id", "answer", "gold"))):
         opts = options.get(problem)
         key = (problem, answer, gold) if opts else (answer, gold)
         if key not in memo_registered:
             memo_registered[key] = answers.equivalent(answer, gold, benchmark, options=opts, answer_form=answer_form)
         registered.append(memo_registered[key])
-        if answer is None:
-            symbolic.append(False)
-            continue
-        pair = (answer_raw, gold_raw) if boxed else (answer, gold)
-        if pair not in memo:
-            a, b = pair
-            if not boxed and a is not None and b is not None and _INTEGER.fullmatch(a) and _INTEGER.fullmatch(b):
-                memo[pair] = int(a) == int(b)
-            else:
-                memo[pair] = answers.equivalent(a, b, benchmark, "math_verify", opts)
-        symbolic.append(memo[pair])
+    symbolic = [p if isinstance(p, bool) else judged[p] for p in _judged_pairs(texts, benchmark)]
     return texts.assign(registered=registered, math_verify=symbolic)
 
 
@@ -213,10 +234,12 @@ def grading_tables(
     benchmark: str,
     cell: str,
     answer_form: str = answers.AS_WRITTEN,
+    judged: Mapping[tuple[str, str], bool] | None = None,
 ) -> dict[str, pd.DataFrame]:
-    """The three tables of one cell (``GRADING_TABLES``), graded under the variant's ``answer_form``."""
+    """The three tables of one cell (``GRADING_TABLES``), graded under the variant's ``answer_form``
+    (``judged``: as ``verdicts`` takes it)."""
     texts = graded_texts(chains, samples, problems, benchmark, answer_form)
-    graded = verdicts(texts, benchmark, _options(problems), answer_form)
+    graded = verdicts(texts, benchmark, _options(problems), answer_form, judged)
     return {
         "parse_status": parse_status(texts),
         "disagreements": disagreements(graded),

@@ -33,7 +33,10 @@ def standardized_logit(records: pd.DataFrame, terms: Sequence[str] = LOGIT_TERMS
 
     A constant term or perfect separation leaves the fit undefined; the reason is returned.
     """
-    import statsmodels.api as sm
+    # the two names statsmodels.api exports, from their modules: the api loads the formula and time
+    # series code too, some 30 MB more of the audit's memory
+    from statsmodels.discrete.discrete_model import Logit
+    from statsmodels.tools.tools import add_constant
 
     rows = analyzed(records)
     y = _labels(rows[label]).astype(float)
@@ -46,9 +49,9 @@ def standardized_logit(records: pd.DataFrame, terms: Sequence[str] = LOGIT_TERMS
             "no chains" if n == 0 else (f"constant term(s): {', '.join(constant)}" if constant else "constant outcome")
         )
         return LogitFit(tuple(terms), None, None, None, n, reason)
-    z = sm.add_constant((x - x.mean(axis=0)) / sd, has_constant="add")
+    z = add_constant((x - x.mean(axis=0)) / sd, has_constant="add")
     try:
-        fit = sm.Logit(y, z).fit(disp=0, maxiter=200)
+        fit = Logit(y, z).fit(disp=0, maxiter=200)
     except Exception as e:  # statsmodels signals perfect separation and singular designs by raising
         return LogitFit(tuple(terms), None, None, None, n, f"fit failed: {type(e).__name__}: {e}")
     names = ("const", *terms)
