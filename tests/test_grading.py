@@ -333,6 +333,36 @@ def test_the_grading_tables_show_every_disagreement_the_status_and_a_fixed_sampl
     assert not sample.equals(other)  # the seed is the cell's
 
 
+@pytest.mark.parametrize(
+    "bench, texts, golds",
+    [
+        ("math500", [["so \\boxed{\\frac{2}{4}}", "no idea", "\\boxed{7}", "\\boxed{0.5}", "\\boxed{}"]], ["\\frac12"]),
+        ("gsm8k", [["so 1.5", "it is 42", "no idea", "-3", "0.50"], ["7", "7.0"]], ["#### 1.5", "#### 7"]),
+    ],
+)
+def test_math_verify_judged_apart_is_the_sensitivity_equivalence_text_by_text(bench, texts, golds):
+    """The grading page's math-verify verdicts, whether ``verdicts`` judges them or takes them judged
+    elsewhere (the audit's second process judges ``symbolic_pairs``), are for every text
+    ``answers.equivalent(..., "math_verify")`` on the answer and gold as written (a boxed type) or
+    their classes (another type), and False without an answer. A type not boxed needs no answer as
+    written to name its pairs."""
+    chains, samples, problems = _frames([t[0] for t in texts], texts, bench, golds)
+    graded = G.graded_texts(chains, samples, problems, bench)
+    pairs = G.symbolic_pairs(graded, bench)
+    judged = G.verdicts(graded, bench, judged=G.math_verify_verdicts(pairs))
+    assert judged.equals(G.verdicts(graded, bench))
+    boxed = answers.answer_type(bench) == "boxed"
+    columns = ["answer_raw", "gold_raw"] if boxed else ["answer", "gold"]
+    expected = [
+        answer is not None and equivalent(a, b, bench, "math_verify")
+        for answer, a, b in zip(graded["answer"], *(graded[c] for c in columns))
+    ]
+    assert judged["math_verify"].tolist() == expected and any(expected) and not all(expected)
+    if not boxed:
+        apart = G.graded_texts(chains, samples, problems, bench, as_written=False)
+        assert G.symbolic_pairs(apart, bench) == pairs and pairs
+
+
 def test_the_grading_page_is_byte_stable(tmp_path):
     chains, samples, problems = _frames(["\\boxed{1}"], [["\\boxed{1}"] * 5], "math500", ["1"])
     tables = G.grading_tables(chains, samples, problems, "math500", "c-math500")
