@@ -31,7 +31,9 @@ def a_cache(folder: Path) -> list[str]:
     cache.put({"c": [Completion((1.5, 2), "float ids", "stop")]})
     (folder / ("0" * 64 + ".json")).write_text('{"sha256": "0", "bo')
     body = json.dumps([["a", 1]])
-    (folder / ("f" * 64 + ".json")).write_text(json.dumps({"sha256": hashlib.sha256(body.encode()).hexdigest(), "body": body}))
+    (folder / ("f" * 64 + ".json")).write_text(
+        json.dumps({"sha256": hashlib.sha256(body.encode()).hexdigest(), "body": body})
+    )
     return ["a", "b", "c"]
 
 
@@ -41,7 +43,7 @@ def test_a_cache_folder_is_read_as_the_cache_loaded_whole_holds_it(tmp_path):
     assert len(whole.rejected) == 2, whole.rejected  # the torn shard and the list body, named, not a crash
     expected = {k: [cached_row(c.token_ids, c.text, c.finish_reason) for c in whole.get(k)] for k in keys[:2]}
     assert folder_rows(tmp_path, keys[:2]) == expected  # the last shard holding a key gives its rows
-    (error, reason), = folder_rows(tmp_path, ["c"])["c"]
+    ((error, reason),) = folder_rows(tmp_path, ["c"])["c"]
     assert isinstance(error, TypeError) and reason == "stop"  # ids that are no integers: an error, never equal
     assert folder_rows(tmp_path, ["zz"]) == {}
 
