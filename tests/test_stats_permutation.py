@@ -89,3 +89,15 @@ def test_size_under_the_null_with_ties_where_the_t_approximation_is_liberal():
     bound = alpha + 3 * math.sqrt(alpha * (1 - alpha) / defined.sum())
     assert np.mean(permutation[defined] <= alpha) <= bound
     assert np.mean(t_approximation[defined] <= alpha) > bound  # the check can fail: the old p-value fails it
+
+
+@pytest.mark.parametrize("n, seed", [(40, 1), (300, 2)])
+def test_the_p_value_does_not_depend_on_how_many_permutations_are_held_at_once(monkeypatch, n, seed):
+    """The permutations are drawn in batches of stats.PERMUTATION_BATCH (memory: the audit's target),
+    and the p-value is the same bits for every batch size, all 9,999 at once included."""
+    x, correct = _tied(n, 0.6, seed)
+    found = set()
+    for batch in (9999, 1000, 250, 7):
+        monkeypatch.setattr(stats, "PERMUTATION_BATCH", batch)
+        found.add(stats.spearman_permutation_p(x, correct.astype(float), "greater", 9999, seed))
+    assert len(found) == 1, found
