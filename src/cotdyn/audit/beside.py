@@ -59,6 +59,8 @@ def ask(side: Side, view: StudyView, config: dict, cells: dict, protocols: dict,
         side.ask("verdicts", math_verify_verdicts, grading_pairs(view, config, cells, protocols))
     except DERIVATION_ERRORS as e:
         return Asked(folders, failed(e))
+    finally:
+        side.asked_all()
     return Asked(folders, None)
 
 

@@ -12,7 +12,8 @@ fork: it shares no memory, and a script that imports the audit (a Snakemake rule
 again in it. A job and its result pass as pickles through the audit's own scratch folder; the
 audit names each job on the process's standard input once it is written there, and the process
 names each result on its standard output once written. Only names go through the pipes, so
-neither process waits on the other to read. This module imports nothing heavier than the
+neither process waits on the other to read. Once every job is asked, the audit closes the second
+process's input, and it ends when it has answered them. This module imports nothing heavier than the
 standard library, since the second process runs it.
 """
 
@@ -60,6 +61,15 @@ class Side:
             self.proc.stdin.flush()
         except BrokenPipeError:  # it has ended: answer() says so
             pass
+
+    def asked_all(self) -> None:
+        """No more jobs: the second process ends once it has written their results, and its memory
+        is freed before the audit's own reaches its peak (the analysis, after the records)."""
+        if self.proc is not None and not self.proc.stdin.closed:
+            try:
+                self.proc.stdin.close()
+            except BrokenPipeError:  # it has ended: answer() says so
+                pass
 
     def answer(self, name: str):
         """Job ``name``'s result, or its exception raised here; ``SideFailed`` where the second process
