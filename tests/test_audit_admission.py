@@ -110,10 +110,10 @@ def test_the_raw_check_hashes_no_raw_file_again(registered_study, monkeypatch):
 
 
 def test_one_process_or_two_give_the_same_report(registered_study, tmp_path):
-    """The seeds, raw files and grading page checked in a second process (cotdyn.audit.parallel) are
-    reported as one process reports them, in the same order: here a samples file with a seed and
-    an answer rewritten (a seed problem and a failed seal from the second process, an answer
-    problem from the first)."""
+    """With the cache read and the grading page's pairs judged in a second process
+    (cotdyn.audit.parallel), the audit reports as one process does, in the same order: here a
+    samples file with a seed and an answer rewritten (a seed problem, a failed seal and an answer
+    problem)."""
     import pandas as pd
     from test_audit import copy_study
 
@@ -132,8 +132,8 @@ def test_one_process_or_two_give_the_same_report(registered_study, tmp_path):
 
 
 def test_a_second_process_that_fails_fails_the_audit_named(registered_study, monkeypatch):
-    """A second process killed or out of memory leaves the seeds and raw files unchecked: the audit
-    FAILs saying so, without a traceback, and the grading page it would have derived is not vouched for."""
+    """A second process killed or out of memory leaves the raw files unchecked against the cache and
+    the grading page not re-derived: the audit FAILs saying so, without a traceback."""
     import subprocess
     import sys
 
@@ -150,6 +150,7 @@ def test_a_second_process_that_fails_fails_the_audit_named(registered_study, mon
     assert not report.ok and "the audit's second process failed (exit status 9" in text, text
     raw = [f for f in report.files if f.path.endswith(("samples.parquet", "chains.parquet"))]
     assert raw and all(f.status != "match" and "not checked" in f.detail for f in raw), raw
+    assert "grading page not re-derived: the audit's second process failed (exit status 9" in text, text
 
 
 @pytest.mark.parametrize("swapped", ["samples.parquet", "seal.json"])

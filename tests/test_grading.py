@@ -337,7 +337,7 @@ def test_the_grading_tables_show_every_disagreement_the_status_and_a_fixed_sampl
     "bench, texts, golds",
     [
         ("math500", [["so \\boxed{\\frac{2}{4}}", "no idea", "\\boxed{7}", "\\boxed{0.5}", "\\boxed{}"]], ["\\frac12"]),
-        ("gsm8k", [["so 1.5", "it is 42", "no idea", "-3", "0.50"], ["7", "7.0"]], ["#### 1.5", "#### 7"]),
+        ("gsm8k", [["so 1.5", "it is 42", "no idea", "-3", "so 1.50"], ["7", "7.0"]], ["#### 1.5", "#### 7"]),
     ],
 )
 def test_math_verify_judged_apart_is_the_sensitivity_equivalence_text_by_text(bench, texts, golds):
@@ -345,7 +345,7 @@ def test_math_verify_judged_apart_is_the_sensitivity_equivalence_text_by_text(be
     elsewhere (the audit's second process judges ``symbolic_pairs``), are for every text
     ``answers.equivalent(..., "math_verify")`` on the answer and gold as written (a boxed type) or
     their classes (another type), and False without an answer. A type not boxed needs no answer as
-    written to name its pairs."""
+    written to name its pairs, and its tables show them where the two rules disagree."""
     chains, samples, problems = _frames([t[0] for t in texts], texts, bench, golds)
     graded = G.graded_texts(chains, samples, problems, bench)
     pairs = G.symbolic_pairs(graded, bench)
@@ -361,6 +361,9 @@ def test_math_verify_judged_apart_is_the_sensitivity_equivalence_text_by_text(be
     if not boxed:
         apart = G.graded_texts(chains, samples, problems, bench, as_written=False)
         assert G.symbolic_pairs(apart, bench) == pairs and pairs
+    # the tables, which re-extract another type's answers as written only where the rules disagree
+    shown = G.grading_tables(chains, samples, problems, bench, "c")["disagreements"]
+    assert shown.equals(G.disagreements(judged)) and len(shown) and shown["answer_raw"].notna().all()
 
 
 def test_the_grading_page_is_byte_stable(tmp_path):

@@ -142,7 +142,8 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
         type=int,
         choices=(1, 2),
         default=None,
-        help="2: check the seeds, raw files and grading page in a second process, beside the re-derivation "
-        "(the default where this process may run on two cores); 1: one process: less memory, more time",
+        help="2: read the generation cache and judge the grading page's pairs with math-verify in a second "
+        "process, beside the re-derivation (the default where this process may run on two cores); "
+        "1: one process: the same report, more time",
     )
     a.set_defaults(run=cmd_audit)

@@ -237,9 +237,15 @@ def grading_tables(
     judged: Mapping[tuple[str, str], bool] | None = None,
 ) -> dict[str, pd.DataFrame]:
     """The three tables of one cell (``GRADING_TABLES``), graded under the variant's ``answer_form``
-    (``judged``: as ``verdicts`` takes it)."""
-    texts = graded_texts(chains, samples, problems, benchmark, answer_form)
+    (``judged``: as ``verdicts`` takes it). Math-verify reads the answers as written for a boxed
+    type only; another type's are re-extracted for the rows the disagreements show, and only those."""
+    boxed = answers.answer_type(benchmark) == "boxed"
+    texts = graded_texts(chains, samples, problems, benchmark, answer_form, as_written=boxed)
     graded = verdicts(texts, benchmark, _options(problems), answer_form, judged)
+    if not boxed:
+        differ = (graded["registered"] != graded["math_verify"]).to_numpy()
+        shown = _answers_raw(graded[differ], benchmark, _options(problems))
+        graded.loc[differ, "answer_raw"] = pd.Series(shown, index=graded.index[differ], dtype=object)
     return {
         "parse_status": parse_status(texts),
         "disagreements": disagreements(graded),
