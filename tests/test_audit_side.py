@@ -79,3 +79,14 @@ def test_the_second_process_loads_neither_pandas_nor_pyarrow_nor_the_analysis_li
     )
     found = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert found.stdout.strip() == "[]", found.stdout + found.stderr
+
+
+def test_what_a_job_prints_does_not_reach_the_audit_as_an_answer(tmp_path, capfd):
+    side = Side(tmp_path, 2)
+    try:
+        side.ask("printed", print, "cache-0")  # on the second process's standard output, before the job cache-0
+        side.ask("cache-0", sorted, [2, 1])
+        assert side.answer("cache-0") == [1, 2] and side.answer("printed") is None
+    finally:
+        side.stop()
+    assert "cache-0" in capfd.readouterr().err

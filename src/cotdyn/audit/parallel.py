@@ -111,13 +111,17 @@ def outcome(function: Callable, args: tuple) -> tuple[bool, object]:
 
 def main(folder: str) -> None:
     folder_path = Path(folder)
+    # the names go out on a copy of standard output; anything a job's libraries print goes to stderr
+    names = os.fdopen(os.dup(sys.stdout.fileno()), "w")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    sys.stdout = sys.stderr
     for line in sys.stdin:
         name = line.rstrip("\n")
         function, args = pickle.loads((folder_path / f"{name}.job").read_bytes())  # the audit's own pickle
         written = folder_path / f"{name}.result.tmp"
         written.write_bytes(pickle.dumps(outcome(function, args)))
         os.replace(written, folder_path / f"{name}.result")
-        print(name, flush=True)
+        print(name, file=names, flush=True)
 
 
 if __name__ == "__main__":  # run as a module: its jobs' functions pickled under their package's name
