@@ -150,6 +150,32 @@ def test_a_token_later_than_the_first_generation_record_reads_registered_after_g
     assert any(p.startswith("registered after generation began: the timestamp token's time ") for p in report.problems)
 
 
+def test_a_generation_log_replaced_after_the_admission_is_not_read(attested_study, tmp_path, monkeypatch):
+    """The generation logs are read through the study's view (cotdyn.audit.view), as the tables are:
+    one replaced once the folder was walked (an attacker racing the audit, here with an earlier
+    start) is not read, and the audit fails."""
+    import os
+
+    import cotdyn.audit.check as check
+
+    study = copy_study(attested_study, tmp_path)
+    log = next(study.glob("cells/*/registered/generation.json"))
+    record = json.loads(log.read_text())
+    record["started_utc"] = "2020-01-01T00:00:00+00:00"
+    real = check.admit
+
+    def then_replaced(*args):
+        admitted = real(*args)
+        (tmp_path / "swap").write_text(json.dumps(record))
+        os.replace(tmp_path / "swap", log)
+        return admitted
+
+    monkeypatch.setattr(check, "admit", then_replaced)
+    report = audit(study)
+    assert not any(p.startswith("registered after generation began") for p in report.problems), report.problems
+    assert not report.ok, "the log the audit did not read is not vouched for either"
+
+
 def test_samples_drawn_under_another_registrations_seeds_are_named(attested_study, tmp_path):
     """The plan re-registered with another token after generation (its lock changes): every row's
     seed is now another registration's, found from the rows alone, without the model."""

@@ -129,10 +129,10 @@ def audit(study_dir, plan_path=None, scratch=None, cache=None, pages: bool = Tru
         return report
     limit = study_limit(study.config)
     report.scope = limited_scope(limit) if limit else None
-    report.registration, problems = registration_check(study.plan_path, study_dir, tsa_ca, study.entries)
-    report.problems += problems + plan_problems(study)
     raw = raw_files(study.config, protocols, cells)
-    view = study_view(study_dir, study.entries, list(raw))  # every later read of a table goes through it
+    view = study_view(study_dir, study.entries, list(raw))  # every later read of the study goes through it
+    report.registration, problems = registration_check(study.plan_path, view, tsa_ca)
+    report.problems += problems + plan_problems(study)
     earlier, lock = earlier_lock(study.plan, study.plan_path)
     with tempfile.TemporaryDirectory(prefix="cotdyn-audit-") as tmp:
         derived_dir = (Path(scratch) if scratch else Path(tmp)) / "derived"

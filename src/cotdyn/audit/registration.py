@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import datetime
 import fnmatch
-from pathlib import Path
 
 import pandas as pd
 
@@ -33,16 +32,16 @@ UNREGENERATED = "samples not regenerated (--regenerate N)"
 SEEDS_VERIFIED = ": seeds verified"
 
 
-def registration_check(plan_path, study_dir: Path, tsa_ca, entries: dict | None = None) -> tuple[str, list[str]]:
-    """The registration part of the audit's first line, and its problems. ``entries``: the study's
-    files as the admission's walk found them (cotdyn.audit.untrusted), read instead of a new listing."""
+def registration_check(plan_path, view, tsa_ca) -> tuple[str, list[str]]:
+    """The registration part of the audit's first line, and its problems; the generation logs read
+    through the study's view (``cotdyn.audit.view.StudyView``)."""
     try:
         registration = read_registration(plan_path)
     except PreregistrationError as e:
         return f"plan {plan_path}: not registered", [str(e)]
     attestation, problems = verified_attestation(registration, tsa_ca)
     problems = list(registration.problems) + problems
-    began = generation_began(study_dir, entries)
+    began = generation_began(view)
     if registration.attested_time is not None and began is not None and registration.attested_time > began:
         problems.append(
             f"registered after generation began: the timestamp token's time {registration.attested_time:%Y-%m-%d %H:%M:%S} "
@@ -59,28 +58,27 @@ def earlier_lock(plan: dict, plan_path) -> tuple[str | None, list[str]]:
         return None, [printable(str(e))]
 
 
-def _logs(study_dir: Path, entries: dict | None) -> list[Path]:
-    """The generation logs of the study: from the admission's walk where given, else globbed."""
-    if entries is None:
-        return [log for pattern in GENERATION_LOGS for log in sorted(Path(study_dir).glob(pattern))]
+def generation_logs(entries) -> list[str]:
+    """The generation logs among the admission's walk (relative paths), in ``GENERATION_LOGS`` order."""
     patterns = [pattern.split("/") for pattern in GENERATION_LOGS]
     return [
-        Path(study_dir) / rel
+        rel
         for pattern in patterns
         for rel in sorted(entries)
         if len(rel.split("/")) == len(pattern) and all(map(fnmatch.fnmatchcase, rel.split("/"), pattern))
     ]
 
 
-def generation_began(study_dir: Path, entries: dict | None = None) -> datetime.datetime | None:
-    """The earliest start a generation log of the study records (None where none does)."""
+def generation_began(view) -> datetime.datetime | None:
+    """The earliest start a generation log of the study records (None where none does), each log
+    read once it is still the regular file the admission found (``StudyView.current``), bounded."""
     times = []
-    for log in _logs(study_dir, entries):
+    for rel in generation_logs(view.entries):
         try:  # strictly: a regular file, bounded (a FIFO here must not hang the audit)
-            stamp = read_json(log, max_bytes=1 << 20).get(STARTED)
+            stamp = read_json(view.current(rel), max_bytes=1 << 20).get(STARTED)
             times.append(datetime.datetime.fromisoformat(stamp))
         except (OSError, ValueError, TypeError, AttributeError):
-            continue  # an unreadable log is the manifest comparison's to name
+            continue  # an unreadable or replaced log is the manifest comparison's to name
     aware = [t for t in times if t.tzinfo is not None]
     return min(aware) if aware else None
 
