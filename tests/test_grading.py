@@ -359,7 +359,7 @@ def test_math_verify_judged_apart_is_the_sensitivity_equivalence_text_by_text(be
     ]
     assert judged["math_verify"].tolist() == expected and any(expected) and not all(expected)
     if not boxed:
-        apart = G.graded_texts(chains, samples, problems, bench, as_written=False)
+        apart = G.graded_texts(chains, samples, problems, bench, reextracted=False)
         assert G.symbolic_pairs(apart, bench) == pairs and pairs
     # the tables, which re-extract another type's answers as written only where the rules disagree
     shown = G.grading_tables(chains, samples, problems, bench, "c")["disagreements"]

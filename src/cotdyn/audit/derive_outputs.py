@@ -100,7 +100,7 @@ def grading_pairs(view: StudyView, config: dict, cells: dict, protocols: dict) -
     pairs = {}
     for _, spec, chains, samples, problems in grading_inputs(view, config, cells, protocols):
         boxed = answer_type(spec.answer_rule) == "boxed"  # math-verify reads the classes of another type
-        texts = graded_texts(chains, samples, problems, spec.answer_rule, answer_form, as_written=boxed)
+        texts = graded_texts(chains, samples, problems, spec.answer_rule, answer_form, reextracted=boxed)
         pairs.update(dict.fromkeys(symbolic_pairs(texts, spec.answer_rule)))
     return list(pairs)
 

@@ -49,11 +49,11 @@ def graded_texts(
     problems: pd.DataFrame,
     benchmark: str,
     answer_form: str = answers.AS_WRITTEN,
-    as_written: bool = True,
+    reextracted: bool = True,
 ) -> pd.DataFrame:
     """One row per graded text, chains first: where it stands (source, problem, prefix, sample),
     its text, stored status and answer, the answer as written (re-extracted; None throughout unless
-    ``as_written``: math-verify reads it for a boxed type only), and the gold twice: normalized, and
+    ``reextracted``: math-verify reads it for a boxed type only), and the gold twice: normalized, and
     as written (``answers.gold_expression``). The answer and the normalized gold are the classes of
     ``answer_form`` (the variant's; the stored ones are ``as_written``)."""
     golds = problems.set_index("problem_id")
@@ -82,7 +82,7 @@ def graded_texts(
     texts = pd.concat([chain_rows, sample_rows], ignore_index=True)
     # concat made None NaN; the stored as_written classes become the variant's form
     texts["answer"] = pd.Series(answers.in_answer_form(texts["answer"], benchmark, answer_form), dtype=object)
-    raw = _answers_raw(texts, benchmark, _options(problems)) if as_written else [None] * len(texts)
+    raw = _answers_raw(texts, benchmark, _options(problems)) if reextracted else [None] * len(texts)
     texts["answer_raw"] = pd.Series(raw, dtype=object)
     gold = golds["gold"].to_dict()  # a dict, not .at per text: a panel cell grades some 35,000 texts
     problem_ids = texts["problem_id"].tolist()
@@ -240,7 +240,7 @@ def grading_tables(
     (``judged``: as ``verdicts`` takes it). Math-verify reads the answers as written for a boxed
     type only; another type's are re-extracted for the rows the disagreements show, and only those."""
     boxed = answers.answer_type(benchmark) == "boxed"
-    texts = graded_texts(chains, samples, problems, benchmark, answer_form, as_written=boxed)
+    texts = graded_texts(chains, samples, problems, benchmark, answer_form, reextracted=boxed)
     graded = verdicts(texts, benchmark, _options(problems), answer_form, judged)
     if not boxed:
         differ = (graded["registered"] != graded["math_verify"]).to_numpy()
