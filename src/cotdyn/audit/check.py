@@ -12,7 +12,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from cotdyn.audit.beside import ask, side_checks
+from cotdyn.audit.beside import DERIVATION_ERRORS, ask, failed, side_checks
 from cotdyn.audit.derive import (  # noqa: F401  (the workflow's rules import these from here)
     benchmark_hash_problems,
     derive_analysis,
@@ -33,7 +33,6 @@ from cotdyn.files.terminal import printable
 from cotdyn.files.writers import write_json
 from cotdyn.plan.config import ConfigError, limited_scope, resolve_cells, study_limit
 from cotdyn.plan.load import plan_sha256
-from cotdyn.plan.registration import PreregistrationError
 from cotdyn.provenance.integrity import MATCH, MISMATCH, MISSING, UNLISTED, AuditReport, FileCheck
 from cotdyn.provenance.manifests import config_sha256, output_hashes
 from cotdyn.report.secondary_tables import has_secondary
@@ -142,8 +141,8 @@ def audit(study_dir, plan_path=None, scratch=None, cache=None, pages: bool = Tru
             problems = []
             try:
                 rederive(view, derived_dir, study.config, study.plan_path, cells, problems, False)
-            except (ConfigError, PreregistrationError, ValueError, KeyError, OSError) as e:
-                problems.append(f"re-derivation failed: {type(e).__name__}: {printable(str(e))[:500]}")
+            except DERIVATION_ERRORS as e:
+                problems.append(failed(e))
             found = side_checks(side, asked, view, derived_dir, study.config, cells, protocols, raw,
                                 study.cache_dir, study.cache_note, seeds_honoured(cells))  # fmt: skip
         finally:

@@ -11,7 +11,8 @@ a stored problems table (``problems``, bounded), a raw table's seal (``seal``), 
 rule's own reader takes (``current``). A file the walk did not find as a regular file is not
 there; one changed since the walk (another inode, size or modification time) is refused by name
 rather than read; a raw table the bounds refused reads as None, and its refusal fails its line of
-the report. The generation logs are read by their own strict readers (``cotdyn.files.strict``).
+the report. The registration check reads the generation logs once ``current`` says they are the
+files the walk found (``audit.registration.generation_began``).
 """
 
 from __future__ import annotations
