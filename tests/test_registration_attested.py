@@ -249,9 +249,10 @@ def test_a_later_analysis_only_version_is_locked_to_the_earlier_registration(att
     """A version that changes only the analysis names the registration its generation is locked to:
     the seeds are that registration's, and the audit says in words that this version came after."""
     from cotdyn.audit.raw import raw_checks, raw_files
-    from cotdyn.audit.registration import earlier_lock, time_lock_status
+    from cotdyn.audit.registration import time_lock_status
     from cotdyn.audit.untrusted import refuse_links
     from cotdyn.audit.view import study_view
+    from cotdyn.plan.attestation import earlier_registration_problems
     from cotdyn.plan.config import resolve_cells, study_protocols
     from cotdyn.plan.timelock import PLAN_LOCK_KEY
 
@@ -278,16 +279,16 @@ def test_a_later_analysis_only_version_is_locked_to_the_earlier_registration(att
     raw_checks(view, raw, protocols, None, "", seeds=seeds)
     checked, problems = sum(rows for rows, _ in seeds.values()), [p for _, p in seeds.values() if p]
     assert checked > 0 and problems == []
-    words, problems = earlier_lock(later, prereg / "plan.yaml")
-    assert problems == [] and "this plan version was registered after generation began" in words
-    assert time_lock_status(protocols, checked, [], words).startswith(
-        f"generation time-locked to an earlier registration ({prereg / 'v4' / 'REGISTERED'}"
+    words, problems = earlier_registration_problems(later, prereg / "plan.yaml")
+    assert problems == [] and words.startswith("generation locked to the registration of ")
+    assert f"({prereg / 'v4' / 'REGISTERED'}): seeds verified ({checked} samples rows); samples not regenerated" in (
+        time_lock_status(protocols, checked, [], words)
     )
     # the earlier registration it names must be the one it says
     (prereg / "v4" / "REGISTERED").write_text(
         (prereg / "v4" / "REGISTERED").read_text().replace(record["plan_sha256"], "a" * 64)
     )
-    found = earlier_lock(later, prereg / "plan.yaml")[1]
+    found = earlier_registration_problems(later, prereg / "plan.yaml")[1]
     assert any("v4/REGISTERED registers sha256 " + "a" * 64 in p for p in found), found
 
 
@@ -308,3 +309,231 @@ def test_register_refuses_a_v4_plan_its_analysis_cannot_read(tmp_path, old, new,
     )
     assert rc == 1 and named in err and "Traceback" not in err
     assert not (tmp_path / "REGISTERED").exists()
+
+
+# --- issue 60: a PASS that cannot be bought ---------------------------------------------------
+
+LOCK_LINE = "time_lock: this_registration\n"
+SEED_UNDER_V5_LOCK = 4078651967726433024
+
+
+def test_a_v4_plan_without_its_time_lock_registers_runs_and_audits_nowhere(attested_study, tmp_path):
+    """Finding 1: the lock is required from plan v4 on; the error names the key and the version."""
+    text = (ROOT / "preregistration" / "plan.yaml").read_text()
+    assert LOCK_LINE in text
+    (tmp_path / "plan.yaml").write_text(text.replace(LOCK_LINE, ""))
+    rc, out, err = cli("register", "--plan", tmp_path / "plan.yaml", "--registered", tmp_path / "REGISTERED", "--date", "2026-12-06")  # fmt: skip
+    assert rc == 1 and "time_lock: missing; plan version 4 locks generation" in err and "Traceback" not in err
+    assert not (tmp_path / "REGISTERED").exists()
+    # a study whose plan lost its lock after registration, REGISTERED rewritten to match (the attack)
+    study = copy_study(attested_study, tmp_path / "copy")
+    prereg = study.parents[1] / "preregistration"
+    (prereg / "plan.yaml").write_text((prereg / "plan.yaml").read_text().replace(LOCK_LINE, ""))
+    for name in ("REGISTERED", TOKEN_NAME):
+        (prereg / name).unlink()
+    (prereg / "REGISTERED").write_text(f"plan_sha256: {plan_sha256(prereg / 'plan.yaml')}\ndate: '2026-12-06'\n")
+    report = audit(study)
+    assert not report.ok and any("time_lock: missing; plan version 4" in p for p in report.problems), report.problems
+    from cotdyn.plan.registration import write_plan_check
+
+    config = json.loads((study / STUDY_MANIFEST).read_text())["config"]
+    with pytest.raises(ValueError, match="time_lock: missing"):  # the run's first rule, check_plan
+        write_plan_check(prereg / "plan.yaml", config, tmp_path / "plan_check.json")
+
+
+def test_a_plan_before_v4_is_said_unlocked_by_its_version():
+    from cotdyn.audit.registration import time_lock_status
+
+    assert time_lock_status({"registered": {"seed": 1}}, 0, [], None, 3) == (
+        "generation not time-locked (plan version 3 predates time_lock, which plan v4 introduced)"
+    )
+
+
+def _later_text(earlier_text: str, record: dict, change=("resamples: 100\n", "resamples: 200\n")) -> str:
+    """A later version of ``earlier_text`` locked to the registration ``record`` (its REGISTERED) at v4/."""
+    locked = {"plan_sha256": record["plan_sha256"], "token_sha256": record.get("timestamp_token_sha256"),
+              "registered": "v4/REGISTERED"}  # fmt: skip
+    assert change[0] in earlier_text
+    text = earlier_text.replace(*change)
+    return text.replace(LOCK_LINE, "time_lock: " + json.dumps(locked) + "\n")
+
+
+@pytest.fixture(scope="module")
+def later_version_study(authority, tmp_path_factory) -> Path:
+    """Finding 4's legitimate route: generation locked to a v4 registration with a token; a later
+    version that changes only the analysis, registered with its own token after generation began."""
+    import time
+
+    root = tmp_path_factory.mktemp("later")
+
+    def two_registrations(plan, registered):
+        earlier = plan.parent / "v4"
+        earlier.mkdir()
+        shutil.copy(plan, earlier / "plan.yaml")
+        with TsaServer(authority) as server:
+            assert cli("register", "--plan", earlier / "plan.yaml", "--registered", earlier / "REGISTERED",
+                       "--timestamp-url", server.url, "--tsa-ca", authority.ca_pem)[0] == 0  # fmt: skip
+            record = yaml.safe_load((earlier / "REGISTERED").read_text())
+            plan.write_text(_later_text(plan.read_text(), record))
+            time.sleep(1.1)  # the later token's second is after the earlier's
+            assert cli("register", "--plan", plan, "--registered", registered, "--timestamp-url", server.url)[0] == 0
+
+    began = []
+
+    def at_the_earlier_registration(seconds):  # the generation logs' clock: generation began then
+        from cotdyn.plan.timestamp import read_token
+
+        began.append(read_token(root / "preregistration" / "v4" / TOKEN_NAME).gen_time.isoformat())
+        return began[-1]
+
+    from unittest import mock
+
+    import cotdyn.generation.run
+
+    with mock.patch.object(cotdyn.generation.run, "_utc", at_the_earlier_registration):
+        study = build_study(root, DATA, {}, [], registration=two_registrations)
+    assert began
+    return study
+
+
+def test_an_analysis_only_version_registered_after_the_data_passes_and_says_so(later_version_study, authority):
+    """Finding 4: the later version's own token is after generation began, by design; the earlier
+    registration's is not. The audit verifies the earlier token against the CA too."""
+    report = audit(later_version_study, tsa_ca=authority.ca_pem)
+    assert report.ok, report.text()
+    earlier = later_version_study.parents[1] / "preregistration" / "v4" / "REGISTERED"
+    assert (
+        report.time_lock.startswith("analysis registered ")
+        and ", after the data; generation locked to the registration of " in report.time_lock
+    )
+    assert (
+        f"({earlier}; attested by CN=cotdyn test TSA,O=cotdyn test (verified against {authority.ca_pem}))"
+        in report.time_lock
+    )
+    assert "seeds verified" in report.time_lock
+    # without the CA, nothing of the earlier token is called verified
+    unverified = audit(later_version_study).time_lock
+    assert "timestamp present, not verified: no trusted TSA certificate given" in unverified
+    assert "verified against" not in unverified
+
+
+def test_an_earlier_registration_is_verified_from_its_own_files(later_version_study, authority, stranger, tmp_path):
+    """Finding 2: the earlier plan, REGISTERED and token travel with the study and are each checked."""
+    study = copy_study(later_version_study, tmp_path)
+    earlier = study.parents[1] / "preregistration" / "v4"
+    report = audit(study, tsa_ca=stranger.ca_pem)  # the earlier token, against a CA that did not sign it
+    assert any(str(earlier / TOKEN_NAME) in p or "does not verify against the CA" in p for p in report.problems)
+    (earlier / "plan.yaml").unlink()
+    report = audit(study, tsa_ca=authority.ca_pem)
+    assert not report.ok and any(f"{earlier / 'plan.yaml'}: not found" in p for p in report.problems), report.problems
+    assert "verified against" not in report.time_lock
+
+
+def _made_up(plan, registered):
+    """Finding 2's attack: a plan locked to a hand-written REGISTERED (made-up hashes, no token file,
+    no earlier plan), then registered."""
+    (plan.parent / "v4").mkdir()
+    record = {"plan_sha256": "ab" * 32, "date": "2026-01-01", "timestamp_token": TOKEN_NAME,
+              "timestamp_token_sha256": "cd" * 32}  # fmt: skip
+    (plan.parent / "v4" / "REGISTERED").write_text(yaml.safe_dump(record))
+    plan.write_text(_later_text(plan.read_text(), record))
+    register(plan, registered, "2026-12-06")
+
+
+def test_an_earlier_registration_on_the_authors_word_neither_runs_nor_audits(tmp_path):
+    """The run's first rule refuses it; a study generated under it anyway (the check skipped, as a
+    modified cotdyn would) fails its audit, which names the earlier plan it could not find."""
+    from unittest import mock
+
+    with pytest.raises(PreregistrationError, match="v4/plan.yaml: not found; a version locked to an earlier"):
+        build_study(tmp_path / "run", DATA, {}, [], registration=_made_up)
+    with mock.patch("cotdyn.plan.registration.earlier_registration_problems", lambda plan, path: (None, [])):
+        study = build_study(tmp_path / "skipped", DATA, {}, [], registration=_made_up)
+    report = audit(study)
+    assert not report.ok
+    earlier = study.parents[1] / "preregistration" / "v4"
+    assert any(f"{earlier / 'plan.yaml'}: not found" in p for p in report.problems), report.problems
+    assert "verified" not in report.time_lock.split("seeds verified")[0]
+
+
+def test_a_later_version_may_change_only_the_analysis(attested_study, tmp_path):
+    """Finding 3: a version locked to a real earlier registration that changes the seed and a
+    sampling temperature is refused at the run's first rule and named by the audit's check."""
+    from cotdyn.plan.attestation import earlier_registration
+
+    prereg = tmp_path / "preregistration"
+    shutil.copytree(attested_study.parents[1] / "preregistration", prereg / "v4")
+    record = yaml.safe_load((prereg / "v4" / "REGISTERED").read_text())
+    text = _later_text((prereg / "v4" / "plan.yaml").read_text(), record)
+    assert "seed: 20260829" in text and "continuation_temperature: 0.7" in text
+    text = text.replace("seed: 20260829", "seed: 1").replace(
+        "continuation_temperature: 0.7", "continuation_temperature: 0.9"
+    )
+    (prereg / "plan.yaml").write_text(text)
+    register(prereg / "plan.yaml", prereg / "REGISTERED", "2026-12-07")
+    found = earlier_registration(load_plan(prereg / "plan.yaml"), prereg / "plan.yaml")
+    assert [p.split(": ", 1)[1] for p in found.problems] == [
+        f"'protocol' differs from the earlier registration's ({prereg / 'v4' / 'plan.yaml'}): a later version "
+        "locked to it may change only the analysis"
+    ]
+    # an analysis-only change is no problem
+    (prereg / "plan.yaml").write_text(_later_text((prereg / "v4" / "plan.yaml").read_text(), record))
+    assert earlier_registration(load_plan(prereg / "plan.yaml"), prereg / "plan.yaml").problems == ()
+
+
+def test_register_refuses_a_token_no_reviewer_could_verify(authority, stranger, tmp_path):
+    """Finding 6: a token without the TSA's certificate, or one that does not verify against the CA
+    the author gives, is refused before any study is locked to it."""
+    from tsa import openssl
+
+    plan = tmp_path / "plan.yaml"
+    shutil.copy(ROOT / "preregistration" / "plan.yaml", plan)
+    sha = plan_sha256(plan)
+    without = authority.reply(openssl("ts", "-query", "-digest", sha, "-sha256"))  # no -cert
+    with pytest.raises(PreregistrationError, match="embeds no certificate, so no reviewer could verify it"):
+        register(plan, tmp_path / "REGISTERED", None, without)
+    with pytest.raises(PreregistrationError, match="does not verify against the CA certificate"):
+        register(plan, tmp_path / "REGISTERED", None, stranger.token(sha), tsa_ca=authority.ca_pem)
+    assert not (tmp_path / "REGISTERED").exists() and not (tmp_path / TOKEN_NAME).exists()
+    token = tmp_path / "plan.tsr"
+    token.write_bytes(authority.token(sha))
+    rc, out, err = cli("register", "--plan", plan, "--registered", tmp_path / "REGISTERED", "--timestamp-token",
+                       token, "--tsa-ca", authority.ca_pem)  # fmt: skip
+    assert rc == 0, err
+    assert f"verified against {authority.ca_pem}" in out
+
+
+def test_plan_v5_locks_to_what_the_tsa_signed(tmp_path):
+    """Finding 5: one signature, one lock. Under v5 two replies carrying one signature (another
+    status text, another certificate set) give one lock; under v4 (registered, kept) they give two."""
+    from asn1crypto import tsp
+
+    authority = make_authority(tmp_path / "tsa", "real", chain=True)
+    text = (ROOT / "preregistration" / "plan.yaml").read_text()
+    locks = {}
+    for version in (4, 5):
+        plan_text = text.replace("plan_version: 4\n", f"plan_version: {version}\n")
+        reply = None
+        for variant in ("a", "b"):
+            folder = tmp_path / f"v{version}{variant}"
+            folder.mkdir()
+            (folder / "plan.yaml").write_text(plan_text)
+            reply = reply or authority.token(plan_sha256(folder / "plan.yaml"))
+            if variant == "b":
+                parsed = tsp.TimeStampResp.load(reply)
+                parsed["status"] = tsp.PKIStatusInfo({"status": "granted", "status_string": ["ok"]})
+                reply = parsed.dump()
+            register(folder / "plan.yaml", folder / "REGISTERED", None, reply)
+            locks[version, variant] = load_plan(folder / "plan.yaml")["_generation_lock"]
+    assert locks[4, "a"] != locks[4, "b"] and locks[4, "a"].split("+")[1].startswith("tsr:")
+    assert locks[5, "a"] == locks[5, "b"] and locks[5, "a"].split("+")[1].startswith("tst:")
+
+
+def test_the_v5_lock_and_its_seeds_are_pinned():
+    """Golden: the lock text of plan v5 and a seed drawn under it (a change is a new plan version)."""
+    from cotdyn.plan.timelock import LockedTo
+
+    lock = LockedTo("a" * 64, "b" * 64, None, "c" * 64).lock
+    assert lock == f"plan:{'a' * 64}+tst:{'c' * 64}"
+    assert LockedTo("a" * 64, "b" * 64).lock == f"plan:{'a' * 64}+tsr:{'b' * 64}"  # v4's, unchanged
+    assert request_seed(20260829, "qwen7b-gsm8k", "gsm8k-0", 12, "continuation", lock) == SEED_UNDER_V5_LOCK

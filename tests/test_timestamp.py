@@ -276,4 +276,87 @@ def test_the_timeout_is_named(authorities):
         listener.bind(("127.0.0.1", 0))
         listener.listen(1)
         url = f"http://127.0.0.1:{listener.getsockname()[1]}/tsr"
-        refused(fetch_token, url, PLAN, 0.5, match=f"{url}: .*timed out")
+        refused(fetch_token, url, PLAN, 0.5, match=f"{url}: no complete answer within the deadline")
+
+
+# --- issue 60: every reply real authorities send; one signature, one lock; a bounded exchange ---
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"chain": True},
+        {"chain": True, "intermediate": True},
+        {"rsa": True},
+        {"ess_v1": True},
+        {"rsa": True, "ess_v1": True, "intermediate": True, "chain": True},
+    ],
+    ids=["chain", "chain-with-intermediate", "rsa", "ess-cert-id-v1", "all"],
+)
+def test_every_reply_openssls_own_tsa_sends_is_read_and_verified(tmp_path, plan_file, options):
+    """openssl's TSA with ``certs =`` sends its chain in the file's order, which is not DER's order
+    for a SET (rfc3161-client alone refuses it: InvalidSetOrdering); with RSA keys, ESSCertID v1
+    and an intermediate CA too. Each token is read, verified against the root, and openssl agrees."""
+    authority = make_authority(tmp_path / "tsa", "real", **options)
+    body = authority.token(PLAN_SHA)
+    token = verify_token(body, PLAN_SHA, authority.ca_pem)
+    assert token.imprint_sha256 == PLAN_SHA and token.tsa_subject == "CN=real TSA,O=real"
+    assert token.certificates == (1 + options.get("intermediate", False) + 1 if options.get("chain") else 1)
+    (tmp_path / "r.tsr").write_bytes(body)
+    done = authority.openssl_verify(tmp_path / "r.tsr", plan_file)
+    assert done.returncode == 0 and "Verification: OK" in done.stdout, done.stdout + done.stderr
+
+
+def _variant(body: bytes, change) -> bytes:
+    from asn1crypto import tsp
+
+    reply = tsp.TimeStampResp.load(body)
+    change(reply)
+    return reply.dump(force=False)
+
+
+def test_one_signature_gives_one_signed_sha256_whatever_the_unsigned_parts_say(tmp_path):
+    """A status text or another certificate set changes the reply's bytes, not what the TSA signed:
+    every variant has another file sha256 (the lock of plan v4) and the same signed sha256 (plan
+    v5's), and still verifies."""
+    from asn1crypto import cms, tsp
+
+    authority = make_authority(tmp_path / "tsa", "real", chain=True, intermediate=True)
+    body = authority.token(PLAN_SHA)
+
+    def status_text(reply):
+        reply["status"] = tsp.PKIStatusInfo({"status": "granted", "status_string": ["granted, as asked"]})
+
+    def without_the_root(reply):
+        signed = reply["time_stamp_token"]["content"]
+        kept = [c for c in signed["certificates"] if c.chosen.subject.native["common_name"] != "real CA"]
+        signed["certificates"] = cms.CertificateSet(kept)
+
+    variants = [body, _variant(body, status_text), _variant(body, without_the_root)]
+    tokens = [parse_token(v, "variant") for v in variants]
+    assert len({t.sha256 for t in tokens}) == 3
+    assert len({t.signed_sha256 for t in tokens}) == 1
+    for v in variants:
+        verify_token(v, PLAN_SHA, authority.ca_pem)
+
+
+def test_a_redirect_to_http_is_followed_and_to_another_scheme_is_refused(tsa, authorities):
+    body = fetch_token(f"{tsa.url}/moved", PLAN, timeout=10)
+    assert verify_token(body, PLAN_SHA, authorities[0].ca_pem).imprint_sha256 == PLAN_SHA
+    message = refused(fetch_token, f"{tsa.url}/to-ftp", PLAN, match="redirects \\(HTTP 302\\) to a non-http\\(s\\) URL")
+    assert "()" not in message
+
+
+def test_a_trickling_tsa_meets_one_deadline_for_the_whole_exchange(tsa):
+    """A byte every 0.3 s keeps each read alive; the deadline bounds the exchange."""
+    import time
+
+    start = time.monotonic()
+    refused(fetch_token, f"{tsa.url}/trickle", PLAN, 1.5, match="no complete answer within the deadline")
+    assert time.monotonic() - start < 8
+
+
+def test_a_garbage_answer_is_one_named_line_without_parser_internals(tsa):
+    message = refused(fetch_token, f"{tsa.url}/garbage", PLAN, match="not an RFC 3161 timestamp response")
+    assert message == f"{tsa.url}/garbage: not an RFC 3161 timestamp response (DER TimeStampResp)"
+    assert "ParseError" not in message and "\n" not in message

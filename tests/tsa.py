@@ -7,8 +7,9 @@ answers a DER TimeStampReq with a DER TimeStampResp; ``Authority.token`` makes a
 sha256 (what ``cotdyn register --timestamp-token FILE`` is handed). ``TsaServer`` serves an authority
 over HTTP, as a public TSA does (POST, ``application/timestamp-query``), and can misbehave on
 purpose at other paths: ``/500`` (an HTTP error), ``/garbage`` (200 with bytes that are no response),
-``/big`` (200 with more than the client reads), ``/nocert`` (a token without the TSA's certificate), ``/other`` (a token over another digest) and
-``/stale/<sha256>`` (a token over that digest made for another request: another nonce).
+``/big`` (200 with more than the client reads), ``/nocert`` (a token without the TSA's certificate), ``/other`` (a token over another digest),
+``/stale/<sha256>`` (a token over that digest made for another request: another nonce), ``/moved``
+(302 to ``/tsr``), ``/to-ftp`` (302 to an ftp: URL) and ``/trickle`` (200, then a byte every 0.3 s).
 
 The token's genTime is the clock's: ``openssl ts -reply`` has no option to set it, and faketime is
 not installed, so a token from the future or the past cannot be made here; a test of a time
@@ -22,6 +23,7 @@ import os
 import subprocess
 import tempfile
 import threading
+import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -115,18 +117,38 @@ class Authority:
         )
 
 
-def make_authority(directory: Path, name: str = "cotdyn test", self_signed: bool = False) -> Authority:
+def make_authority(
+    directory: Path,
+    name: str = "cotdyn test",
+    self_signed: bool = False,
+    *,
+    rsa: bool = False,
+    ess_v1: bool = False,
+    intermediate: bool = False,
+    chain: bool = False,
+) -> Authority:
     """A CA (``ca.crt``) and a TSA key and certificate it signs, in ``directory``, with openssl's
     config for ``openssl ts -reply``. P-256 keys: made in milliseconds, unlike RSA's.
 
     ``self_signed``: the TSA's certificate signs itself (timeStamping, critical) and is its own
-    ``ca.crt``: the forger's token, which must not verify against a CA the reviewer gives."""
+    ``ca.crt``: the forger's token, which must not verify against a CA the reviewer gives.
+    What real authorities vary, each as openssl's own TSA configuration does it: ``rsa`` (RSA-2048
+    keys), ``ess_v1`` (ESSCertID v1, a SHA-1 certificate hash, as older TSAs sign), ``intermediate``
+    (the TSA's certificate issued by an intermediate CA under the root), ``chain`` (``certs =``: the
+    TSA sends its chain, root included, in the file's order, which is not DER's)."""
     directory.mkdir(parents=True, exist_ok=True)
     config = directory / "openssl.cnf"
-    config.write_text(CONFIG.format(dir=directory))
+    text = CONFIG.format(dir=directory)
+    if ess_v1:
+        text = text.replace("ess_cert_id_alg = sha256", "ess_cert_id_alg = sha1")
+    if chain:
+        text = text.replace("signer_key =", "certs = $dir/chain.pem\nsigner_key =")
+    config.write_text(text)
     (directory / "tsaserial").write_text("01\n")
     d = str(directory)
-    ec = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes")
+    ec = (
+        ("-newkey", "rsa:2048", "-nodes") if rsa else ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes")
+    )
     openssl(
         "req", "-x509", *ec, "-keyout", f"{d}/ca.key", "-out", f"{d}/ca.crt", "-days", "3650",
         "-subj", f"/O={name}/CN={name} CA", "-config", str(config), "-extensions", "ca_ext",
@@ -138,11 +160,32 @@ def make_authority(directory: Path, name: str = "cotdyn test", self_signed: bool
         )  # fmt: skip
         (directory / "ca.crt").write_bytes((directory / "tsa.crt").read_bytes())
         return Authority(directory, name, threading.Lock())
+    issuer = "ca"
+    if intermediate:
+        openssl(
+            "req",
+            "-new",
+            *ec,
+            "-keyout",
+            f"{d}/mid.key",
+            "-out",
+            f"{d}/mid.csr",
+            "-subj",
+            f"/O={name}/CN={name} intermediate",
+        )
+        openssl(
+            "x509", "-req", "-in", f"{d}/mid.csr", "-CA", f"{d}/ca.crt", "-CAkey", f"{d}/ca.key", "-set_serial", "3",
+            "-days", "3650", "-out", f"{d}/mid.crt", "-extfile", str(config), "-extensions", "ca_ext",
+        )  # fmt: skip
+        issuer = "mid"
     openssl("req", "-new", *ec, "-keyout", f"{d}/tsa.key", "-out", f"{d}/tsa.csr", "-subj", f"/O={name}/CN={name} TSA")
     openssl(
-        "x509", "-req", "-in", f"{d}/tsa.csr", "-CA", f"{d}/ca.crt", "-CAkey", f"{d}/ca.key", "-set_serial", "2",
-        "-days", "3650", "-out", f"{d}/tsa.crt", "-extfile", str(config), "-extensions", "tsa_ext",
+        "x509", "-req", "-in", f"{d}/tsa.csr", "-CA", f"{d}/{issuer}.crt", "-CAkey", f"{d}/{issuer}.key",
+        "-set_serial", "2", "-days", "3650", "-out", f"{d}/tsa.crt", "-extfile", str(config), "-extensions", "tsa_ext",
     )  # fmt: skip
+    # the chain as a TSA's operator writes it, root first: not the order DER gives a SET
+    parts = ["ca.crt", *(["mid.crt"] if intermediate else []), "tsa.crt"]
+    (directory / "chain.pem").write_bytes(b"".join((directory / p).read_bytes() for p in parts))
     return Authority(directory, name, threading.Lock())
 
 
@@ -189,6 +232,27 @@ class TsaServer:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self):
                 query = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                server.requests.append(self.path)
+                if self.path in ("/moved", "/to-ftp"):
+                    self.send_response(302)
+                    self.send_header("Location", "/tsr" if self.path == "/moved" else "ftp://127.0.0.1/tsr")
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                if self.path == "/trickle":  # a TSA that never finishes: each read gets a byte in time
+                    body = server.authority.reply(query)
+                    self.send_response(200)
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    for i in range(min(len(body), 40)):
+                        time.sleep(0.3)
+                        try:
+                            self.wfile.write(body[i : i + 1])
+                            self.wfile.flush()
+                        except (BrokenPipeError, ConnectionResetError):
+                            return
+                    return
+                server.requests.pop()
                 status, body = server.answer(self.path, query)
                 self.send_response(status)
                 self.send_header("Content-Type", "application/timestamp-reply")

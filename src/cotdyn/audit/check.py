@@ -25,7 +25,7 @@ from cotdyn.audit.expected import expected_checks, expected_files
 from cotdyn.audit.pages import check_pages
 from cotdyn.audit.parallel import Side, cores
 from cotdyn.audit.raw import apply_raw_checks, raw_files
-from cotdyn.audit.registration import earlier_lock, registration_check, seeds_honoured, time_lock_status
+from cotdyn.audit.registration import registration_check, seeds_honoured, time_lock_status
 from cotdyn.audit.untrusted import Admitted, Refused, admit
 from cotdyn.audit.view import study_view
 from cotdyn.files.layout import PLAN_CHECK, study_targets
@@ -33,6 +33,7 @@ from cotdyn.files.terminal import printable
 from cotdyn.files.writers import write_json
 from cotdyn.plan.config import ConfigError, limited_scope, resolve_cells, study_limit
 from cotdyn.plan.load import plan_sha256
+from cotdyn.plan.timelock import plan_version
 from cotdyn.provenance.integrity import MATCH, MISMATCH, MISSING, UNLISTED, AuditReport, FileCheck
 from cotdyn.provenance.manifests import config_sha256, output_hashes
 from cotdyn.report.secondary_tables import has_secondary
@@ -130,9 +131,9 @@ def audit(study_dir, plan_path=None, scratch=None, cache=None, pages: bool = Tru
     report.scope = limited_scope(limit) if limit else None
     raw = raw_files(study.config, protocols, cells)
     view = study_view(study_dir, study.entries, list(raw))  # every later read of the study goes through it
-    report.registration, problems = registration_check(study.plan_path, view, tsa_ca)
+    report.registration, earlier, problems = registration_check(study.plan_path, study.plan, view, tsa_ca)
     report.problems += problems + plan_problems(study)
-    earlier, lock = earlier_lock(study.plan, study.plan_path)
+    lock: list[str] = []
     with tempfile.TemporaryDirectory(prefix="cotdyn-audit-") as tmp:
         derived_dir = (Path(scratch) if scratch else Path(tmp)) / "derived"
         side = Side(Path(tmp), processes or min(2, cores()))
@@ -149,7 +150,7 @@ def audit(study_dir, plan_path=None, scratch=None, cache=None, pages: bool = Tru
             side.stop()
         lock += found.seed_problems
         report.problems += lock + problems + ([found.grading_problem] if found.grading_problem else [])
-        report.time_lock = time_lock_status(protocols, found.seeds_checked, lock, earlier)
+        report.time_lock = time_lock_status(protocols, found.seeds_checked, lock, earlier, plan_version(study.plan))
         derived = {p: h for p, h in output_hashes(derived_dir).items() if not p.startswith("generations/")}
         listed, expected = study.manifest["files"], expected_files(study.config, study.plan, cells, protocols)
         compared = compare_files(listed, view.hashes, derived, expected)

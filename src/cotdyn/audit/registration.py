@@ -9,6 +9,10 @@ Three parts, each verified or said not to be, in the line the audit prints first
 3. generation is time-locked to it: every samples row's seed is recomputed from the registration's
    lock and the row's (problem, prefix, sample), without the model; ``--regenerate`` then shows
    the samples follow from those seeds.
+
+A later version that changes only the analysis is locked to an earlier registration, verified here
+from that registration's own plan, REGISTERED and token (``cotdyn.plan.attestation.earlier_registration``):
+its token against the CA, its time against the first generation record, its plan against this one.
 """
 
 from __future__ import annotations
@@ -20,9 +24,9 @@ import pandas as pd
 
 from cotdyn.files.strict import read_json
 from cotdyn.files.terminal import printable
-from cotdyn.plan.attestation import earlier_registration_problems, read_registration, verified_attestation
+from cotdyn.plan.attestation import earlier_registration, read_registration, verified_attestation
 from cotdyn.plan.registration import PreregistrationError
-from cotdyn.plan.timelock import LOCK_FIELD, TimeLockError
+from cotdyn.plan.timelock import FIRST_LOCKED_VERSION, LOCK_FIELD, TimeLockError
 from cotdyn.protocol.seeds import served_seed
 
 # The generation logs whose start times say when generation began (the author's clock).
@@ -32,30 +36,46 @@ UNREGENERATED = "samples not regenerated (--regenerate N)"
 SEEDS_VERIFIED = ": seeds verified"
 
 
-def registration_check(plan_path, view, tsa_ca) -> tuple[str, list[str]]:
-    """The registration part of the audit's first line, and its problems; the generation logs read
-    through the study's view (``cotdyn.audit.view.StudyView``)."""
+def registration_check(plan_path, plan: dict, view, tsa_ca) -> tuple[str, str | None, list[str]]:
+    """The registration part of the audit's first line, the time lock's head for a later version
+    locked to an earlier registration (None otherwise), and their problems; the generation logs
+    read through the study's view (``cotdyn.audit.view.StudyView``).
+
+    A token is compared with the study's first generation record only where generation is locked
+    to it: a later, analysis-only version is registered after the data by design, and says so."""
     try:
         registration = read_registration(plan_path)
     except PreregistrationError as e:
-        return f"plan {plan_path}: not registered", [str(e)]
+        return f"plan {plan_path}: not registered", None, [str(e)]
     attestation, problems = verified_attestation(registration, tsa_ca)
     problems = list(registration.problems) + problems
-    began = generation_began(view)
-    if registration.attested_time is not None and began is not None and registration.attested_time > began:
-        problems.append(
-            f"registered after generation began: the timestamp token's time {registration.attested_time:%Y-%m-%d %H:%M:%S} "
-            f"UTC is after the study's first generation record ({began:%Y-%m-%d %H:%M:%S} UTC, the author's clock)"
-        )
-    return registration.line(attestation), problems
-
-
-def earlier_lock(plan: dict, plan_path) -> tuple[str | None, list[str]]:
-    """A later plan version's lock to an earlier registration, in words, and its problems."""
     try:
-        return earlier_registration_problems(plan, plan_path)
+        earlier = earlier_registration(plan, plan_path)
     except (TimeLockError, OSError) as e:
-        return None, [printable(str(e))]
+        return registration.line(attestation), None, [*problems, printable(str(e))]
+    began = generation_began(view)
+    if earlier is None:
+        return registration.line(attestation), None, problems + _after_generation(registration, began, "the ")
+    problems += earlier.problems
+    head = (
+        f"analysis {registration.when()}, after the data; generation locked to the registration of "
+        f"{earlier.date()} ({earlier.registered_path}"
+    )
+    if earlier.registration is not None:
+        words, found = verified_attestation(earlier.registration, tsa_ca)
+        problems += found + _after_generation(earlier.registration, began, "the earlier registration's ")
+        head += f"; {words}" if words else ""
+    return registration.line(attestation), head + ")", problems
+
+
+def _after_generation(registration, began, whose: str) -> list[str]:
+    if registration.attested_time is None or began is None or registration.attested_time <= began:
+        return []
+    return [
+        f"registered after generation began: {whose}timestamp token's time "
+        f"{registration.attested_time:%Y-%m-%d %H:%M:%S} UTC is after the study's first generation record "
+        f"({began:%Y-%m-%d %H:%M:%S} UTC, the author's clock)"
+    ]
 
 
 def generation_logs(entries) -> list[str]:
@@ -110,11 +130,16 @@ def seeds_unchecked(path: str, e: Exception) -> str:
     return f"{path}: seeds not checked: {type(e).__name__}: {printable(str(e))[:200]}"
 
 
-def time_lock_status(protocols: dict[str, dict], checked: int, problems: list[str], earlier: str | None = None) -> str:
+def time_lock_status(
+    protocols: dict[str, dict], checked: int, problems: list[str], earlier: str | None = None, version: int = 1
+) -> str:
     """The time-lock part of the audit's first line, before any regeneration (``earlier``: a later
-    version's lock to an earlier registration, in words)."""
+    version's lock to an earlier registration, in words; ``version``: the plan's)."""
     if not any(LOCK_FIELD in p for p in protocols.values()):
-        return "generation not time-locked (the plan predates plan v4's time_lock)"
+        return (
+            f"generation not time-locked (plan version {version} predates time_lock, which plan "
+            f"v{FIRST_LOCKED_VERSION} introduced)"
+        )
     head = earlier or "generation time-locked to this registration"
     if problems:
         return f"{head}: FAILED (the seeds are not the registration's)"

@@ -26,8 +26,8 @@ def cmd_register(args) -> int:
             token = timestamp.fetch_token(args.timestamp_url, timestamp.read_plan_bytes(args.plan))
         elif args.timestamp_token:
             token = timestamp.read_token_bytes(args.timestamp_token)
-        register(args.plan, args.registered, args.date, token, args.registry_url)
-        line = registration_line(args.plan, args.registered)
+        register(args.plan, args.registered, args.date, token, args.registry_url, args.tsa_ca)
+        line = registration_line(args.plan, args.registered, args.tsa_ca)
     except (PreregistrationError, ValueError) as e:  # TimestampError, TimeLockError and load_plan's are ValueErrors
         print(f"error: {printable(str(e))}", file=sys.stderr)
         return 1
@@ -98,6 +98,13 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     )
     r.add_argument(
         "--registry-url", default=None, metavar="URL", help="the public registration (OSF, AsPredicted, a DOI)"
+    )
+    r.add_argument(
+        "--tsa-ca",
+        default=None,
+        metavar="FILE",
+        help="the timestamp authority's CA certificate (PEM): the token is verified against it before the "
+        "study is locked to it (a token it does not verify is refused)",
     )
     r.set_defaults(run=cmd_register)
 

@@ -16,7 +16,9 @@ What each reader checks, before it parses:
 - JSON nests at most ``max_depth`` deep, counted by a scan that does not recurse;
 - YAML aliases expand to at most ``max_aliases`` nodes in all (an alias bomb expands 9^9-fold from
   a few hundred bytes), and a recursive alias is refused;
-- no mapping holds a key twice: the refusal names the file, the key by its dotted path and both lines.
+- no mapping holds a key twice: the refusal names the file, the key by its dotted path and both lines;
+- YAML has one reading (``cotdyn.files.one_reading``): no merge key, explicit tag, non-ASCII key,
+  invisible character or scalar that YAML 1.1 and YAML 1.2 resolve apart.
 
 Every refusal is an ``UntrustedFileError`` (a ValueError) whose message begins with the file.
 """
@@ -32,6 +34,7 @@ from typing import Any
 
 import yaml
 
+from cotdyn.files.one_reading import NotOneReading, check_one_reading
 from cotdyn.files.terminal import printable
 
 MAX_YAML_BYTES = 1 << 20  # a plan is 13 kB, a config a few kB
@@ -353,7 +356,12 @@ def yaml_error(e: yaml.YAMLError) -> str:
 
 
 def parse_yaml(text: str, source, *, max_aliases: int = MAX_ALIASES) -> Any:
-    """``text`` (of the file ``source``) as YAML, strictly (see the module docstring)."""
+    """``text`` (of the file ``source``) as YAML, strictly (see the module docstring), with one reading
+    (``cotdyn.files.one_reading``: what YAML 1.1, YAML 1.2 and a person would read apart is refused)."""
+    try:
+        check_one_reading(text, source)
+    except NotOneReading as e:
+        raise UntrustedFileError(str(e)) from None
     loader = StrictLoader(text)
     loader.source, loader.max_aliases = source, max_aliases
     try:

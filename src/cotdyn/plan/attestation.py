@@ -93,6 +93,12 @@ def _token_problems(token: Token, record: dict, registered_path: Path, token_pat
             f"{token_path} is over sha256 {token.imprint_sha256}, but {registered_path} registers "
             f"{record['plan_sha256']}: the token attests another plan"
         )
+    signed = record.get("timestamp_signed_sha256")
+    if signed is not None and token.signed_sha256 != signed:
+        problems.append(
+            f"{token_path} carries a signed TSTInfo of sha256 {token.signed_sha256}, but {registered_path} "
+            f"records {signed}: the token was replaced"
+        )
     attested = token.gen_time.date().isoformat()
     if record["date"] < attested:
         problems.append(
@@ -126,31 +132,96 @@ def registration_line(plan_path, registered_path=None, tsa_ca=None) -> str:
     return registration.line(verified_attestation(registration, tsa_ca)[0])
 
 
-def earlier_registration_problems(plan: dict, plan_path) -> tuple[str | None, list[str]]:
+# What a later version locked to an earlier registration may change: the analysis. Everything
+# else (the protocol, the panel's models and data, the sampling, the lock) is the generation's, so
+# it must equal the earlier plan's key for key; a key this list does not name counts as generation.
+ANALYSIS_KEYS = frozenset(
+    {"plan_version", "title", "time_lock", "exclusion", "hypotheses", "verdict_rule", "holm", "analysis",
+     "changes_from_previous_version"}
+)  # fmt: skip
+
+
+def generation_changes(earlier: dict, later: dict) -> list[str]:
+    """The top-level keys outside ``ANALYSIS_KEYS`` whose values differ between two plans."""
+    keys = [k for k in dict.fromkeys([*earlier, *later]) if k not in ANALYSIS_KEYS and not str(k).startswith("_")]
+    return [k for k in keys if earlier.get(k) != later.get(k)]
+
+
+@dataclass(frozen=True)
+class EarlierRegistration:
+    """The registration a later version's generation is locked to, read from its own files: the
+    earlier plan, its REGISTERED and its token, beside the REGISTERED the lock names."""
+
+    registered_path: Path
+    registration: Registration | None  # None where its files could not be read
+    problems: tuple[str, ...]
+
+    def date(self) -> str:
+        if self.registration is None:
+            return "an unreadable registration"
+        if self.registration.token is None:
+            return f"{self.registration.author_date} (author's date; no timestamp token)"
+        return f"{self.registration.token.gen_time:%Y-%m-%d %H:%M} UTC (timestamp token)"
+
+
+def earlier_registration(plan: dict, plan_path) -> EarlierRegistration | None:
     """For a plan whose generation is locked to an earlier registration (a later version that
-    changes only the analysis): that registration in words, and what does not match it. (None, [])
-    for a plan locked to its own registration or to none."""
+    changes only the analysis): that registration verified from its files, none taken on this
+    plan's word; None for a plan locked to its own registration or to none."""
+    from cotdyn.plan.load import load_plan
+
     locked = declared_lock(plan, plan_path, None)
     if locked is None or plan.get("time_lock") == THIS_REGISTRATION:
-        return None, []
+        return None
     where = Path(plan_path).parent / (locked.registered or "REGISTERED")
-    words = (
-        f"generation time-locked to an earlier registration ({where}: {locked.describe()}); "
-        "this plan version was registered after generation began"
-    )
     if locked.registered is None:
-        return words, [f"{plan_path}: time_lock names no 'registered' file to check the earlier registration by"]
+        return EarlierRegistration(
+            where, None, (f"{plan_path}: time_lock names no 'registered' file to check the earlier registration by",)
+        )
+    earlier_plan = where.with_name("plan.yaml")
+    if not earlier_plan.is_file():
+        return EarlierRegistration(where, None, (
+            f"{earlier_plan}: not found; a version locked to an earlier registration is verified from that "
+            "registration's plan, REGISTERED and token, which travel with it",
+        ))  # fmt: skip
     try:
-        record = read_registered(where)
-    except PreregistrationError as e:
-        return words, [str(e)]
-    problems = []
-    if record["plan_sha256"] != locked.plan_sha256:
+        registration = read_registration(earlier_plan, where)
+        earlier = load_plan(earlier_plan)
+    except (PreregistrationError, ValueError, OSError) as e:
+        return EarlierRegistration(where, None, (str(e),))
+    problems = list(registration.problems)
+    if earlier.get("time_lock") != THIS_REGISTRATION:
         problems.append(
-            f"{where} registers sha256 {record['plan_sha256']}, {plan_path}'s time_lock names {locked.plan_sha256}"
+            f"{earlier_plan}: its time_lock is not {THIS_REGISTRATION}: it is no registration generation was locked to"
         )
-    if record.get("timestamp_token_sha256") != locked.token_sha256:
+    named = {"plan_sha256": registration.registered_sha256, "token_sha256": registration.token_sha256,
+             "signed_sha256": _recorded_signed(where, earlier)}  # fmt: skip
+    for key, value in named.items():
+        if getattr(locked, key) != value:
+            problems.append(f"{plan_path}: time_lock.{key} is {getattr(locked, key)}, but {where} records {value}")
+    for key in generation_changes(earlier, plan):
         problems.append(
-            f"{where} records token sha256 {record.get('timestamp_token_sha256')}, {plan_path}'s time_lock names {locked.token_sha256}"
+            f"{plan_path}: '{key}' differs from the earlier registration's ({earlier_plan}): a later version "
+            "locked to it may change only the analysis"
         )
-    return words, problems
+    return EarlierRegistration(where, registration, tuple(problems))
+
+
+def _recorded_signed(registered_path: Path, earlier_plan: dict) -> str | None:
+    """The signed TSTInfo's sha256 the earlier lock holds: its REGISTERED's, under plan v5 on."""
+    from cotdyn.plan.timelock import SIGNED_LOCK_VERSION, plan_version
+
+    if plan_version(earlier_plan) < SIGNED_LOCK_VERSION:
+        return None
+    return read_registered(registered_path).get("timestamp_signed_sha256")
+
+
+def earlier_registration_problems(plan: dict, plan_path) -> tuple[str | None, list[str]]:
+    """The earlier registration a later version is locked to, in words, and what does not hold
+    (``earlier_registration``); (None, []) for a plan locked to its own registration or to none."""
+    earlier = earlier_registration(plan, plan_path)
+    if earlier is None:
+        return None, []
+    return f"generation locked to the registration of {earlier.date()} ({earlier.registered_path})", list(
+        earlier.problems
+    )

@@ -9,7 +9,7 @@ from typing import Any
 
 from cotdyn.grading.types import AS_WRITTEN, REGISTERED_EXTRACTION
 from cotdyn.plan import timelock
-from cotdyn.plan.registered import registered_token_sha256
+from cotdyn.plan.registered import registered_token
 
 # Protocol parameters the plan does not name (it was registered before they were parameters): each
 # defaults to the rule the registered protocol describes (docs/design.md section 4), so a study that
@@ -45,7 +45,7 @@ def load_plan(path: str | Path) -> dict[str, Any]:
 def with_generation_lock(plan: dict, path: Path) -> dict:
     """The plan with the lock its generation is held to (plan v4's ``time_lock``; cotdyn.plan.timelock),
     derived from the plan file and the timestamp token its REGISTERED records."""
-    locked = timelock.declared_lock(plan, path, registered_token_sha256(path))
+    locked = timelock.declared_lock(plan, path, registered_token(path))  # a TimeLockError is a ValueError
     return {**plan, timelock.PLAN_LOCK_KEY: locked.lock} if locked is not None else plan
 
 

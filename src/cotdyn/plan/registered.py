@@ -39,16 +39,23 @@ def registration_date(date) -> str:
 
 # The timestamp token's file, beside REGISTERED (what `openssl ts -reply` and a TSA's HTTP answer hold).
 TOKEN_NAME = "REGISTERED.tsr"
-REGISTERED_FIELDS = ("plan_sha256", "date", "timestamp_token", "timestamp_token_sha256", "registry_url")
+REGISTERED_FIELDS = (
+    "plan_sha256", "date", "timestamp_token", "timestamp_token_sha256", "timestamp_signed_sha256", "registry_url"
+)  # fmt: skip
 
 
-def registered_text(sha256: str, date: str, token_sha256: str | None = None, registry_url: str | None = None) -> str:
+def registered_text(
+    sha256: str, date: str, token_sha256: str | None = None, registry_url: str | None = None, signed_sha256=None
+) -> str:
     """REGISTERED's text, written by the YAML dumper (a value cannot add keys); the date stays a
     quoted string, as in the registered plans' files. ``date`` is the author's; a token's time is
-    read from the token itself, never copied here."""
+    read from the token itself, never copied here. ``signed_sha256``: the token's signed TSTInfo's
+    (``cotdyn.plan.timestamp.Token.signed_sha256``), the lock of plan v5 on."""
     fields = {"plan_sha256": sha256, "date": registration_date(date)}
     if token_sha256 is not None:
         fields |= {"timestamp_token": TOKEN_NAME, "timestamp_token_sha256": token_sha256}
+        if signed_sha256 is not None:
+            fields["timestamp_signed_sha256"] = signed_sha256
     if registry_url is not None:
         fields["registry_url"] = str(registry_url)
     body = yaml.safe_dump(fields, sort_keys=False, allow_unicode=False)
@@ -71,15 +78,22 @@ def read_registered(registered_path: str | Path) -> dict:
         raise PreregistrationError(f"{path}: unknown field(s) {', '.join(map(str, unknown))}")
     if ("timestamp_token" in data) != ("timestamp_token_sha256" in data):
         raise PreregistrationError(f"{path}: timestamp_token and timestamp_token_sha256 come together")
+    if "timestamp_signed_sha256" in data and "timestamp_token" not in data:
+        raise PreregistrationError(f"{path}: timestamp_signed_sha256 without a timestamp_token")
     if data.get("timestamp_token", TOKEN_NAME) != TOKEN_NAME:
         raise PreregistrationError(f"{path}: timestamp_token must be {TOKEN_NAME}, the file beside it")
     return {k: str(data[k]) for k in REGISTERED_FIELDS if data.get(k) is not None}
 
 
-def registered_token_sha256(plan_path: str | Path) -> str | None:
-    """The sha256 of the timestamp token the plan's REGISTERED records; None without a token or
-    before registration (the lock of a plan not yet registered is its sha256 alone)."""
+def registered_token(plan_path: str | Path) -> dict:
+    """The sha256s of the timestamp token the plan's REGISTERED records (``token_sha256``, of its file;
+    ``signed_sha256``, of what its authority signed); empty without a token or before registration
+    (the lock of a plan not yet registered is its sha256 alone)."""
     registered = sibling_paths(plan_path)[0]
     if not registered.exists():
-        return None
-    return read_registered(registered).get("timestamp_token_sha256")
+        return {}
+    record = read_registered(registered)
+    return {
+        "token_sha256": record.get("timestamp_token_sha256"),
+        "signed_sha256": record.get("timestamp_signed_sha256"),
+    }

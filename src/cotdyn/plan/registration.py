@@ -56,43 +56,62 @@ def register(
     date: str | None = None,
     token: bytes | None = None,
     registry_url: str | None = None,
+    tsa_ca: str | Path | None = None,
 ) -> str:
     """Freeze the plan: write its sha256 and the author's ``date`` to ``registered_path``, and a
     timestamp ``token`` over the plan (RFC 3161, cotdyn.plan.timestamp) beside it; return the hash.
 
     Without ``date`` the token's day is the author's date. Refuses to overwrite: a plan is
-    registered once, and a new plan is a new registration. Refuses a token over another plan, and
-    an author's date earlier than the token's (a registration cannot predate its attestation)."""
-    from cotdyn.plan.timestamp import TimestampError, parse_token
+    registered once, and a new plan is a new registration. Refuses a token over another plan, an
+    author's date earlier than the token's (a registration cannot predate its attestation), and a
+    token no reviewer could verify: one that embeds no certificate, or, given ``tsa_ca`` (the
+    authority's CA certificate), one whose signature does not chain to it. The token is stored
+    with its certificates in DER's order (``timestamp.normalized_reply``)."""
+    from cotdyn.plan.timestamp import TimestampError, normalized_reply, parse_token, verify_token
 
     registered_path = Path(registered_path)
     token_path = registered_path.with_name(TOKEN_NAME)
     for existing in (registered_path, token_path):
         if existing.exists() or existing.is_symlink():
             raise PreregistrationError(f"{existing} exists: a registration is never overwritten")
-    load_plan(plan_path)  # a plan that does not load (duplicate keys, bad YAML) is never registered
+    load_plan(plan_path)  # a plan that does not load (duplicate keys, bad YAML, no lock) is never registered
     sha = plan_sha256(plan_path)
-    token_sha = None
+    parsed = None
     if token is not None:
         try:
+            token = normalized_reply(token, "the timestamp token")
             parsed = parse_token(token, "the timestamp token")
+            if tsa_ca is not None:
+                verify_token(token, sha, tsa_ca, "the timestamp token")
         except TimestampError as e:
             raise PreregistrationError(str(e)) from None
-        if parsed.imprint_sha256 != sha:
-            raise PreregistrationError(
-                f"the timestamp token is over sha256 {parsed.imprint_sha256}, but {plan_path} has sha256 {sha}: "
-                "it attests another plan"
-            )
+        _check_token(parsed, sha, plan_path)
         attested = parsed.gen_time.date().isoformat()
         date = attested if date is None else registration_date(date)
         if date < attested:
             raise PreregistrationError(f"--date {date} is earlier than the timestamp token's time ({attested})")
-        token_path.write_bytes(token)
-        token_sha = parsed.sha256
     if date is None:
         raise PreregistrationError("--date YYYY-MM-DD is required without a timestamp token")
-    registered_path.write_text(registered_text(sha, date, token_sha, registry_url))
+    text = registered_text(
+        sha, date, parsed and parsed.sha256, registry_url, parsed and parsed.signed_sha256
+    )  # the date is checked before anything is written
+    if token is not None:
+        token_path.write_bytes(token)
+    registered_path.write_text(text)
     return sha
+
+
+def _check_token(parsed, sha: str, plan_path) -> None:
+    if parsed.imprint_sha256 != sha:
+        raise PreregistrationError(
+            f"the timestamp token is over sha256 {parsed.imprint_sha256}, but {plan_path} has sha256 {sha}: "
+            "it attests another plan"
+        )
+    if not parsed.certificates:
+        raise PreregistrationError(
+            "the timestamp token embeds no certificate, so no reviewer could verify it: ask the authority "
+            "for one that does (openssl ts -query ... -cert, or --timestamp-url)"
+        )
 
 
 def check_registered(plan_path: str | Path, registered_path: str | Path) -> str:

@@ -3,7 +3,11 @@
 REGISTERED's date is typed by the author; a token from a time-stamping authority (TSA) says, under
 the TSA's signature, that the plan's sha256 existed at the token's genTime. The token file is a
 TimeStampResp, DER: what ``openssl ts -reply`` writes and what a TSA answers over HTTP (a .tsr).
-The ASN.1 is rfc3161-client's (Trail of Bits; the CMS signature check is OpenSSL's PKCS7_verify).
+The ASN.1 is rfc3161-client's (Trail of Bits; the CMS signature check is OpenSSL's PKCS7_verify),
+and asn1crypto's for the two things rfc3161-client does not do: reading a reply whose certificates
+are not in DER's order (``normalized_reply``: a CMS SignedData's certificates are a SET, their order
+is outside the signature, and openssl's own TSA sends its chain unsorted), and giving the bytes of
+the signed TSTInfo (``Token.signed_sha256``: what the TSA signed, the lock of plan v5 on).
 
 - ``timestamp_request(plan_bytes)``: a DER TimeStampReq over sha256(plan_bytes), with a nonce and
   certReq, as ``openssl ts -query -data plan.yaml -sha256 -cert`` makes.
@@ -19,12 +23,8 @@ from __future__ import annotations
 
 import datetime
 import hashlib
-import http.client
 import os
 import stat
-import urllib.error
-import urllib.parse
-import urllib.request
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,6 +58,8 @@ class Token:
     tsa_subject: str | None  # the signing certificate's subject (RFC 4514), else the TSA name field
     serial: int  # the TSA's serial number of the token
     sha256: str  # hex, of the token file's bytes: what a registration records to name the file
+    signed_sha256: str  # hex, of the TSTInfo the TSA signed: the same for every file that carries one signature
+    certificates: int  # how many certificates the reply embeds (0: no reviewer can verify it)
 
 
 # --- request and fetch --------------------------------------------------------------------
@@ -87,44 +89,26 @@ def fetch_token(url: str, plan_bytes: bytes, timeout: float = 30) -> bytes:
     """Ask the TSA at ``url`` for a token over sha256(plan_bytes); return the TimeStampResp's bytes
     (the .tsr to store). The response must be granted, over the request's imprint, carry the
     request's nonce (so it answers this request, not a replayed one) and embed the signing
-    certificate (certReq: a reviewer verifies it with the CA certificate alone)."""
-    scheme = urllib.parse.urlsplit(url).scheme
-    if scheme not in ("http", "https"):
-        # urllib would also open file: and ftp: URLs; a TSA is reached over HTTP(S) only
-        raise TimestampError(f"{url}: not an http(s) URL")
+    certificate (certReq: a reviewer verifies it with the CA certificate alone). ``timeout`` bounds
+    the whole exchange, redirects included (``cotdyn.plan.tsa_http``)."""
+    from cotdyn.plan.tsa_http import post
+
     request = _request(plan_bytes)
-    post = urllib.request.Request(
-        url,
-        data=request.as_bytes(),
-        headers={"Content-Type": CONTENT_TYPE, "Accept": "application/timestamp-reply"},
-        method="POST",
-    )
-    try:
-        with urllib.request.urlopen(post, timeout=timeout) as answer:
-            body = answer.read(MAX_TOKEN_BYTES + 1)
-    except urllib.error.HTTPError as e:
-        raise TimestampError(f"{url}: the TSA answered HTTP {e.code} {e.reason}") from None
-    except urllib.error.URLError as e:
-        raise TimestampError(f"{url}: cannot reach the TSA ({e.reason})") from None
-    except (OSError, http.client.HTTPException, ValueError) as e:
-        # a timeout mid-read, a dropped connection, a malformed URL or answer
-        raise TimestampError(f"{url}: the request failed ({type(e).__name__}: {e})") from None
-    if len(body) > MAX_TOKEN_BYTES:
-        raise TimestampError(f"{url}: the answer is over {MAX_TOKEN_BYTES} bytes, not a timestamp response")
+    body = post(url, request.as_bytes(), timeout, MAX_TOKEN_BYTES, TimestampError)
     token = parse_token(body, url)
     asked = request.message_imprint.message.hex()
     if token.imprint_sha256 != asked:
         raise TimestampError(f"{url}: the token is over {token.imprint_sha256}, the request was over {asked}")
-    response = decode_timestamp_response(body)  # parse_token read it: no error here
+    response = decode_timestamp_response(normalized_reply(body, url))  # parse_token read it: no error here
     try:
         nonce = response.tst_info.nonce
     except Exception:  # the nonce is optional in a token: absent, it cannot be this request's
         nonce = None
     if nonce != request.nonce:
         raise TimestampError(f"{url}: the token's nonce is not the request's (a reply to another request)")
-    if not response.signed_data.certificates:
+    if not token.certificates:
         raise TimestampError(f"{url}: the token embeds no certificate, though the request asked for it")
-    return body
+    return normalized_reply(body, url)
 
 
 # --- read and parse -----------------------------------------------------------------------
@@ -154,15 +138,60 @@ def _read_bounded(path: str | Path, what: str) -> bytes:
     return data
 
 
+NOT_A_RESPONSE = "not an RFC 3161 timestamp response (DER TimeStampResp)"
+
+
+def _asn1(data: bytes, source: str):
+    """The reply read by asn1crypto, strictly (no trailing bytes), every field parsed once."""
+    from asn1crypto import tsp
+
+    try:
+        reply = tsp.TimeStampResp.load(data, strict=True)
+        reply.native  # asn1crypto parses lazily: this reads every field, so a damaged one fails here
+    except Exception:  # its errors are ValueError, TypeError and others: all one case, a malformed file
+        raise TimestampError(f"{source}: {NOT_A_RESPONSE}") from None
+    return reply
+
+
+def normalized_reply(data: bytes, source: str) -> bytes:
+    """``data`` with its certificates in DER's order (sorted by their encodings), which is how
+    rfc3161-client reads a SET; the same bytes when they already are, or when asn1crypto cannot
+    read them (it requires the token that a refusal lacks): rfc3161-client then judges them alone.
+    Nothing signed changes: the certificates lie outside the signature."""
+    try:
+        reply = _asn1(data, source)
+    except TimestampError:
+        return data
+    signed = reply["time_stamp_token"]["content"]
+    if not signed["certificates"]:
+        return data
+    from asn1crypto import cms
+
+    encoded = [c.dump() for c in signed["certificates"]]
+    if encoded == sorted(encoded):
+        return data
+    signed["certificates"] = cms.CertificateSet([cms.CertificateChoices.load(c) for c in sorted(encoded)])
+    return reply.dump()
+
+
+def signed_content_sha256(data: bytes, source: str) -> str:
+    """sha256 of the TSTInfo's DER, the content the TSA's signature covers (its messageDigest):
+    fixed by the signature, whatever the reply's unsigned parts say."""
+    content = _asn1(data, source)["time_stamp_token"]["content"]["encap_content_info"]["content"]
+    return hashlib.sha256(content.contents).hexdigest()
+
+
 def _decode(data: bytes, source: str) -> TimeStampResponse:
     if not data:
         raise TimestampError(f"{source}: empty, not a timestamp response")
     if len(data) > MAX_TOKEN_BYTES:
         raise TimestampError(f"{source}: {len(data)} bytes, over the {MAX_TOKEN_BYTES} a timestamp response may have")
     try:
-        response = decode_timestamp_response(data)
-    except Exception as e:  # the parser's errors are ValueErrors; any other is a malformed file too
-        raise TimestampError(f"{source}: not an RFC 3161 timestamp response (DER TimeStampResp): {e}") from None
+        response = decode_timestamp_response(normalized_reply(data, source))
+    except TimestampError:
+        raise
+    except Exception:  # the parser's errors are ValueErrors; any other is a malformed file too
+        raise TimestampError(f"{source}: {NOT_A_RESPONSE}") from None
     if response.status != PKIStatus.GRANTED:
         try:
             status = PKIStatus(response.status).name.lower()
@@ -223,14 +252,13 @@ def parse_token(data: bytes, source: str) -> Token:
         serial = info.serial_number
         message = imprint.message
         tsa_subject = _tsa_subject(response)
+        certificates = len(response.signed_data.certificates)
     except TimestampError:
         raise
     except Exception as e:
         # the readers raise more than ValueError on malformed content (cryptography's InvalidVersion
         # for a damaged certificate, found by tests/test_timestamp.py's mutations): all are one case
-        raise TimestampError(
-            f"{source}: a granted response without a readable token ({type(e).__name__}: {e})"
-        ) from None
+        raise TimestampError(f"{source}: a granted response without a readable token ({type(e).__name__})") from None
     if gen_time.tzinfo is None:  # genTime is GeneralizedTime, UTC by RFC 3161
         gen_time = gen_time.replace(tzinfo=datetime.timezone.utc)
     return Token(
@@ -239,6 +267,8 @@ def parse_token(data: bytes, source: str) -> Token:
         tsa_subject=tsa_subject,
         serial=serial,
         sha256=hashlib.sha256(data).hexdigest(),
+        signed_sha256=signed_content_sha256(data, source),
+        certificates=certificates,
     )
 
 
@@ -284,7 +314,7 @@ def verify_token(
     # verified against any CA; tests/test_timestamp.py checks it does not). The embedded certificates
     # serve as the untrusted chain from the signer to a root, as in `openssl ts -verify -CAfile`.
     try:
-        builder.build().verify(decode_timestamp_response(data), bytes.fromhex(expected))
+        builder.build().verify(decode_timestamp_response(normalized_reply(data, source)), bytes.fromhex(expected))
     except Exception as e:  # VerificationError, or the readers' errors on a malformed token (see parse_token)
         raise TimestampError(
             f"{source}: the signature does not verify against the CA certificate in {ca_pem_path} ({_short(e)})"
