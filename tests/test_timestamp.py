@@ -9,6 +9,7 @@ import datetime
 import hashlib
 import os
 import threading
+from pathlib import Path
 
 import pytest
 from tsa import TsaServer, free_port, make_authority, openssl
@@ -360,3 +361,23 @@ def test_a_garbage_answer_is_one_named_line_without_parser_internals(tsa):
     message = refused(fetch_token, f"{tsa.url}/garbage", PLAN, match="not an RFC 3161 timestamp response")
     assert message == f"{tsa.url}/garbage: not an RFC 3161 timestamp response (DER TimeStampResp)"
     assert "ParseError" not in message and "\n" not in message
+
+
+def test_a_real_public_authoritys_reply_is_read_and_verified(tmp_path):
+    """Replies of Sigstore's public staging TSA (tests/fixtures/tsa/README.md says where they come
+    from): one verifies against its root alone; one without an embedded certificate reads, says it
+    carries none (so `cotdyn register` refuses it), and cannot be verified."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives.serialization import Encoding
+
+    fixtures = Path(__file__).parent / "fixtures" / "tsa"
+    hello = hashlib.sha256(b"hello").hexdigest()
+    chain = x509.load_pem_x509_certificates((fixtures / "sigstage-chain.pem").read_bytes())
+    root = tmp_path / "root.pem"
+    root.write_bytes(b"".join(c.public_bytes(Encoding.PEM) for c in chain if c.subject == c.issuer))
+    token = verify_token((fixtures / "sigstage-sha256.tsr").read_bytes(), hello, root)
+    assert token.tsa_subject == "CN=sigstore-tsa,O=sigstore.dev" and token.certificates == 1
+    assert token.gen_time == datetime.datetime(2025, 5, 9, 11, 58, 55, tzinfo=datetime.timezone.utc)
+    bare = fixtures / "sigstage-no-embedded-cert.tsr"
+    assert read_token(bare).certificates == 0
+    refused(verify_token, bare.read_bytes(), hello, root, match="does not verify against")
