@@ -141,16 +141,16 @@ def _read_bounded(path: str | Path, what: str) -> bytes:
 NOT_A_RESPONSE = "not an RFC 3161 timestamp response (DER TimeStampResp)"
 
 
-def _asn1(data: bytes, source: str):
-    """The reply read by asn1crypto, strictly (no trailing bytes), every field parsed once."""
+def _signed_data(data: bytes, source: str):
+    """The reply's SignedData as asn1crypto reads it (strictly: no trailing bytes). asn1crypto parses
+    lazily, and only the parts read here are parsed: the certificates stay bytes, and the TSTInfo the
+    bytes the signature covers (rfc3161-client reads and verifies the rest)."""
     from asn1crypto import tsp
 
     try:
-        reply = tsp.TimeStampResp.load(data, strict=True)
-        reply.native  # asn1crypto parses lazily: this reads every field, so a damaged one fails here
+        return tsp.TimeStampResp.load(data, strict=True)["time_stamp_token"]["content"]
     except Exception:  # its errors are ValueError, TypeError and others: all one case, a malformed file
         raise TimestampError(f"{source}: {NOT_A_RESPONSE}") from None
-    return reply
 
 
 def normalized_reply(data: bytes, source: str) -> bytes:
@@ -158,16 +158,14 @@ def normalized_reply(data: bytes, source: str) -> bytes:
     rfc3161-client reads a SET; the same bytes when they already are, or when asn1crypto cannot
     read them (it requires the token that a refusal lacks): rfc3161-client then judges them alone.
     Nothing signed changes: the certificates lie outside the signature."""
-    try:
-        reply = _asn1(data, source)
-    except TimestampError:
-        return data
-    signed = reply["time_stamp_token"]["content"]
-    if not signed["certificates"]:
-        return data
-    from asn1crypto import cms
+    from asn1crypto import cms, tsp
 
-    encoded = [c.dump() for c in signed["certificates"]]
+    try:
+        reply = tsp.TimeStampResp.load(data, strict=True)
+        signed = reply["time_stamp_token"]["content"]
+        encoded = [c.dump() for c in signed["certificates"] or []]
+    except Exception:  # unreadable here: rfc3161-client names it
+        return data
     if encoded == sorted(encoded):
         return data
     signed["certificates"] = cms.CertificateSet([cms.CertificateChoices.load(c) for c in sorted(encoded)])
@@ -177,8 +175,13 @@ def normalized_reply(data: bytes, source: str) -> bytes:
 def signed_content_sha256(data: bytes, source: str) -> str:
     """sha256 of the TSTInfo's DER, the content the TSA's signature covers (its messageDigest):
     fixed by the signature, whatever the reply's unsigned parts say."""
-    content = _asn1(data, source)["time_stamp_token"]["content"]["encap_content_info"]["content"]
-    return hashlib.sha256(content.contents).hexdigest()
+    try:
+        content = _signed_data(data, source)["encap_content_info"]["content"].contents
+    except TimestampError:
+        raise
+    except Exception:
+        raise TimestampError(f"{source}: {NOT_A_RESPONSE}") from None
+    return hashlib.sha256(content).hexdigest()
 
 
 def _decode(data: bytes, source: str) -> TimeStampResponse:

@@ -36,11 +36,14 @@ class _Exchange:
         kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
         self.connection = kind(parts.hostname, parts.port, timeout=timeout)
         self.path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        self.socket = None  # kept: http.client hands it to the response, which still reads from it
         self.result: tuple[int, str | None, bytes] | None = None
         self.failure: BaseException | None = None
 
     def run(self, body: bytes, limit: int) -> None:
         try:
+            self.connection.connect()
+            self.socket = self.connection.sock
             self.connection.request(
                 "POST", self.path, body, {"Content-Type": CONTENT_TYPE, "Accept": "application/timestamp-reply"}
             )
@@ -51,8 +54,8 @@ class _Exchange:
 
     def close(self) -> None:
         try:
-            if self.connection.sock is not None:
-                self.connection.sock.shutdown(2)  # wakes a recv that waits in the worker
+            if self.socket is not None:
+                self.socket.shutdown(2)  # wakes a recv that waits in the worker
         except OSError:
             pass
         self.connection.close()
@@ -66,11 +69,13 @@ def _once(url: str, body: bytes, deadline: float, limit: int, error) -> tuple[in
     worker = threading.Thread(target=exchange.run, args=(body, limit), daemon=True)
     worker.start()
     worker.join(left)
-    if worker.is_alive():
-        exchange.close()
+    stalled = worker.is_alive() or isinstance(
+        exchange.failure, TimeoutError
+    )  # the socket's own timeout is the deadline's
+    exchange.close()
+    if stalled:
         worker.join(5)
         raise error(f"{url}: no complete answer within the deadline (the TSA is too slow or stalled)")
-    exchange.close()
     if exchange.failure is not None:
         e = exchange.failure
         reason = getattr(e, "strerror", None) or getattr(e, "reason", None) or type(e).__name__
