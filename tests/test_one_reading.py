@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
         ("  cap: 8", "  base: &b {cap: 8}\n  <<: *b", "a merge key (<<)"),
         ("  cap: 8", "  cap: !!int '8'", "an explicit tag"),
         ("  cap: 8", "  cap: 8\n  c\u0430p: 9", "is not printable ASCII"),
-        ("  cap: 8", "  cap: 8 # no cap\u2028  epsilon: 0.5", "a LINE SEPARATOR character (U+2028)"),
+        ("  cap: 8", "  cap: 8 # as registered\u2028  extraction: final_statement", "a LINE SEPARATOR character (U+2028)"),
         ("  cap: 8", "  cap: 8 # \x85", "a NEL character (U+0085)"),
         ("  cap: 8", "  cap: 8 # \u202e", "an invisible or reordering character (U+202E)"),
     ],
