@@ -1,3 +1,16 @@
-"""cotdyn: chain-of-thought answer-entropy trajectories, measured reproducibly."""
+"""cotdyn: chain-of-thought answer-entropy trajectories, measured reproducibly.
+
+From Python (``cotdyn.api``, loaded on first use so that ``import cotdyn`` stays light):
+``cotdyn.open_study(path)``, ``cotdyn.audit(path, ...)`` and ``cotdyn.analyze(records, plan)``.
+"""
 
 __version__ = "0.1.0"
+__all__ = ["open_study", "audit", "analyze", "__version__"]
+
+
+def __getattr__(name: str):
+    if name in ("open_study", "audit", "analyze", "Study"):
+        from cotdyn import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'cotdyn' has no attribute {name!r}")
