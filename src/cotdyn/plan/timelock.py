@@ -59,10 +59,6 @@ class LockedTo:
         token = f"+tsr:{self.token_sha256}" if self.token_sha256 else ""
         return f"plan:{self.plan_sha256}{token}"
 
-    def describe(self) -> str:
-        attested = f", timestamp token sha256 {self.token_sha256[:12]}" if self.token_sha256 else ", no timestamp token"
-        return f"plan sha256 {self.plan_sha256[:12]}{attested}"
-
 
 def _hex64(value, where: str) -> str:
     text = str(value)
