@@ -100,7 +100,7 @@ CASES = [
      "lies outside"),
     ("a ../ plan outside", lambda s, o: edit_config(s, lambda c: c.update(plan="../outside/plan.yaml")),
      "lies outside"),
-    ("a plan with a python tag", python_tag_plan, "could not determine a constructor"),
+    ("a plan with a python tag", python_tag_plan, "an explicit tag (tag:yaml.org,2002:python"),
     ("a manifest that is not JSON", lambda s, o: (s / MANIFEST).write_text("{not json"), "not a JSON manifest"),
     ("a manifest without config", lambda s, o: (s / MANIFEST).write_text('{"files": {}}'), "field config"),
     ("a manifest that is a list", lambda s, o: (s / MANIFEST).write_text("[]"), "expected a JSON object"),
