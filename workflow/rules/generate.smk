@@ -14,7 +14,6 @@ rule prepare_model:
     params:
         code=code_of("prepare_model.py"),
         gguf=lambda w: params.conversion_for(config, w.model)["gguf"],
-        weights=lambda w: params.conversion_for(config, w.model)["weights"],
     script:
         "../scripts/prepare_model.py"
 

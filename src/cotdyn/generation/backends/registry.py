@@ -36,7 +36,7 @@ from cotdyn.plugins import Dependency
 GROUP = "cotdyn.backends"
 # cotdyn's own conda environments (envs/<name>.yaml), which a declaration's ``runs_in`` may name; a
 # plugin may name a YAML file of its own instead (a path ending in .yaml or .yml)
-ENVIRONMENTS = ("generate-cpu", "generate-cuda", "generate-vllm", "generate-llama-cpp")
+ENVIRONMENTS = ("generate-cpu", "generate-cuda", "generate-vllm")
 # model-entry settings shared by backends, which mean something to a backend only where its
 # declaration's ``settings`` name them (cotdyn init writes and accepts only those)
 SETTINGS = ("device", "dtype")
@@ -100,9 +100,6 @@ class BackendSpec:
     # its options) -> that precision ("Q4_1"; None where it cannot be told), which cotdyn init
     # registers as the study's dtype and the backend checks as it loads
     weights_precision: Callable[[dict, dict], str | None] | None = None
-    # whether a ``gguf:`` entry's weights are dequantized to safetensors for it (rule prepare_model);
-    # False for a backend that reads the GGUF itself: the conversion then saves the tokenizer alone
-    converts_gguf: bool = True
 
     @property
     def key(self) -> str:
