@@ -7,7 +7,7 @@ of one chunk of requests, by cache key. A study references a key when one of its
 revision), so a shard is referenced when any of its keys is. Pruning removes whole shards none of
 whose keys any study references; a shard some study still reads is kept whole.
 
-What pruning never touches: a cache that holds a run's unfinished work (journals, snapshots,
+What pruning never touches: a cache that holds a run's unfinished work (journals,
 temporaries: a run in flight, or one killed that a resume will finish), shards younger than a
 minimum age (a phase whose chunks are written but not yet sealed references nothing yet), the
 time-estimate ledger (``timings/``), and anything that is not a regular file. Links are never
@@ -24,13 +24,12 @@ from pathlib import Path
 
 from cotdyn.files.strict import UntrustedFileError, parse_json, read_json, read_text
 from cotdyn.generation import journal as J
-from cotdyn.generation import snapshots as S
 from cotdyn.generation.shard_file import MAX_SHARD_BYTES
 from cotdyn.generation.timings.ledger import OBSERVATIONS
 from cotdyn.provenance.seal import MAX_SEAL_BYTES, SEAL, requests_sha256
 
 LEDGER = OBSERVATIONS.parts[0]  # timings/: the time-estimate ledger, not generations
-UNFINISHED = (J.SUFFIX, S.SUFFIX, ".tmp")  # a run's work not yet in a shard
+UNFINISHED = (J.SUFFIX, ".tmp")  # a run's work not yet in a shard
 
 
 class CacheError(ValueError):
@@ -49,7 +48,7 @@ class Shard:
 @dataclass
 class Inventory:
     shards: list[Shard] = field(default_factory=list)
-    unfinished: list[Path] = field(default_factory=list)  # journals, snapshots, temporaries
+    unfinished: list[Path] = field(default_factory=list)  # journals, temporaries
     links: list[Path] = field(default_factory=list)  # never followed, never removed
     other: list[Path] = field(default_factory=list)  # the ledger and anything unknown: kept
 
