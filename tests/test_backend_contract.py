@@ -85,7 +85,6 @@ def test_a_declaration_is_complete(name):
     # its defaults are options it accepts (the options a model entry must give are not defaults)
     jsonschema.validate(declared.defaults, {k: v for k, v in schema.items() if k != "required"})
     assert set(declared.flat_options) <= set(schema.get("properties", {}))
-    assert declared.batching in (None, "rows", "scheduler")
     assert declared.init_entry is not None, f"backend {name}: cotdyn init cannot write its model entry"
 
 

@@ -235,7 +235,7 @@ def generate(
                 stats.generated_tokens += sum(len(c.token_ids) for o in out for c in o)
                 stats.generated_tokens -= sum(len(c.token_ids) for c in done.values())
                 if cache is not None:
-                    stats.shards[cache.put(fresh)] = len(fresh)
+                    cache.put(fresh)
                 if journal is not None:
                     journal.remove()  # the shard holds every line now
                 results.update(fresh)

@@ -5,8 +5,8 @@ package metadata names each build function below as an entry point of group ``co
 (pyproject.toml), as a lab's plugin package names its own: the registry finds these the way it finds
 theirs. A declaration names the backend, how it is built from a model entry, its options and their
 schema, the packages it needs (``requires``), the conda environment that runs it (``runs_in``), the
-shared settings that mean something to it (``settings``), and what the timings, the config checks
-and ``cotdyn init`` need to know of it. Building imports the backend's module lazily: torch and
+shared settings that mean something to it (``settings``), and what the config checks and ``cotdyn
+init`` need to know of it. Building imports the backend's module lazily: torch and
 vLLM load only in a job that uses them.
 """
 
@@ -33,7 +33,6 @@ _RATE = {"$ref": "#/$defs/rate"}
     "simulated",
     summary="simulated: planted answers, to try the whole path in a minute",
     options_key="planted",  # its options have always been its planted truth
-    first_chunk_forecast=False,  # it takes no time
     options_schema={
         "type": "object",
         "description": "the simulated backend's planted truth and misbehaviour rates (fields of "
@@ -56,8 +55,6 @@ _RATE = {"$ref": "#/$defs/rate"}
             },
         },
     },
-    # the planted truth is the model: a hash of it is its revision
-    identity=lambda entry, options: "simulated " + _sorted_json(entry.get("planted", {})),
     runs_in="generate-cpu",
     settings=(),  # no weights: neither a device nor a precision means anything to it
     init_entry=lambda model_id, revision, device: {"backend": "simulated"},
@@ -81,10 +78,6 @@ _TRANSFORMERS_OPTIONS = {
         "(the earlier path, same samples)",
     },
 }
-
-
-def _transformers_speed(entry: dict, options: dict) -> dict:
-    return {"device": entry.get("device", "cpu"), "dtype": entry.get("dtype", "float32"), **options}
 
 
 def _weights_entry(backend: str):
@@ -114,8 +107,6 @@ def _weights_entry(backend: str):
     defaults={"batch_size": 16, "share_prefill": True, "decode": "compacting"},
     flat_options=tuple(_TRANSFORMERS_OPTIONS),
     needs_id=True,
-    speed=_transformers_speed,
-    batching="rows",
     requires=(TORCH, TRANSFORMERS, TOKENIZERS),
     runs_in={"cpu": "generate-cpu", "cuda": "generate-cuda"},  # torch's build for the entry's device
     settings=("device", "dtype"),
@@ -167,8 +158,6 @@ def _vllm_schema() -> dict:
     summary="vllm: the registered panel's path, on a GPU",
     options_schema=_vllm_schema(),
     needs_id=True,
-    speed=lambda entry, options: {"device": "cuda", "dtype": entry.get("dtype", "bfloat16"), "engine": options},
-    batching="scheduler",
     requires=(VLLM, VLLM_TRANSFORMERS),
     runs_in="generate-vllm",
     settings=("dtype",),  # always on a GPU: the engine picks it
@@ -232,17 +221,11 @@ def _served_seeds(server: str) -> int | None:
     defaults={"server": "vllm", "concurrency": 1, "retries": 4, "backoff_s": 1.0, "timeout_s": 600.0},
     needs_id=True,
     needs_revision=True,
-    speed=lambda entry, options: {
-        "device": "server",
-        **{k: options[k] for k in ("base_url", "server", "concurrency")},
-    },
-    batching="scheduler",
     requires=(TRANSFORMERS, TOKENIZERS),  # the tokenizer only: the model runs on the server
     runs_in="generate-cpu",
     # the server decides the device and the precision: init registers the precision the server lists
     # (a --dtype only where it lists none, as vLLM), and the backend checks it against the server
     settings=("dtype",),
-    identity=lambda entry, options: f"served {options['server']}:{options['model']}@{entry.get('revision')}",
     init_entry=_served_entry,
     seeds=lambda options: _served_seeds(options["server"]),
     weights_precision=lambda entry, options: _listed_precision(options),
@@ -251,9 +234,3 @@ def build_openai_compat(entry: dict, options: dict, golds: dict[str, str], bench
     from cotdyn.generation.backends.openai_compat import OpenAICompatBackend
 
     return OpenAICompatBackend(entry["id"], entry.get("revision"), options, entry.get("dtype"))
-
-
-def _sorted_json(value) -> str:
-    import json
-
-    return json.dumps(value, sort_keys=True)
