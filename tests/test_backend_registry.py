@@ -10,6 +10,7 @@ import pytest
 import yaml
 from conftest import ROOT
 
+from cotdyn.cli.init_backend import INIT, declare_init
 from cotdyn.generation.backends import make_backend, register_backend, registry
 from cotdyn.plan.config import ConfigError
 from cotdyn.plan.schema import SCHEMA, validate_config
@@ -31,14 +32,15 @@ def toy():
         options_schema=TOY_OPTIONS,
         defaults={"speed": 3},
         needs_revision=True,
-        init_entry=lambda model_id, revision, device: {"backend": "toy", "revision": revision or "r0"},
-        default_key="toy_model",
     )
     def build(entry, options, golds, benchmark):
         return ("a toy backend", options)
 
+    declare_init(
+        "toy", lambda model_id, revision, device: {"backend": "toy", "revision": revision or "r0"}, "toy_model"
+    )
     yield registry.REGISTRY["toy"]
-    del registry.REGISTRY["toy"]
+    del registry.REGISTRY["toy"], INIT["toy"]
 
 
 def study_config(model: dict) -> dict:
@@ -98,6 +100,11 @@ def test_cotdyn_init_offers_the_declared_backend_and_writes_its_entry(toy, tmp_p
     with pytest.raises(InitError, match="models.toy_model.toy.speed: .fast. is not of type .integer."):
         write_skeleton(tmp_path / "other", "problems.jsonl", "number", {"id": "id", "question": "question", "gold": "gold"}, backend="toy",
                        registered_plan=registered, options={"speed": "fast"})  # fmt: skip
+    del INIT["toy"]  # a backend whose package declares no init entry: named, not a KeyError
+    with pytest.raises(InitError, match=r"--backend toy: its package declares no cotdyn init entry"):
+        write_skeleton(tmp_path / "third", "problems.jsonl", "number", {"id": "id", "question": "question", "gold": "gold"}, backend="toy",
+                       revision="r9", registered_plan=registered)  # fmt: skip
+    declare_init("toy", lambda model_id, revision, device: {"backend": "toy"}, "toy_model")  # the fixture removes it
 
 
 def test_make_backend_builds_the_declared_backend_with_its_defaults_applied(toy):

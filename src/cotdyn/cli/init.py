@@ -24,7 +24,7 @@ from pathlib import Path
 
 import yaml
 
-from cotdyn.cli.init_backend import model_entry, settings_of
+from cotdyn.cli.init_backend import init_declaration, model_entry, settings_of
 from cotdyn.cli.init_checks import (
     InitError,
     check_config,
@@ -199,13 +199,8 @@ def write_skeleton(
         )
     folder = Path(folder)
     study = folder.name
-    from cotdyn.generation.backends import registry
-
-    try:
-        declared = registry.spec(backend, "--backend")
-    except ValueError as e:
-        raise InitError(str(e)) from None
-    model = model or declared.default_key
+    declared, init = init_declaration(backend)
+    model = model or init.default_key
     if answer is None and benchmark not in _declared():
         raise InitError(
             "give your own file (--jsonl FILE --answer TYPE) or a declared benchmark "

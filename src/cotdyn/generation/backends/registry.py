@@ -72,11 +72,6 @@ class BackendSpec:
     runs_in: str | dict[str, str] = "generate-cpu"
     # which of SETTINGS mean something to it: cotdyn init writes and accepts only those
     settings: tuple[str, ...] = ()
-    # cotdyn init's entry: (model id, revision, device) -> the entry without options; a ValueError
-    # says what is missing
-    init_entry: Callable[[str | None, str | None, str], dict] | None = None
-    default_key: str = "model"  # cotdyn init's model key when --model is not given
-    cpu_dtype: str | None = None  # cotdyn init's study dtype when the model runs on this machine's CPU
     # the seeds its sampler honours, from its options (None: every seed cotdyn draws): each sample's
     # seed is sent, recorded and audited reduced into them (cotdyn.protocol.seeds.served_seed)
     seeds: Callable[[dict], int | None] = lambda options: None
@@ -132,8 +127,6 @@ def check_declaration(declared: BackendSpec) -> BackendSpec:
                 f"backend {declared.name}: runs_in '{env}' is neither one of {', '.join(ENVIRONMENTS)} "
                 "nor a conda YAML file of its own"
             )
-    if declared.cpu_dtype and "dtype" not in declared.settings:
-        raise ValueError(f"backend {declared.name}: a cpu_dtype, but 'dtype' is not one of its settings")
     if declared.weights_precision and "dtype" not in declared.settings:
         raise ValueError(f"backend {declared.name}: a weights_precision, but 'dtype' is not one of its settings")
     return declared
