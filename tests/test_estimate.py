@@ -79,10 +79,10 @@ def test_run_summary_gives_each_phase_its_token_bound_at_the_declared_rate():
     reference, continuations = 6 * 600, 6 * 9 * 5 * 150
     assert lines[-3] == (
         f"    s-arithmetic reference (t0.7): at most {reference:,} tokens, "
-        f"at most {E.duration(reference / rate).removeprefix('about ')} at its declared {rate:,.0f} tokens/s"
+        f"{E.at_most(reference / rate)} at its declared {rate:,.0f} tokens/s"
     )
     assert lines[-2].startswith(f"    s-arithmetic continuations (registered): at most {continuations:,} tokens")
-    assert lines[-1] == f"  total: at most {E.duration((reference + continuations) / rate).removeprefix('about ')}"
+    assert lines[-1] == f"  total: {E.at_most((reference + continuations) / rate)}"
     done = run_summary("d", cells, protocol, "cache", {}, [], models)
     assert done[-1] == "  time: no generation in this run (its chains and samples are written already)"
 
@@ -113,6 +113,7 @@ def test_the_token_bound_counts_every_prefix_a_full_length_chain_can_have():
 
 
 def test_durations_read_as_a_person_says_them():
+    assert E.at_most(0.2) == "under a second" and E.at_most(150) == "at most 2 min"
     assert E.duration(0.2) == "under a second"
     assert E.duration(42.4) == "about 42 s"
     assert E.duration(150) == "about 2 min"
@@ -173,8 +174,8 @@ def test_the_first_chunk_is_real_work_its_forecast_is_printed_and_no_sample_chan
     printed = capsys.readouterr().out
     rate = E.RATES[("transformers", "cpu")]
     assert (
-        f"t-gsm8k reference chains: 3 rows to generate (0 requests in the cache), at most 72 tokens, at most "
-        f"{E.duration(72 / rate).removeprefix('about ')} at its declared {rate:,.0f} tokens/s" in printed
+        f"t-gsm8k reference chains: 3 rows to generate (0 requests in the cache), at most 72 tokens, "
+        f"{E.at_most(72 / rate)} at its declared {rate:,.0f} tokens/s" in printed
     )
     assert "t-gsm8k reference chains: its first 2 of 3 pending rows took" in printed
     assert "t-gsm8k continuations: its first 4 of" in printed

@@ -52,12 +52,18 @@ def duration(seconds: float) -> str:
     return f"about {seconds / 3600:.1f} h"
 
 
+def at_most(seconds: float) -> str:
+    """An upper bound as a person says it: 'at most 3 min', 'under a second'."""
+    said = duration(seconds)
+    return said if said == "under a second" else f"at most {said.removeprefix('about ')}"
+
+
 def at_declared_rate(tokens: int, model: dict) -> str:
     """'at most <time> at <backend>'s declared <rate> tokens/s', or why there is no such time."""
     rate = declared_rate(model)
     if rate is None:
         return f"no declared rate for backend {model.get('backend')} on {device_kind(model)}"
-    return f"at most {duration(tokens / rate).removeprefix('about ')} at its declared {rate:,.0f} tokens/s"
+    return f"{at_most(tokens / rate)} at its declared {rate:,.0f} tokens/s"
 
 
 def problem_count(benchmark: dict, registered_sizes: Mapping[str, int]) -> int | None:
@@ -146,7 +152,7 @@ def run_summary(
         seconds, untimed = (seconds + bound / rate, untimed) if rate else (seconds, untimed + 1)
         lines.append(f"    {cell} {phase} ({name}): at most {bound:,} tokens, {at_declared_rate(bound, models[cell])}")
     timed = len(jobs) - untimed
-    total = f"at most {duration(seconds).removeprefix('about ')}" if timed else "unknown before generation starts"
+    total = at_most(seconds) if timed else "unknown before generation starts"
     return [*lines, f"  total: {total}" + (f" for {timed} of {len(jobs)} phases" if 0 < timed < len(jobs) else "")]
 
 
