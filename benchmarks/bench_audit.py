@@ -1,5 +1,5 @@
 """Wall time and peak memory of ``cotdyn audit`` on a panel-sized simulated study, against the records
-rule's own time on the same study in the same run (docs/design.md section 7; issue 52 item 6).
+rule's own time on the same study in the same run (docs/design.md section 7; issue 61 item 2).
 
     python benchmarks/bench_audit.py [--study WORKDIR] [--models 4] [--keep]
 
@@ -16,14 +16,11 @@ Timed, in this order, each in a fresh interpreter (the reviewer's command, whose
 - ``cotdyn audit DIR``: the reviewer's whole audit (re-derivation, hashes, raw-file checks against
   seals and the cache, pages).
 
-Peak memory is the largest sum of resident set sizes over the command's process tree, sampled
-every 50 ms (psutil), and the largest of one process. The audit runs in two processes on two
-cores by default (cotdyn.audit.parallel), and is timed so and with ``--processes 1``; the summed RSS counts the pages
-they share (libraries) twice, so the largest sum of proportional set sizes (PSS, each shared page
-split between its sharers) is printed beside it. The load average before and after is printed too:
-on a shared machine the wall times depend on it, the CPU seconds and memory much less.
-Targets: the audit at most 25 s of wall time on 2 cores and at most 500 MB, whatever the number
-of models.
+Peak memory is the largest resident set size of the command's process (with any child it starts,
+summed), sampled every 50 ms (psutil). The audit runs in one process. The load average before and
+after is printed too: on a shared machine the wall times depend on it, the CPU seconds and memory
+much less. Targets: the audit at most 40 s of wall time on 2 cores and at most 700 MB, whatever the
+number of models.
 """
 
 from __future__ import annotations
@@ -42,7 +39,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 STUDY = "panel-sim"
 MODELS = ("qwen7b", "mistral7b", "llama31-8b", "r1-distill-7b", "m5", "m6", "m7", "m8")
-TARGET_S, TARGET_MB = 25.0, 500.0
+TARGET_S, TARGET_MB = 40.0, 700.0
 
 
 def panel_config(workdir: Path, models: int) -> dict:
@@ -81,9 +78,9 @@ def build(workdir: Path, models: int) -> Path:
     return study
 
 
-def measured(command: list[str]) -> tuple[float, float, float, int, str, float, float]:
+def measured(command: list[str]) -> tuple[float, float, float, int, str, float]:
     """(wall s, peak MB of the process tree's summed RSS, peak MB of its largest process, return code,
-    output's verdict or last lines, CPU s of the tree, peak MB of its summed PSS) of ``command``."""
+    output's verdict or last lines, CPU s of the tree) of ``command``."""
     import psutil
 
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -91,13 +88,12 @@ def measured(command: list[str]) -> tuple[float, float, float, int, str, float, 
     start = time.perf_counter()
     with tempfile.TemporaryFile("w+") as out:
         proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, text=True)
-        peak, pss, largest, parent = 0, 0, 0, psutil.Process(proc.pid)
+        peak, largest, parent = 0, 0, psutil.Process(proc.pid)
         while proc.poll() is None:
             try:
                 tree = [parent, *parent.children(recursive=True)]
                 sizes = [p.memory_info().rss for p in tree]
                 peak, largest = max(peak, sum(sizes)), max(largest, *sizes)
-                pss = max(pss, sum(map(pss_bytes, tree)))
             except (psutil.Error, OSError):  # a process ended between the listing and the reading
                 pass
             time.sleep(0.05)
@@ -111,16 +107,7 @@ def measured(command: list[str]) -> tuple[float, float, float, int, str, float, 
         tail = "\n".join(named[:8] or lines[-3:])
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = usage.ru_utime + usage.ru_stime - cpu  # on a shared machine, steadier than the wall time
-    return wall, peak / 2**20, largest / 2**20, proc.returncode, tail, cpu, pss / 2**20
-
-
-def pss_bytes(process) -> int:
-    """A process's proportional set size, from the kernel's own sum (/proc/PID/smaps_rollup: cheap,
-    where reading every mapping, as psutil's memory_full_info does, stalls a large process)."""
-    for line in Path(f"/proc/{process.pid}/smaps_rollup").read_text().splitlines():
-        if line.startswith("Pss:"):
-            return int(line.split()[1]) * 1024
-    return 0
+    return wall, peak / 2**20, largest / 2**20, proc.returncode, tail, cpu
 
 
 RECORDS = """
@@ -167,15 +154,12 @@ def main() -> None:
         f"{records[5]:.1f} CPU s, peak {records[1]:.0f} MB"
     )
     plan = str(ROOT / "preregistration" / "plan.yaml")  # the reviewer's own, as rule audit names it
-    for processes in (2, 1):
-        command = [sys.executable, "-m", "cotdyn.cli.main", "audit", str(study), "--plan", plan]
-        audit = measured([*command, "--processes", str(processes)])
-        print(f"cotdyn audit --processes {processes}: {audit[0]:.1f} s wall (target <= {TARGET_S:.0f} s), "
-              f"{audit[5]:.1f} CPU s, peak {audit[1]:.0f} MB RSS summed over its processes ({audit[6]:.0f} MB "
-              f"PSS; largest process {audit[2]:.0f} MB; target <= {TARGET_MB:.0f} MB); rc {audit[3]}; load "
-              f"average after {os.getloadavg()[0]:.1f}:\n{audit[4]}")  # fmt: skip
-        print(f"ratios: audit / records rule {audit[0] / records[0]:.2f}x wall, {audit[5] / records[5]:.2f}x CPU, "
-              f"{audit[1] / records[1]:.2f}x peak memory")  # fmt: skip
+    audit = measured([sys.executable, "-m", "cotdyn.cli.main", "audit", str(study), "--plan", plan])
+    print(f"cotdyn audit: {audit[0]:.1f} s wall (target <= {TARGET_S:.0f} s), {audit[5]:.1f} CPU s, peak "
+          f"{audit[1]:.0f} MB RSS (target <= {TARGET_MB:.0f} MB); rc {audit[3]}; load average after "
+          f"{os.getloadavg()[0]:.1f}:\n{audit[4]}")  # fmt: skip
+    print(f"ratios: audit / records rule {audit[0] / records[0]:.2f}x wall, {audit[5] / records[5]:.2f}x CPU, "
+          f"{audit[1] / records[1]:.2f}x peak memory")  # fmt: skip
     if args.study is None and not args.keep:
         import shutil
 

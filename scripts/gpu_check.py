@@ -103,8 +103,8 @@ def sha256(path: Path) -> str:
 def study_check(model_dir: Path, n_problems: int, device: str, dtype: str, scratch: Path) -> dict:
     from cotdyn.dataset.benchmarks import arithmetic, problems_table
     from cotdyn.files.writers import write_parquet
+    from cotdyn.generation.estimate import Forecast
     from cotdyn.generation.run import run_continuations, run_reference
-    from cotdyn.generation.timings import TimingObserver
     from cotdyn.plan.load import effective_protocol, load_plan
     from cotdyn.records.derive import derive_records
 
@@ -120,7 +120,7 @@ def study_check(model_dir: Path, n_problems: int, device: str, dtype: str, scrat
     def run(name: str, cache: Path) -> dict:
         out = scratch / name
         out.mkdir()
-        observer = TimingObserver()
+        observer = Forecast()
         run_reference(
             problems,
             model,

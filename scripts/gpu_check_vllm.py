@@ -70,9 +70,9 @@ from cotdyn.files import layout as L
 from cotdyn.files.writers import write_json, write_parquet, write_text
 from cotdyn.generation import requests as P
 from cotdyn.generation.backends import make_backend
+from cotdyn.generation.estimate import Forecast
 from cotdyn.generation.run import run_continuations, run_reference
 from cotdyn.generation.sealing import seal_chains, seal_samples
-from cotdyn.generation.timings import TimingObserver
 from cotdyn.methods.math_shepherd import math_shepherd_csv
 from cotdyn.plan.config import Cell, protocol_for, reference_id, resolve_cells, split_cell
 from cotdyn.plan.load import load_plan
@@ -233,7 +233,7 @@ def run_study(config: dict, study: Path, backend) -> dict:
 
     write_parquet(problems_table(load_benchmark(spec.benchmark)), problems)
     write_plan_check(plan_path, config, check)
-    observer = TimingObserver()
+    observer = Forecast()
     # written under other names, then placed with the seal, as workflow/scripts/ does
     run_reference(
         problems,

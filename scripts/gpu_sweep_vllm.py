@@ -65,8 +65,8 @@ from cotdyn.files import layout as L  # noqa: E402
 from cotdyn.files.writers import write_json, write_parquet  # noqa: E402
 from cotdyn.generation.backends import Request, Sampling, make_backend  # noqa: E402
 from cotdyn.generation.cache import generate  # noqa: E402
+from cotdyn.generation.estimate import Forecast  # noqa: E402
 from cotdyn.generation.run import run_reference  # noqa: E402
-from cotdyn.generation.timings import TimingObserver  # noqa: E402
 from cotdyn.plan.config import split_cell  # noqa: E402
 
 ROWS, SUMMARY, REQUESTS, WORK = "gpu_sweep_vllm.jsonl", "gpu_sweep_vllm.json", "requests.json", "work.json"
@@ -134,7 +134,7 @@ def continuation_requests(work: dict, out: Path, backend) -> list[Request]:
         chains,
         out / "reference.json",
         backend=backend,
-        observer=TimingObserver(),
+        observer=Forecast(),
     )
     requests, _ = check.continuation_requests(chains, protocol, cell, backend.tokenizer.decode)
     write_json(requests_to_json(requests), path)

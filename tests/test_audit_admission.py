@@ -31,7 +31,7 @@ def test_the_audit_lists_each_folder_of_the_study_once(registered_study, monkeyp
         return real(path)
 
     monkeypatch.setattr(os, "scandir", counting)
-    report = audit(registered_study, processes=1)  # instrumented here: no second process
+    report = audit(registered_study)
     assert report.ok, report.text()
     folders = {rel.rsplit("/", 1)[0] if "/" in rel else "." for rel in (f.path for f in report.files)}
     assert folders <= set(listed), "the count saw the folders the audit checked"
@@ -51,7 +51,7 @@ def test_the_audit_hashes_each_raw_file_once_for_its_manifest_and_seal_checks(re
             return real(path)
 
         monkeypatch.setattr(module, "file_sha256", counting, raising=False)
-    report = audit(registered_study, processes=1)  # instrumented here: no second process
+    report = audit(registered_study)
     assert report.ok, report.text()
     raw = [p for p in hashed if p.endswith(("/samples.parquet", "/chains.parquet"))]
     assert len(raw) == 2 and {p: n for p, n in hashed.items() if n != 1} == {}, hashed
@@ -80,7 +80,7 @@ def test_the_cache_is_read_a_shard_at_a_time_in_model_order(registered_study, mo
 
     monkeypatch.setattr(cache_rows, "shard_samples", counting)
     monkeypatch.setattr(cache.GenerationCache, "__init__", lambda *a, **k: pytest.fail("a cache loaded whole"))
-    report = audit(registered_study, processes=1)  # instrumented here: no second process
+    report = audit(registered_study)
     assert report.ok, report.text()
     assert "every row equal to the generation cache" in report.text(), "the rows were compared with the cache"
     assert read and len(read) == len(set(read)), f"each shard read once: {read}"
@@ -105,15 +105,13 @@ def test_the_raw_check_hashes_no_raw_file_again(registered_study, monkeypatch):
         return real(path)
 
     monkeypatch.setattr(seal, "file_sha256", refusing)
-    report = audit(registered_study, processes=1)  # instrumented here: no second process
+    report = audit(registered_study)
     assert report.ok, report.text()
 
 
-def test_one_process_or_two_give_the_same_report(registered_study, tmp_path):
-    """With the cache read and the grading page's pairs judged in a second process
-    (cotdyn.audit.parallel), the audit reports as one process does, in the same order: here a
-    samples file with a seed and an answer rewritten (a seed problem, a failed seal and an answer
-    problem)."""
+def test_a_rewritten_seed_and_answer_are_named_in_one_report(registered_study, tmp_path):
+    """A samples file with a seed and an answer rewritten: a seed problem, a failed seal and an answer
+    problem, each named."""
     import pandas as pd
     from test_audit import copy_study
 
@@ -123,34 +121,12 @@ def test_one_process_or_two_give_the_same_report(registered_study, tmp_path):
     table.loc[0, "seed"] = int(table.loc[0, "seed"]) + 1
     table.loc[1, "answer"] = "123456789"
     table.to_parquet(samples, index=False)
-    one, two = audit(copy, processes=1), audit(copy, processes=2)
-    assert not one.ok and one.as_dict() == two.as_dict() and one.text() == two.text()
-    text = one.text()
-    assert "seeds are not this registration's" in text and "differ from the answers extracted" in text, text
-    raw = [f for f in two.files if f.path == samples.relative_to(copy).as_posix()]
-    assert raw and raw[0].status == "mismatch" and "seal" in raw[0].detail, raw
-
-
-def test_a_second_process_that_fails_fails_the_audit_named(registered_study, monkeypatch):
-    """A second process killed or out of memory leaves the raw files unchecked against the cache and
-    the grading page not re-derived: the audit FAILs saying so, without a traceback."""
-    import subprocess
-    import sys
-
-    import cotdyn.audit.parallel as parallel
-
-    real = subprocess.Popen
-    monkeypatch.setattr(
-        parallel.subprocess,
-        "Popen",
-        lambda command, **how: real([sys.executable, "-c", "raise SystemExit(9)"], **how),
-    )
-    report = audit(registered_study, processes=2)
+    report = audit(copy)
     text = report.text()
-    assert not report.ok and "the audit's second process failed (exit status 9" in text, text
-    raw = [f for f in report.files if f.path.endswith(("samples.parquet", "chains.parquet"))]
-    assert raw and all(f.status != "match" and "not checked" in f.detail for f in raw), raw
-    assert "grading page not re-derived: the audit's second process failed (exit status 9" in text, text
+    assert not report.ok
+    assert "seeds are not this registration's" in text and "differ from the answers extracted" in text, text
+    raw = [f for f in report.files if f.path == samples.relative_to(copy).as_posix()]
+    assert raw and raw[0].status == "mismatch" and "seal" in raw[0].detail, raw
 
 
 @pytest.mark.parametrize("swapped", ["samples.parquet", "seal.json"])
@@ -177,7 +153,7 @@ def test_a_raw_table_or_seal_swapped_after_the_admission_is_refused_by_name(
         return view
 
     monkeypatch.setattr(check, "study_view", then_swapped)
-    report = audit(copy, processes=1)
+    report = audit(copy)
     assert not report.ok
     assert f"{target}: changed since the audit admitted" in report.text(), report.text()
 
@@ -199,20 +175,20 @@ def test_the_view_reads_only_files_its_walk_found(registered_study):
 
 
 @pytest.mark.parametrize("chosen, pool", [(None, "jemalloc"), ("system", "system")])
-def test_the_cotdyn_command_and_the_second_process_return_freed_arrow_memory(chosen, pool):
+def test_the_cotdyn_command_returns_freed_arrow_memory(chosen, pool):
     """pyarrow's jemalloc pool (cotdyn.files.arrow_memory), chosen before pyarrow loads by the
-    cotdyn command and handed to the audit's second process; a pool the user chose stays."""
+    cotdyn command; a pool the user chose stays."""
     import subprocess
     import sys
 
-    from cotdyn.files.arrow_memory import VARIABLE, freeing_environment
+    from cotdyn.files.arrow_memory import VARIABLE
 
     environ = {k: v for k, v in os.environ.items() if k != VARIABLE} | ({VARIABLE: chosen} if chosen else {})
     backend = "import pyarrow; print(pyarrow.default_memory_pool().backend_name)"
-    # the command's own process, which imports cotdyn.cli first; the second process, handed its environment
-    for script, env in (("import cotdyn.cli; " + backend, environ), (backend, freeing_environment(environ))):
-        found = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
-        assert found.stdout.strip() == pool, script
+    # the command's own process, which imports cotdyn.cli first
+    script = "import cotdyn.cli; " + backend
+    found = subprocess.run([sys.executable, "-c", script], env=environ, capture_output=True, text=True, check=True)
+    assert found.stdout.strip() == pool, found.stderr
     if chosen is None:  # pyarrow's own default (mimalloc on these wheels) where nothing chose: not this pool
         plain = subprocess.run([sys.executable, "-c", backend], env=environ, capture_output=True, text=True, check=True)
         assert plain.stdout.strip() != pool

@@ -1,6 +1,6 @@
 """Adding a backend touches one declaration (cotdyn.generation.backends.registry): a backend declared
 here, in the test, reaches the config schema, the model-entry checks, `cotdyn init`'s choices and
-entry, the timing ledger's identity and speed settings, and make_backend -- with no other edit."""
+entry, and make_backend -- with no other edit."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 import yaml
 from conftest import ROOT
 
-from cotdyn.generation import timings
+from cotdyn.cli.init_backend import INIT, declare_init
 from cotdyn.generation.backends import make_backend, register_backend, registry
 from cotdyn.plan.config import ConfigError
 from cotdyn.plan.schema import SCHEMA, validate_config
@@ -32,16 +32,15 @@ def toy():
         options_schema=TOY_OPTIONS,
         defaults={"speed": 3},
         needs_revision=True,
-        speed=lambda entry, options: {"device": "toy", "speed": options["speed"]},
-        identity=lambda entry, options: f"toy {options.get('flavour', 'plain')}@{entry['revision']}",
-        init_entry=lambda model_id, revision, device: {"backend": "toy", "revision": revision or "r0"},
-        default_key="toy_model",
     )
     def build(entry, options, golds, benchmark):
         return ("a toy backend", options)
 
+    declare_init(
+        "toy", lambda model_id, revision, device: {"backend": "toy", "revision": revision or "r0"}, "toy_model"
+    )
     yield registry.REGISTRY["toy"]
-    del registry.REGISTRY["toy"]
+    del registry.REGISTRY["toy"], INIT["toy"]
 
 
 def study_config(model: dict) -> dict:
@@ -74,7 +73,7 @@ def test_without_its_declaration_the_name_is_unknown_everywhere(tmp_path):
     with pytest.raises(
         ValueError, match="unknown backend 'toy' \\(known: simulated, transformers, vllm, openai_compat"
     ):
-        timings.model_identity({"backend": "toy", "revision": "r1"})
+        make_backend({"backend": "toy", "revision": "r1"})
 
 
 def test_cotdyn_init_offers_the_declared_backend_and_writes_its_entry(toy, tmp_path, monkeypatch):
@@ -101,15 +100,16 @@ def test_cotdyn_init_offers_the_declared_backend_and_writes_its_entry(toy, tmp_p
     with pytest.raises(InitError, match="models.toy_model.toy.speed: .fast. is not of type .integer."):
         write_skeleton(tmp_path / "other", "problems.jsonl", "number", {"id": "id", "question": "question", "gold": "gold"}, backend="toy",
                        registered_plan=registered, options={"speed": "fast"})  # fmt: skip
+    del INIT["toy"]  # a backend whose package declares no init entry: named, not a KeyError
+    with pytest.raises(InitError, match=r"--backend toy: its package declares no cotdyn init entry"):
+        write_skeleton(tmp_path / "third", "problems.jsonl", "number", {"id": "id", "question": "question", "gold": "gold"}, backend="toy",
+                       revision="r9", registered_plan=registered)  # fmt: skip
+    declare_init("toy", lambda model_id, revision, device: {"backend": "toy"}, "toy_model")  # the fixture removes it
 
 
-def test_the_timing_ledger_knows_the_declared_backend_by_its_declaration(toy):
+def test_make_backend_builds_the_declared_backend_with_its_defaults_applied(toy):
     plain = {"backend": "toy", "revision": "r1"}
-    assert timings.model_identity(plain) == "toy plain@r1"
-    assert timings.model_identity({**plain, "toy": {"flavour": "sour"}}) == "toy sour@r1"
-    # the default applied, so spelling it out is the same setup
-    assert timings.speed_settings(plain) == {"backend": "toy", "chunk_size": 0, "device": "toy", "speed": 3}
-    assert timings.speed_settings({**plain, "toy": {"speed": 3}}) == timings.speed_settings(plain)
+    assert make_backend(plain) == ("a toy backend", {"speed": 3})
     assert make_backend({**plain, "toy": {"speed": 4}}) == ("a toy backend", {"speed": 4})
 
 
@@ -122,12 +122,10 @@ def test_a_name_is_declared_once(toy):
 FILLED_BEFORE = {"batch_size": 16, "share_prefill": True, "decode": "compacting"}
 
 
-def test_the_embedded_defaults_model_is_built_and_timed_with_the_settings_it_had():
+def test_the_embedded_defaults_model_is_built_with_the_settings_it_had():
     entry = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["models"]["smollm2"]
     before = {k: v for k, v in entry.items() if k != "transformers"} | FILLED_BEFORE | {"batch_size": 64}
     assert registry.options(entry) == registry.options(before) == {**FILLED_BEFORE, "batch_size": 64}
-    assert timings.speed_settings(entry) == timings.speed_settings(before)
-    assert timings.model_identity(entry) == timings.model_identity(before)
 
 
 def test_a_manifest_config_written_before_backends_were_declared_still_validates():

@@ -42,8 +42,8 @@ def cache_and_studies(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     cache = tmp_path / "results" / "cache"
     shards = {"a": _shard(cache, ["k1", "k2"]), "shared": _shard(cache, ["k3"]), "orphan": _shard(cache, ["k9"])}
-    (cache / "timings" / "observations").mkdir(parents=True)
-    (cache / "timings" / "observations" / "x.json").write_text("{}")
+    (cache / "notes").mkdir(parents=True)  # a folder of no revision's, no shard in it
+    (cache / "notes" / "x.txt").write_text("{}")
     _study(tmp_path, "a", ["k1", "k3"])
     _study(tmp_path, "b", ["k3"])
     return cache, shards
@@ -63,7 +63,7 @@ def test_ls_shows_each_shard_its_size_requests_and_the_studies_that_reference_it
     assert lines["orphan"].endswith("referenced by: no study")
     assert f"{shards['orphan'].stat().st_size} B" in lines["orphan"]
     assert "3 shard(s)" in out and "2 studies looked at" in out and "unreferenced: 1 shard(s)" in out
-    assert "timings  kept (not a shard)" in out
+    assert "notes/x.txt  kept (not a shard)" in out
     # given study paths instead of results/: only b's references count
     out = _run(capsys, "ls", "results/b")
     assert "unreferenced: 2 shard(s)" in out
@@ -77,7 +77,7 @@ def test_prune_is_a_dry_run_unless_asked_and_removes_only_what_no_study_referenc
     out = _run(capsys, "prune", "--delete")
     assert f"removed {REV}/{shards['orphan'].name}" in out and "removed 1 shard(s)" in out
     assert not shards["orphan"].exists() and shards["a"].exists() and shards["shared"].exists()
-    assert (cache / "timings" / "observations" / "x.json").exists()
+    assert (cache / "notes" / "x.txt").exists()
     # with study a gone, its own shard goes; the one b shares stays
     out = _run(capsys, "prune", "--delete", "results/b")
     assert not shards["a"].exists() and shards["shared"].exists()

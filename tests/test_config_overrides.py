@@ -47,7 +47,7 @@ DEFAULT_DEVIATIONS = "preregistration/examples/default/deviations.yaml"
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("snakemake") is None, reason="snakemake not installed")
 def test_the_developer_notes_second_study_is_typed_and_refused_as_a_deviation():
-    # docs/developer-notes.md, "The time estimate before a run", as written
+    # a second study of the embedded default with its seed overridden
     run = dry_run("--config", "study=second", "protocol={dtype: float32, seed: 1}")
     assert run.returncode == 1 and "is not of type" not in run.stdout + run.stderr
     assert error_of(run) == (

@@ -83,7 +83,7 @@ def test_the_modules_start_of_run_is_shown_by_the_deployments_onstart(deployment
     assert "cotdyn: the paths of this run, resolved:" in result.output
     assert f"  plan: {DEFAULT_PLAN}" in result.output
     assert f"  study: {folder / 'results/default'}" in result.output
-    assert "cotdyn: study 'default'" in result.output  # the generation summary (cotdyn.generation.announce)
+    assert "cotdyn: study 'default'" in result.output  # the generation summary (cotdyn.generation.estimate)
     assert (folder / "results/default/checks/plan_check.json").exists()
 
 

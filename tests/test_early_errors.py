@@ -23,7 +23,7 @@ from cotdyn.cli.init import InitError, cmd_init, write_skeleton
 from cotdyn.cli.init_checks import resolve_model
 from cotdyn.cli.prereg import cmd_register
 from cotdyn.dataset.benchmarks import BenchmarkError, load_benchmark, read_jsonl_lines
-from cotdyn.generation.announce import DEFAULT_TOKEN_BUDGET, BudgetError, check_token_budget, study_token_bound
+from cotdyn.generation.estimate import DEFAULT_TOKEN_BUDGET, BudgetError, check_token_budget, study_token_bound
 from cotdyn.plan.config import Cell, ConfigError, command_line_overrides, override_source
 from cotdyn.plan.load import load_plan
 from cotdyn.plan.registration import PreregistrationError, plan_check, register

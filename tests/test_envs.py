@@ -41,20 +41,9 @@ LOCK = ROOT / "requirements.lock"
 
 _SEAL = "the generation rules' seals read only file_sha256 of cotdyn.provenance.manifests; its config validation runs in the manifest rules"
 _HUB = "cotdyn.dataset.benchmarks.read_hub runs only in rule problems (analysis.yaml)"
-_SNAPSHOTS = (
-    "a batch's snapshots are written, read and swept by a generation job's cache only; the analysis "
-    "rules and the audit open the cache read-only (generation.sealing), which touches no snapshot"
-)
-_LLAMA_SNAPSHOTS = (
-    "only the transformers backend snapshots a batch; a llama_cpp job's cache folder (its own revision) "
-    "holds no snapshot, so the cache's sweep reads none"
-)
 # env file -> {module, or "module:distribution" for one lazy import of a module: why it never runs there}
 NEVER_RUN = {
-    "analysis.yaml": {
-        "cotdyn.generation.snapshots:torch": _SNAPSHOTS,
-        "cotdyn.generation.snapshots:safetensors": _SNAPSHOTS,
-    },
+    "analysis.yaml": {},
     "generate-cpu.yaml": {
         "cotdyn.provenance.manifests:snakemake": _SEAL,
         "cotdyn.dataset.benchmarks:datasets": _HUB,
@@ -68,23 +57,14 @@ NEVER_RUN = {
         "cotdyn.dataset.benchmarks:datasets": _HUB,
         "cotdyn.files.writers:matplotlib": "generation rules write parquet and JSON, no figures",
     },
-    "generate-llama-cpp.yaml": {
-        "cotdyn.provenance.manifests:snakemake": _SEAL,
-        "cotdyn.dataset.benchmarks:datasets": _HUB,
-        "cotdyn.files.writers:matplotlib": "generation rules write parquet and JSON, no figures",
-        "cotdyn.generation.snapshots:torch": _LLAMA_SNAPSHOTS,
-        "cotdyn.generation.snapshots:safetensors": _LLAMA_SNAPSHOTS,
-    },
 }
 # Pins of an environment that are not the lock's (the lock is the CPU test environment).
 NOT_IN_LOCK = {
     "generate-vllm.yaml": {"vllm", "torchvision", "torchaudio"},
-    # built from its sdist where the llama_cpp backend runs (scripts/llama_cpp_python.sh), not in the test environment's lock
-    "generate-llama-cpp.yaml": {"llama-cpp-python"},
 }
 OTHER_THAN_LOCK = {("generate-vllm.yaml", "transformers"): "vllm 0.32.0 requires transformers >=5.16.1,<5.20"}
 # Import names whose distribution is not installed here (so importlib.metadata cannot map them).
-NOT_INSTALLED = {"vllm": "vllm", "llama_cpp": "llama-cpp-python"}
+NOT_INSTALLED = {"vllm": "vllm"}
 
 
 def canonical(name: str) -> str:
@@ -317,7 +297,6 @@ def test_gpu_jobs_get_the_cuda_environments():
     assert _env_function("generation_env") == [
         "generate-cpu.yaml",
         "generate-cuda.yaml",
-        "generate-llama-cpp.yaml",
         "generate-vllm.yaml",
     ]
     assert registry.environment_for({"backend": "transformers", "device": "cuda:0"}) == "../../envs/generate-cuda.yaml"
@@ -431,19 +410,3 @@ def test_a_backends_own_modules_count_only_where_its_declaration_runs_it():
     # the closure follows the registry's discovery to cotdyn's own declarations and every backend's module
     seen, found = closure("workflow/scripts/reference.py", never_run("generate-vllm.yaml"))
     assert "cotdyn.generation.backends.builtin" in seen and "vllm" in found, sorted(found)
-
-
-def test_a_read_only_cache_imports_neither_torch_nor_safetensors(tmp_path, monkeypatch):
-    """What NEVER_RUN says of analysis.yaml: opening the cache read-only, as the analysis rules and
-    the audit do, reads no snapshot (an import of either package would raise here)."""
-    from cotdyn.generation import snapshots
-    from cotdyn.generation.cache import GenerationCache
-
-    left = tmp_path / f"batch.0{snapshots.SUFFIX}"
-    left.write_bytes(b"a snapshot left by a killed job")
-    monkeypatch.setitem(sys.modules, "torch", None)
-    monkeypatch.setitem(sys.modules, "safetensors", None)
-    GenerationCache(tmp_path, read_only=True)
-    assert left.exists()
-    with pytest.raises(ImportError):  # the same folder opened to write sweeps snapshots, with safetensors
-        GenerationCache(tmp_path)

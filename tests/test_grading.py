@@ -340,17 +340,15 @@ def test_the_grading_tables_show_every_disagreement_the_status_and_a_fixed_sampl
         ("gsm8k", [["so 1.5", "it is 42", "no idea", "-3", "so 1.50"], ["7", "7.0"]], ["#### 1.5", "#### 7"]),
     ],
 )
-def test_math_verify_judged_apart_is_the_sensitivity_equivalence_text_by_text(bench, texts, golds):
-    """The grading page's math-verify verdicts, whether ``verdicts`` judges them or takes them judged
-    elsewhere (the audit's second process judges ``symbolic_pairs``), are for every text
+def test_math_verify_verdicts_are_the_sensitivity_equivalence_text_by_text(bench, texts, golds):
+    """The grading page's math-verify verdicts are for every text
     ``answers.equivalent(..., "math_verify")`` on the answer and gold as written (a boxed type) or
     their classes (another type), and False without an answer. A type not boxed needs no answer as
     written to name its pairs, and its tables show them where the two rules disagree."""
     chains, samples, problems = _frames([t[0] for t in texts], texts, bench, golds)
     graded = G.graded_texts(chains, samples, problems, bench)
     pairs = G.symbolic_pairs(graded, bench)
-    judged = G.verdicts(graded, bench, judged=G.math_verify_verdicts(pairs))
-    assert judged.equals(G.verdicts(graded, bench))
+    judged = G.verdicts(graded, bench)
     boxed = answers.answer_type(bench) == "boxed"
     columns = ["answer_raw", "gold_raw"] if boxed else ["answer", "gold"]
     expected = [

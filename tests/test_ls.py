@@ -38,19 +38,13 @@ def test_it_lists_every_kind_with_the_package_each_comes_from(monkeypatch, capsy
     monkeypatch.chdir(ROOT)
     out = ls(capsys)
     backends = {line.split()[0]: line for line in section(out, "backends")}
-    assert list(backends) == ["simulated", "transformers", "vllm", "openai_compat", "llama_cpp"]
+    assert list(backends) == ["simulated", "transformers", "vllm", "openai_compat"]
     assert all(f" {OWN} " in line for line in backends.values())
     assert (
         "runs in generate-cpu|generate-cuda; takes device, dtype; requires torch>=2.13,<2.14 ("
         in backends["transformers"]
     )
     assert "runs in generate-vllm; takes dtype; requires vllm>=0.26.0,<0.33 (" in backends["vllm"]
-    # an optional backend: its package's version here, or "not installed"
-    llama = plugins.installed_version("llama-cpp-python") or "not installed"
-    assert (
-        f"runs in generate-llama-cpp; takes dtype; requires llama-cpp-python>=0.3.36,<0.4 ({llama})"
-        in (backends["llama_cpp"])
-    )
     assert backends["simulated"].endswith(
         "runs in generate-cpu; takes no device or dtype; requires nothing beyond cotdyn"
     )

@@ -8,7 +8,6 @@ import dataclasses
 import pytest
 from fake_openai_server import SERVED, FakeServer
 
-from cotdyn.generation import timings
 from cotdyn.generation.backends import Request, Sampling, make_backend, registry
 from cotdyn.generation.backends.openai_compat import OpenAICompatBackend, ServerError
 from cotdyn.generation.cache import GenerationCache, generate
@@ -182,20 +181,6 @@ def test_describe_names_the_server_the_served_model_and_the_tokenizer(server, sm
     assert described["backend"] == "openai_compat" and described["server"] == "llama.cpp"
     assert described["served_model"] == SERVED and described["server_lists"] == {"id": SERVED, "object": "model"}
     assert described["declared_revision"] == "rev-1" and len(described["tokenizer_sha256"]) == 64
-
-
-def test_the_time_estimate_uses_timings_of_the_same_server_and_says_the_server_batches(server, smol_tokenizer_dir):
-    from test_timings import HOST, pending
-    from test_timings import entry as observed
-
-    model = entry(server, smol_tokenizer_dir)
-    assert timings.model_identity(model) == f"served vllm:{SERVED}@rev-1"
-    timed = observed(model=model, problems=6, requests=6, generated_tokens=1200, seconds=30.0)
-    result = timings.estimate(pending(model=model, problems=10), [timed], HOST)
-    assert result.kind == "expected" and result.seconds == pytest.approx(10 * 200 / 40)
-    assert "depends on how full the batches are" in result.text  # the server batches requests
-    elsewhere = entry(server, smol_tokenizer_dir, concurrency=16)
-    assert timings.estimate(pending(model=elsewhere), [timed], HOST).kind != "expected"
 
 
 @pytest.mark.slow

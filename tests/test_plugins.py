@@ -26,6 +26,7 @@ from cotdyn.provenance.code import code_hash, plugin_modules
 LAB_MODULE = """
 from pathlib import Path
 
+from cotdyn.cli.init_backend import declare_init
 from cotdyn.generation.backends.base import Completion
 from cotdyn.generation.backends.registry import register_backend
 from cotdyn.plugins import Dependency
@@ -67,11 +68,12 @@ class EchoBackend:
     needs_revision=True,
     requires=(Dependency("lab-dep", ">=1.0,<2", "lab_dep"),),
     runs_in=str(Path(__file__).with_name("echo-env.yaml")),
-    init_entry=lambda model_id, revision, device: {"backend": "echo", "revision": revision or "echo-1"},
-    default_key="echo",
 )
 def build(entry, options, golds, benchmark):
     return EchoBackend(entry["revision"], options["loud"])
+
+
+declare_init("echo", lambda model_id, revision, device: {"backend": "echo", "revision": revision or "echo-1"}, "echo")
 """
 
 

@@ -4,7 +4,7 @@ A package declares its plugins in its metadata, under one group per kind (``cotd
 ``cotdyn.benchmarks``, ``cotdyn.signals``), as inspect_ai finds model providers::
 
     [project.entry-points."cotdyn.backends"]
-    llama_cpp = "my_lab_backends.llama:build"
+    my_backend = "my_lab_backends.mine:build"
 
 The entry point only says which module to import: importing it runs the plugin's own declaration
 (``register_backend`` and the like), which stays the one place that describes it. This module loads
@@ -167,7 +167,7 @@ def dependency_problem(dependency: Dependency) -> str | None:
 
 
 def check_dependency(dependency: Dependency, who: str) -> None:
-    """Raise ``MissingDependency`` naming ``who`` (e.g. "backend llama_cpp"), the requirement and the fix."""
+    """Raise ``MissingDependency`` naming ``who`` (e.g. "backend vllm"), the requirement and the fix."""
     problem = dependency_problem(dependency)
     if problem:
         raise MissingDependency(

@@ -14,7 +14,6 @@ rule prepare_model:
     params:
         code=code_of("prepare_model.py"),
         gguf=lambda w: params.conversion_for(config, w.model)["gguf"],
-        weights=lambda w: params.conversion_for(config, w.model)["weights"],
     script:
         "../scripts/prepare_model.py"
 
@@ -45,7 +44,6 @@ rule reference:
         model_key=lambda w: CELL_SPECS[w.cell].model_key,
         protocol=lambda w: REFERENCES[w.ref],
         benchmark=lambda w: CELL_SPECS[w.cell].answer_rule,
-        benchmark_entry=lambda w: CELL_SPECS[w.cell].benchmark,
         cache=CACHE_DIR,
     script:
         "../scripts/reference.py"
@@ -76,7 +74,6 @@ rule continuations:
         model_key=lambda w: CELL_SPECS[w.cell].model_key,
         protocol=lambda w: PROTOCOLS[w.variant],
         benchmark=lambda w: CELL_SPECS[w.cell].answer_rule,
-        benchmark_entry=lambda w: CELL_SPECS[w.cell].benchmark,
         cache=CACHE_DIR,
     script:
         "../scripts/continuations.py"

@@ -38,8 +38,6 @@ rule audit_result:
         f"{STUDY_DIR}/logs/report/audit.log",
     conda:
         "../../envs/analysis.yaml"
-    # the audit's second process (cotdyn.audit.parallel); Snakemake gives one under --cores 1
-    threads: 2
     params:
         code=code_of("audit_result.py"),
         study_dir=lambda w, input: str(Path(input.manifest).parents[1]),

@@ -11,6 +11,5 @@ result = write_audit_result(
     snakemake.input.plan,
     snakemake.output[0],
     snakemake.params.cache,
-    processes=snakemake.threads,
 )
 print(f"audit: {'PASS' if result['ok'] else 'FAIL'} {result['counts']}")

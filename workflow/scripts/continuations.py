@@ -1,8 +1,8 @@
 from cotdyn.files.logs import tee_to
+from cotdyn.generation.estimate import Forecast
 from cotdyn.generation.failures import one_line_failures
 from cotdyn.generation.run import run_continuations
 from cotdyn.generation.sealing import seal_samples
-from cotdyn.generation.timings import TimingObserver
 from cotdyn.provenance.seal import check_sealed, unsealed_path
 
 tee_to(snakemake.log[0])
@@ -22,7 +22,7 @@ with one_line_failures(f"continuations of {snakemake.wildcards.cell}"):
         snakemake.params.cache,
         unsealed_path(snakemake.output.samples),
         unsealed_path(snakemake.output.generation),
-        observer=TimingObserver(benchmark_entry=snakemake.params.benchmark_entry),
+        observer=Forecast(),
     )
 seal_samples(
     snakemake.output.samples,

@@ -5,6 +5,5 @@ from cotdyn.generation.backends.transformers import convert_gguf
 
 tee_to(snakemake.log[0])
 gguf = snakemake.params.gguf
-weights = snakemake.params.weights  # False: the backend reads the GGUF itself, and needs its tokenizer only
-out = convert_gguf(gguf["package"], gguf["file"], Path(snakemake.output[0]).parent, weights)
-print(f"converted {gguf['package']}/{gguf['file']} to {out}" + ("" if weights else " (the tokenizer only)"))
+out = convert_gguf(gguf["package"], gguf["file"], Path(snakemake.output[0]).parent)
+print(f"converted {gguf['package']}/{gguf['file']} to {out}")

@@ -1,6 +1,6 @@
 """The generation cache as the audit compares it with the raw files (cotdyn.audit.raw): each row a
-digest of its token ids and text, beside its finish reason. Standard library only, so that the
-audit's second process (cotdyn.audit.parallel) reads a model's shards without pandas or numpy."""
+digest of its token ids and text, beside its finish reason, so that a model's shards are held as
+digests, not as their texts."""
 
 from __future__ import annotations
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from cotdyn.audit.beside import DERIVATION_ERRORS, ask, failed, side_checks
 from cotdyn.audit.derive import (  # noqa: F401  (the workflow's rules import these from here)
     benchmark_hash_problems,
     derive_analysis,
@@ -20,11 +19,11 @@ from cotdyn.audit.derive import (  # noqa: F401  (the workflow's rules import th
     study_protocols,
     write_plan_check,
 )
+from cotdyn.audit.derive_outputs import derive_grading
 from cotdyn.audit.diff import changed_rows
 from cotdyn.audit.expected import expected_checks, expected_files
 from cotdyn.audit.pages import check_pages
-from cotdyn.audit.parallel import Side, cores
-from cotdyn.audit.raw import apply_raw_checks, raw_files
+from cotdyn.audit.raw import apply_raw_checks, raw_checks, raw_files
 from cotdyn.audit.registration import registration_check, seeds_honoured, time_lock_status
 from cotdyn.audit.untrusted import Admitted, Refused, admit
 from cotdyn.audit.view import study_view
@@ -33,6 +32,7 @@ from cotdyn.files.terminal import printable
 from cotdyn.files.writers import write_json
 from cotdyn.plan.config import ConfigError, limited_scope, resolve_cells, study_limit
 from cotdyn.plan.load import plan_sha256
+from cotdyn.plan.registration import PreregistrationError
 from cotdyn.plan.timelock import plan_version
 from cotdyn.provenance.integrity import MATCH, MISMATCH, MISSING, UNLISTED, AuditReport, FileCheck
 from cotdyn.provenance.manifests import config_sha256, output_hashes
@@ -45,6 +45,8 @@ from cotdyn.report.secondary_tables import has_secondary
 # supervisor and ORMs trained per cell, seed 000 section 3.4; too costly for the audit's CPU run).
 # The audit checks their stored hashes only (their line says "stored", not "re-derived").
 HASH_CHECKED_ONLY = ("infogain/traces/",)
+# what a re-derivation may raise on a study's data: a named FAIL, not a traceback
+DERIVATION_ERRORS = (ConfigError, PreregistrationError, ValueError, KeyError, TypeError, OSError)
 
 
 def is_derived(path: str) -> bool:
@@ -108,16 +110,17 @@ def plan_problems(study: Admitted) -> list[str]:
     return problems
 
 
-def audit(study_dir, plan_path=None, scratch=None, cache=None, pages: bool = True, tsa_ca=None,
-          processes: int | None = None) -> AuditReport:  # fmt: skip
+def failed(e: Exception) -> str:
+    return f"re-derivation failed: {type(e).__name__}: {printable(str(e))[:500]}"
+
+
+def audit(study_dir, plan_path=None, scratch=None, cache=None, pages: bool = True, tsa_ca=None) -> AuditReport:
     """Audit a finished study directory against its manifest (see the module docstring). The
     folder is admitted first (cotdyn.audit.untrusted: links, manifest, config, plan, cache), each
     raw file bounded and its seal checked before it is parsed (cotdyn.audit.bounds); a refusal is
     a named FAIL. ``cache``: the generation cache the reviewer names (default: the config's, when
     it lies in the folders the audit trusts); ``tsa_ca``: the timestamp authority's CA certificate
-    the reviewer trusts (cotdyn.audit.registration); ``processes``: 1, or 2 to read the cache and judge the
-    grading page's pairs with math-verify in a second process (cotdyn.audit.parallel; default: 2
-    where this process may run on two cores)."""
+    the reviewer trusts (cotdyn.audit.registration)."""
     study_dir = Path(study_dir)
     report = AuditReport(str(study_dir))
     try:
@@ -136,21 +139,24 @@ def audit(study_dir, plan_path=None, scratch=None, cache=None, pages: bool = Tru
     lock: list[str] = []
     with tempfile.TemporaryDirectory(prefix="cotdyn-audit-") as tmp:
         derived_dir = (Path(scratch) if scratch else Path(tmp)) / "derived"
-        side = Side(Path(tmp), processes or min(2, cores()))
-        try:  # what a second process can do beside the re-derivation is asked of it first
-            asked = ask(side, view, study.config, cells, protocols, raw, study.cache_dir)
-            problems = []
-            try:
-                rederive(view, derived_dir, study.config, study.plan_path, cells, problems, False)
-            except DERIVATION_ERRORS as e:
-                problems.append(failed(e))
-            found = side_checks(side, asked, view, derived_dir, study.config, cells, protocols, raw,
-                                study.cache_dir, study.cache_note, seeds_honoured(cells))  # fmt: skip
-        finally:
-            side.stop()
-        lock += found.seed_problems
-        report.problems += lock + problems + ([found.grading_problem] if found.grading_problem else [])
-        report.time_lock = time_lock_status(protocols, found.seeds_checked, lock, earlier, plan_version(study.plan))
+        problems = []
+        try:
+            rederive(view, derived_dir, study.config, study.plan_path, cells, problems)
+        except DERIVATION_ERRORS as e:
+            problems.append(failed(e))
+        try:  # the grading page too where the analysis could not be re-derived
+            derive_grading(view, derived_dir, study.config, cells, protocols)
+        except DERIVATION_ERRORS as e:
+            problems.append(failed(e))
+        seeds: dict[str, tuple[int, str | None]] = {}  # checked with the raw files: their requests read once
+        models = {name: spec.model_key for name, spec in cells.items()}
+        checked = raw_checks(view, raw, protocols, study.cache_dir, study.cache_note, models, seeds,
+                             seeds_honoured(cells))  # fmt: skip
+        lock += [seeds[path][1] for path in sorted(seeds) if seeds[path][1]]  # in the raw files' path order
+        report.problems += lock + problems
+        report.time_lock = time_lock_status(
+            protocols, sum(rows for rows, _ in seeds.values()), lock, earlier, plan_version(study.plan)
+        )
         derived = {p: h for p, h in output_hashes(derived_dir).items() if not p.startswith("generations/")}
         listed, expected = study.manifest["files"], expected_files(study.config, study.plan, cells, protocols)
         compared = compare_files(listed, view.hashes, derived, expected)
@@ -158,7 +164,7 @@ def audit(study_dir, plan_path=None, scratch=None, cache=None, pages: bool = Tru
         if pages:  # the report pages, re-rendered (not by the run's own audit, whose result they show)
             report.files = check_pages(report.files, study_dir, derived_dir)
     # a study target the manifest lacks is one of the expected files (audit.expected), failed there
-    report.files = apply_raw_checks(report.files, found.raw_checks)
+    report.files = apply_raw_checks(report.files, checked)
     return report
 
 

@@ -17,7 +17,6 @@ from cotdyn.analysis.hypotheses import analyze, read_records, write_analysis
 from cotdyn.analysis.hypotheses.limited import descriptive_only
 from cotdyn.audit.derive_outputs import (
     derive_exploratory,
-    derive_grading,
     derive_math_shepherd,
     derive_sample_page,
     derive_sweeps_files,
@@ -233,12 +232,10 @@ def preregistration_problems(view: StudyView, scratch: Path, config: dict, plan:
     return problems
 
 
-def rederive(view: StudyView, scratch: Path, config: dict, plan_path: Path, cells: dict, problems: list[str],
-             grading: bool = True) -> None:  # fmt: skip
+def rederive(view: StudyView, scratch: Path, config: dict, plan_path: Path, cells: dict, problems: list[str]) -> None:
     """Write into ``scratch`` every derived file: records, summaries, plan check, analyses, dynamics,
-    exploratory tables, Math-Shepherd labels, sweeps, the sample pages and, unless ``grading`` is
-    false (another process derives it: cotdyn.audit.parallel), the grading page
-    (cotdyn.audit.derive_outputs)."""
+    exploratory tables, Math-Shepherd labels, sweeps and the sample pages (the grading page:
+    cotdyn.audit.derive_outputs.derive_grading)."""
     plan = load_plan(plan_path)
     protocols = study_protocols(config, plan)
     problems += preregistration_problems(view, scratch, config, plan, plan_path, protocols)
@@ -268,7 +265,5 @@ def rederive(view: StudyView, scratch: Path, config: dict, plan_path: Path, cell
         benchmarks = {name: spec.answer_rule for name, spec in cells.items()}
         derive_generations(all_records, analyses, protocols, plan, scratch / Path(GENERATIONS).parent, benchmarks)
     derive_sweeps_files(scratch, cells, list(protocols), plan)
-    if grading:
-        derive_grading(view, scratch, config, cells, protocols)
     for variant, protocol in protocols.items():  # the sample browser pages (rule sample_browser)
         derive_sample_page(view, scratch, config, cells, variant, protocol)

@@ -15,16 +15,13 @@ import pandas as pd
 from cotdyn.audit.view import StudyView
 from cotdyn.files.layout import GRADING_PAGE, grading_file, reference_file, sample_page, variant_file
 from cotdyn.files.writers import write_text
-from cotdyn.grading.answers import answer_type
 from cotdyn.methods.math_shepherd import math_shepherd_csv
 from cotdyn.plan.config import reference_id, samples_variant
 from cotdyn.report.exploratory_tables import derive_sweeps, write_exploratory
 from cotdyn.report.grading import (
-    graded_texts,
     grading_page,
     grading_tables,
     read_grading,
-    symbolic_pairs,
     write_grading,
 )
 from cotdyn.report.sample_browser import browser_page, cell_section, cell_view
@@ -93,29 +90,16 @@ def grading_inputs(view: StudyView, config: dict, cells: dict, protocols: dict):
         yield name, spec, chains, samples, problems
 
 
-def grading_pairs(view: StudyView, config: dict, cells: dict, protocols: dict) -> list[tuple[str, str]]:
-    """The distinct pairs every cell's grading page asks math-verify about (``grading.symbolic_pairs``),
-    for ``derive_grading``'s ``judged``: the audit's second process judges them beside the re-derivation."""
-    answer_form = protocols[grading_variant(protocols)]["answer_form"]
-    pairs = {}
-    for _, spec, chains, samples, problems in grading_inputs(view, config, cells, protocols):
-        boxed = answer_type(spec.answer_rule) == "boxed"  # math-verify reads the classes of another type
-        texts = graded_texts(chains, samples, problems, spec.answer_rule, answer_form, reextracted=boxed)
-        pairs.update(dict.fromkeys(symbolic_pairs(texts, spec.answer_rule)))
-    return list(pairs)
-
-
-def derive_grading(view: StudyView, scratch: Path, config: dict, cells: dict, protocols: dict,
-                   judged: dict | None = None) -> list[Path]:  # fmt: skip
+def derive_grading(view: StudyView, scratch: Path, config: dict, cells: dict, protocols: dict) -> list[Path]:
     """report/grading/<cell>/*.csv and report/grading/grading.html as rules grading and grading_page
     write them, from the stored chains, the grading variant's stored samples and each benchmark's
     stored problems (``grading_inputs``: a raw file the bounds refuse leaves the page not
-    re-derived, and the audit fails it); ``judged``: math-verify's verdicts on ``grading_pairs``."""
+    re-derived, and the audit fails it)."""
     variant = grading_variant(protocols)
     answer_form, tables, written = protocols[variant]["answer_form"], {}, []
     done = 0
     for name, spec, chains, samples, problems in grading_inputs(view, config, cells, protocols):
-        cell_tables = grading_tables(chains, samples, problems, spec.answer_rule, name, answer_form, judged)
+        cell_tables = grading_tables(chains, samples, problems, spec.answer_rule, name, answer_form)
         folder = scratch / grading_file(name, "")
         written += write_grading(cell_tables, folder)
         tables[name] = read_grading(folder)  # as rule grading_page reads them: back from the CSVs

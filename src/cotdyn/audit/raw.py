@@ -12,12 +12,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Iterable
 
 import numpy as np
 
 from cotdyn.audit.cache_rows import content_digest, folder_rows
-from cotdyn.audit.parallel import SideFailed
 from cotdyn.audit.registration import seed_check, seeds_checked, seeds_unchecked
 from cotdyn.audit.view import StudyView
 from cotdyn.files.layout import reference_file, variant_file
@@ -199,7 +198,7 @@ def row_differences(file: Pending, i: int, key: str, cached: list) -> list[str]:
 def verdict(file: Pending, limit: int = 3) -> tuple[bool, str]:
     """A compared file's line: its seal's problems, the rows whose requests no shard holds, the first
     ``limit`` rows that differ, in row order."""
-    if isinstance(file.error, (SideFailed, OSError)):
+    if isinstance(file.error, OSError):
         return False, f"not checked against the cache: {type(file.error).__name__}: {printable(str(file.error))[:300]}"
     if file.error is not None:
         return unreadable(file.error)
@@ -217,27 +216,9 @@ def by_model(raw: dict, models: dict[str, str] | None) -> list:
     return sorted(raw.items(), key=lambda item: ((models or {}).get(item[1][0], ""), item[0]))
 
 
-def cache_folders(view: StudyView, raw: dict, cache_dir, models: dict[str, str] | None) -> dict[Path, set[str]]:
-    """The cache folder each raw file's seal names (``sealing.cache_folder``), with the keys of its
-    requests there, in the order ``raw_checks`` compares them: what the audit's second process reads
-    beside the re-derivation (cotdyn.audit.parallel). A seal unread here is named by ``raw_check``."""
-    folders: dict[Path, set[str]] = {}
-    for path, _ in by_model(raw, models):
-        try:
-            seal = view.seal(path)
-            folder, _ = cache_folder(cache_dir, seal)
-            keys = {key for key, _ in seal["requests"]} if folder is not None else None
-        except (SealError, OSError, KeyError, TypeError, ValueError):
-            continue
-        if keys is not None:
-            folders.setdefault(folder, set()).update(keys)
-    return folders
-
-
 def raw_checks(view: StudyView, raw: dict, protocols: dict[str, dict], cache_dir, cache_note: str,
                models: dict[str, str] | None = None, seeds: dict | None = None,
-               honoured: dict | None = None, cached: Callable[[Path, set[str]], dict] = folder_rows,
-               ) -> dict[str, tuple[bool, str]]:  # fmt: skip
+               honoured: dict | None = None) -> dict[str, tuple[bool, str]]:  # fmt: skip
     """Per raw file present: (whether it matches its seal and the cache, what was checked or found),
     read through the study's view (``cotdyn.audit.view``: the files the bounds kept from being
     parsed, and why; each other file's hash and seal problem, found before anything was parsed).
@@ -245,9 +226,7 @@ def raw_checks(view: StudyView, raw: dict, protocols: dict[str, dict], cache_dir
     model's raw files are compared together, their cache folder read once, a shard at a time, and let
     go before the next model's (memory does not grow with the number of models); ``seeds``: where
     given, each samples file's seed check (``registration.seed_check``: rows checked, problem), from
-    the requests its raw check reads (``honoured``: cell -> the seeds its backend's sampler honours);
-    ``cached``: a cache folder's rows of the given keys (``cache_rows.folder_rows``, or what the
-    audit's second process read of it: ``SideFailed`` where it could not)."""
+    the requests its raw check reads (``honoured``: cell -> the seeds its backend's sampler honours)."""
     refused, sealed = view.refused, view.sealed
     checks: dict[str, tuple[bool, str]] = {}
     ordered = by_model(raw, models)
@@ -277,8 +256,8 @@ def raw_checks(view: StudyView, raw: dict, protocols: dict[str, dict], cache_dir
         for folder in dict.fromkeys(file.folder for file in pending.values()):
             keys = {key for file in pending.values() if file.folder == folder for key in file.index}
             try:
-                rows = cached(folder, keys)
-            except (SideFailed, OSError) as e:  # the second process ended, or the folder is unreadable
+                rows = folder_rows(folder, keys)
+            except OSError as e:  # the folder is unreadable
                 for file in pending.values():
                     file.error = e if file.folder == folder else file.error
                 continue

@@ -220,7 +220,7 @@ def regenerate(study: Admitted, study_dir: Path, cells, protocols: dict, count, 
         by_cell[item.cell].append(item)
     for n, (cell, items) in enumerate(sorted(by_cell.items()), 1):
         spec = cells[cell]
-        print(f"regenerate {cell} ({n}/{len(by_cell)}): {cost_line(items, spec.model, cell, study.cache_dir)}")
+        print(f"regenerate {cell} ({n}/{len(by_cell)}): {cost_line(items, spec.model)}")
         golds, options = _golds_and_options(study_dir, spec)
         backend = make_backend(study_model(spec, protocols, model), golds, spec.answer_rule)
         described = backend.describe()

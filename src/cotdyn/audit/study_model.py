@@ -77,18 +77,10 @@ def weights_problem(described: dict, generation_log: Path, revision: str) -> str
     return None
 
 
-def cost_line(items, entry: dict, cell: str, cache_dir) -> str:
+def cost_line(items, entry: dict) -> str:
     """The regeneration's cost: the tokens it draws (those the stored rows hold, plus a stop token
-    each), at the rate the timing ledger observed for this model on this machine, if any."""
-    from cotdyn.generation.timings import Phase, duration, machine, rate, read_observations, same_setup, torch_threads
+    each), at the backend's declared rate (cotdyn.generation.estimate)."""
+    from cotdyn.generation.estimate import at_declared_rate
 
     tokens = sum(len(t) + 1 for item in items for t in item.rows["token_ids"])
-    ledger = read_observations(cache_dir)[0] if cache_dir is not None and Path(cache_dir).is_dir() else []
-    host, timed = machine(), []
-    for phase in ("reference", "continuations"):
-        setup = Phase(phase, cell, entry, "", {}, None, torch_threads())
-        timed += [e for e in ledger if same_setup(e, setup, host)]
-    speed = rate(timed)
-    if speed is None:
-        return f"{len(items)} requests, {tokens:,} tokens to draw; no timing of this model on this machine yet"
-    return f"{len(items)} requests, {tokens:,} tokens to draw: {duration(tokens / speed)} at {speed:.1f} tokens/s"
+    return f"{len(items)} requests, {tokens:,} tokens to draw: {at_declared_rate(tokens, entry)}"

@@ -43,7 +43,7 @@ def cmd_ls(args) -> int:
         )
         by = ", ".join(_name(s) for s in refs[shard.path]) or "no study"
         print(f"  {_name(shard.path)}  {_size(shard.size)}  {what}  referenced by: {by}")
-    for label, paths in (("unfinished (a run's journal, snapshot or temporary)", found.unfinished),
+    for label, paths in (("unfinished (a run's journal or temporary)", found.unfinished),
                          ("link (not followed)", found.links), ("kept (not a shard)", found.other)):  # fmt: skip
         for path in paths:
             print(f"  {_name(path)}  {label}")

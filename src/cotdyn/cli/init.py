@@ -24,7 +24,7 @@ from pathlib import Path
 
 import yaml
 
-from cotdyn.cli.init_backend import model_entry, settings_of
+from cotdyn.cli.init_backend import init_declaration, model_entry, settings_of
 from cotdyn.cli.init_checks import (
     InitError,
     check_config,
@@ -199,13 +199,8 @@ def write_skeleton(
         )
     folder = Path(folder)
     study = folder.name
-    from cotdyn.generation.backends import registry
-
-    try:
-        declared = registry.spec(backend, "--backend")
-    except ValueError as e:
-        raise InitError(str(e)) from None
-    model = model or declared.default_key
+    declared, init = init_declaration(backend)
+    model = model or init.default_key
     if answer is None and benchmark not in _declared():
         raise InitError(
             "give your own file (--jsonl FILE --answer TYPE) or a declared benchmark "
@@ -246,10 +241,7 @@ def write_skeleton(
         "variants": {"registered": {}},
     }
     check_config(config)
-    gguf_file = declared.weights_precision is not None and str(weights.get("id", "")).endswith(".gguf")
-    if gguf_file and not Path(weights["id"]).is_file():
-        raise InitError(f"--model-id {weights['id']}: no such GGUF file")
-    if "id" in weights and not gguf_file:  # found now, not by the run's first job (a served model: its tokenizer)
+    if "id" in weights:  # found now, not by the run's first job (a served model: its tokenizer)
         resolve_model(weights["id"], revision, tokenizer_only=declared.needs_revision)
     dump = lambda obj: yaml.safe_dump(obj, sort_keys=False, allow_unicode=True, width=120)  # noqa: E731
     texts = {
@@ -364,8 +356,8 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
         "--dtype",
         default=None,
         help="for a backend with a precision setting (transformers, vllm): the study's precision (default: float32 "
-        "on a CPU, else the plan's); where the weights fix it (openai_compat, llama_cpp), init registers the precision "
-        "the server lists or the GGUF file says, and --dtype is needed only where they do not (vLLM's server)",
+        "on a CPU, else the plan's); where the weights fix it (openai_compat), init registers the precision "
+        "the server lists, and --dtype is needed only where they do not (vLLM's server)",
     )
     i.add_argument("--registered-plan", default=REGISTERED_PLAN, help="the plan whose protocol and analysis to copy")
     i.add_argument(

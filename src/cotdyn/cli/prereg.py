@@ -53,7 +53,7 @@ def analysis_settings(plan: dict, source) -> None:
 def cmd_audit(args) -> int:
     from cotdyn.audit.check import audit, write_report
 
-    report = audit(args.study_dir, args.plan, args.scratch, args.cache, tsa_ca=args.tsa_ca, processes=args.processes)
+    report = audit(args.study_dir, args.plan, args.scratch, args.cache, tsa_ca=args.tsa_ca)
     if args.regenerate is not False:
         from cotdyn.audit.regenerate import regenerate_into
 
@@ -144,13 +144,4 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
         "against it (without it: 'timestamp present, not verified')",
     )
     a.add_argument("--model", default=None, help="the model's weights (a folder or hub id) in place of the config's")
-    a.add_argument(
-        "--processes",
-        type=int,
-        choices=(1, 2),
-        default=None,
-        help="2: read the generation cache and judge the grading page's pairs with math-verify in a second "
-        "process, beside the re-derivation (the default where this process may run on two cores); "
-        "1: one process: the same report, more time",
-    )
     a.set_defaults(run=cmd_audit)

@@ -6,15 +6,14 @@ the largest of them and more; with jemalloc, which returns freed pages after a s
 panel-sized audit of benchmarks/bench_audit.py peaks some 150 MB lower in one process, at the same
 speed. pyarrow reads the choice from ``ARROW_DEFAULT_MEMORY_POOL`` once, when it is first imported
 (``pyarrow.set_memory_pool`` later leaves the parquet reader's own allocations where they were),
-so it is set before anything imports pyarrow: by the ``cotdyn`` command (cotdyn.cli), the audit's
-second process (cotdyn.audit.parallel) and rule audit_result's script. A value already set wins.
+so it is set before anything imports pyarrow: by the ``cotdyn`` command (cotdyn.cli) and rule
+audit_result's script. A value already set wins.
 This module imports nothing that imports pyarrow.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Mapping
 
 VARIABLE, POOL = "ARROW_DEFAULT_MEMORY_POOL", "jemalloc"
 
@@ -22,8 +21,3 @@ VARIABLE, POOL = "ARROW_DEFAULT_MEMORY_POOL", "jemalloc"
 def free_arrow_memory() -> None:
     """Choose the pool for this process; too late (without effect) once pyarrow is imported."""
     os.environ.setdefault(VARIABLE, POOL)
-
-
-def freeing_environment(environ: Mapping[str, str]) -> dict[str, str]:
-    """``environ`` for a child process, with the pool chosen where it was not."""
-    return {VARIABLE: POOL, **environ}

@@ -10,9 +10,8 @@ can still be writing it.
 
 Within a chunk, every sample is journaled as the backend finishes it (``cotdyn.generation.journal``),
 so a kill loses only the samples in flight: a resumed run hands the backend the chunk's samples
-already drawn, and writes the chunk's shard, the same bytes, once the rest are drawn. A backend
-that decodes a batch for long (transformers) also snapshots it every few seconds
-(``cotdyn.generation.snapshots``), so the samples in flight lose only the seconds since.
+already drawn, and writes the chunk's shard, the same bytes, once the rest are drawn; the samples
+in flight restart from their prompt.
 """
 
 from __future__ import annotations
@@ -31,7 +30,6 @@ from typing import Callable, Sequence
 from tqdm import tqdm
 
 from cotdyn.generation import journal as J
-from cotdyn.generation import snapshots as S
 from cotdyn.generation.backends.base import Backend, Completion, GenerationStats, Request, request_keys
 from cotdyn.generation.shard_file import shard_samples, shards
 
@@ -111,7 +109,6 @@ class GenerationCache:
                     if key not in self.entries:
                         self.journaled.setdefault(key, {}).update(samples)
             self._sweep_journals()
-            self._sweep_snapshots()
 
     def _load(self, shard: Path) -> None:
         entries = read_shard(shard)
@@ -154,20 +151,6 @@ class GenerationCache:
             raise PermissionError(f"generation cache {self.directory} was opened read-only")
         return J.Journal(self.directory)
 
-    def snapshots(self) -> S.SnapshotStore:
-        """Where a backend snapshots the batch it decodes, beside the shards."""
-        if self.read_only:
-            raise PermissionError(f"generation cache {self.directory} was opened read-only")
-        return S.SnapshotStore(self.directory)
-
-    def _sweep_snapshots(self) -> None:
-        """Remove the snapshots of batches whose every request is in a shard (a kill between the
-        batch's last row and its snapshots' removal leaves them)."""
-        for path in sorted(self.directory.glob(f"*{S.SUFFIX}")):
-            keys = S.segment_keys(path)
-            if keys is not None and all(k in self.entries for k in keys):
-                path.unlink(missing_ok=True)
-
     def _sweep_journals(self) -> None:
         """Remove the earlier journals whose every sample is now in a shard, once no process writes them."""
         now = time.time()
@@ -202,10 +185,8 @@ def _draw(backend, requests: list[Request], keys: list[str], cache, desc: str):
     def on_done(rows: list[tuple[int, int, Completion]]) -> None:
         journal.append([(keys[i], j, c) for i, j, c in rows])
 
-    # a backend that snapshots the batch it decodes (transformers) is handed the store
-    saves = {"snapshots": cache.snapshots()} if "snapshots" in _parameters(backend) else {}
     try:
-        out = backend.generate(requests, desc=desc, done=done, on_done=on_done, **saves)
+        out = backend.generate(requests, desc=desc, done=done, on_done=on_done)
     except BaseException:
         if journal.fd is not None:  # what it drew stays journaled for the next run
             os.close(journal.fd)
@@ -254,7 +235,7 @@ def generate(
                 stats.generated_tokens += sum(len(c.token_ids) for o in out for c in o)
                 stats.generated_tokens -= sum(len(c.token_ids) for c in done.values())
                 if cache is not None:
-                    stats.shards[cache.put(fresh)] = len(fresh)
+                    cache.put(fresh)
                 if journal is not None:
                     journal.remove()  # the shard holds every line now
                 results.update(fresh)

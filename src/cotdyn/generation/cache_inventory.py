@@ -7,10 +7,10 @@ of one chunk of requests, by cache key. A study references a key when one of its
 revision), so a shard is referenced when any of its keys is. Pruning removes whole shards none of
 whose keys any study references; a shard some study still reads is kept whole.
 
-What pruning never touches: a cache that holds a run's unfinished work (journals, snapshots,
+What pruning never touches: a cache that holds a run's unfinished work (journals,
 temporaries: a run in flight, or one killed that a resume will finish), shards younger than a
-minimum age (a phase whose chunks are written but not yet sealed references nothing yet), the
-time-estimate ledger (``timings/``), and anything that is not a regular file. Links are never
+minimum age (a phase whose chunks are written but not yet sealed references nothing yet), and
+anything that is not a regular file. Links are never
 followed, inside the cache or inside a study: a link is listed, never read through or removed.
 """
 
@@ -24,13 +24,10 @@ from pathlib import Path
 
 from cotdyn.files.strict import UntrustedFileError, parse_json, read_json, read_text
 from cotdyn.generation import journal as J
-from cotdyn.generation import snapshots as S
 from cotdyn.generation.shard_file import MAX_SHARD_BYTES
-from cotdyn.generation.timings.ledger import OBSERVATIONS
 from cotdyn.provenance.seal import MAX_SEAL_BYTES, SEAL, requests_sha256
 
-LEDGER = OBSERVATIONS.parts[0]  # timings/: the time-estimate ledger, not generations
-UNFINISHED = (J.SUFFIX, S.SUFFIX, ".tmp")  # a run's work not yet in a shard
+UNFINISHED = (J.SUFFIX, ".tmp")  # a run's work not yet in a shard
 
 
 class CacheError(ValueError):
@@ -49,7 +46,7 @@ class Shard:
 @dataclass
 class Inventory:
     shards: list[Shard] = field(default_factory=list)
-    unfinished: list[Path] = field(default_factory=list)  # journals, snapshots, temporaries
+    unfinished: list[Path] = field(default_factory=list)  # journals, temporaries
     links: list[Path] = field(default_factory=list)  # never followed, never removed
     other: list[Path] = field(default_factory=list)  # the ledger and anything unknown: kept
 
@@ -86,7 +83,7 @@ def inventory(cache_dir: str | Path) -> Inventory:
         rel = top.relative_to(cache)
         if top.is_symlink():
             found.links.append(rel)
-        elif not top.is_dir() or top.name == LEDGER:
+        elif not top.is_dir():
             found.other.append(rel)
         else:
             for entry in sorted(top.iterdir()):

@@ -1,8 +1,8 @@
 """The I/O shell around ``requests``: read inputs, call a backend through the cache, write artifacts.
 
 Snakemake's scripts call these functions; everything they compute lives in ``requests``. An
-observer passed in (the timing ledger's) is told of each phase before and after; nothing here
-estimates or records its time.
+observer passed in (``cotdyn.generation.estimate.Forecast``) is told of each phase before, after its
+first chunk and after; nothing here estimates its time.
 
 Writes go through ``cotdyn.files.writers`` (a temporary name renamed into place), so a killed job
 leaves no torn artifact.
@@ -115,8 +115,8 @@ def run_reference(
 ) -> None:
     """``backend``: one already built from ``model`` (a check that times one engine across phases);
     ``observer``: told ``before(job)`` the generation, ``first_chunk(job, rows, pending_rows, seconds)``
-    once the first chunk of fresh rows is drawn, and ``after(job, stats)`` the writes (the timing
-    ledger's ``cotdyn.generation.timings.TimingObserver``)."""
+    once the first chunk of fresh rows is drawn, and ``after(job, stats)`` the writes
+    (``cotdyn.generation.estimate.Forecast``)."""
     problems = read_problems(problems_path)[:limit]
     backend = backend or _backend(model, problems, benchmark)
     prompts = [backend.tokenizer.chat_prompt_ids(protocol["system_prompt"], p.question) for p in problems]

@@ -10,8 +10,7 @@ UNESCAPED_DOLLAR = re.compile(r"(?<!\\)\$")
 
 
 def math_verify_verdicts(pairs: list[tuple[str, str]]) -> dict[tuple[str, str], bool]:
-    """``math_verify_equal`` of each (answer, gold) pair: the grading page's verdicts, which the
-    audit's second process computes (cotdyn.audit.parallel)."""
+    """``math_verify_equal`` of each (answer, gold) pair: the grading page's verdicts."""
     return {pair: math_verify_equal(*pair) for pair in pairs}
 
 

@@ -165,17 +165,13 @@ def verdicts(
     benchmark: str,
     options: Mapping[str, Sequence[str]] | None = None,
     answer_form: str = answers.AS_WRITTEN,
-    judged: Mapping[tuple[str, str], bool] | None = None,
 ) -> pd.DataFrame:
     """``texts`` with both verdicts: ``registered`` (equal normalized answers, under ``answer_form``) and ``math_verify``
     (math-verify on the answer and the gold as written, a boxed type's; the classes otherwise, as
     the records compare them). Each distinct pair is graded once; two integers, whose math-verify
-    verdict is their equality, are compared without it (GSM8K's pairs, most of a panel's).
-    ``judged``: math-verify's verdict on each of ``symbolic_pairs`` (``symbolic.math_verify_verdicts``),
-    where another process computed them; computed here otherwise."""
+    verdict is their equality, are compared without it (GSM8K's pairs, most of a panel's)."""
     options = options or {}
-    if judged is None:
-        judged = math_verify_verdicts(symbolic_pairs(texts, benchmark))
+    judged = math_verify_verdicts(symbolic_pairs(texts, benchmark))
     registered, memo_registered = [], {}
     for problem, answer, gold in zip(*(texts[c].tolist() for c in ("problem_id", "answer", "gold"))):
         opts = options.get(problem)
@@ -234,14 +230,13 @@ def grading_tables(
     benchmark: str,
     cell: str,
     answer_form: str = answers.AS_WRITTEN,
-    judged: Mapping[tuple[str, str], bool] | None = None,
 ) -> dict[str, pd.DataFrame]:
-    """The three tables of one cell (``GRADING_TABLES``), graded under the variant's ``answer_form``
-    (``judged``: as ``verdicts`` takes it). Math-verify reads the answers as written for a boxed
+    """The three tables of one cell (``GRADING_TABLES``), graded under the variant's ``answer_form``.
+    Math-verify reads the answers as written for a boxed
     type only; another type's are re-extracted for the rows the disagreements show, and only those."""
     boxed = answers.answer_type(benchmark) == "boxed"
     texts = graded_texts(chains, samples, problems, benchmark, answer_form, reextracted=boxed)
-    graded = verdicts(texts, benchmark, _options(problems), answer_form, judged)
+    graded = verdicts(texts, benchmark, _options(problems), answer_form)
     if not boxed:
         differ = (graded["registered"] != graded["math_verify"]).to_numpy()
         shown = _answers_raw(graded[differ], benchmark, _options(problems))

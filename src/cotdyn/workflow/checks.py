@@ -49,8 +49,8 @@ def check_local_benchmarks(study: Study) -> None:
 
 
 def check_token_budget(study: Study) -> None:
-    """The generation's upper bound against the study's token budget (cotdyn.generation.announce)."""
-    from cotdyn.generation.announce import BudgetError, check_token_budget, registered_sizes
+    """The generation's upper bound against the study's token budget (cotdyn.generation.estimate)."""
+    from cotdyn.generation.estimate import BudgetError, check_token_budget, registered_sizes
 
     try:
         check_token_budget(

@@ -41,12 +41,8 @@ def model_for(study: Study, cell: str) -> dict:
 
 
 def conversion_for(config: dict, model: str) -> dict:
-    """Rule prepare_model's params for ``model``: its ``gguf:`` file, and whether its backend loads the
-    weights converted (``converts_gguf``) or reads the GGUF itself, needing the tokenizer alone."""
-    from cotdyn.generation.backends import registry
-
-    entry = config["models"][model]
-    return {"gguf": entry["gguf"], "weights": registry.spec(entry.get("backend")).converts_gguf}
+    """Rule prepare_model's params for ``model``: its ``gguf:`` file."""
+    return {"gguf": config["models"][model]["gguf"]}
 
 
 def records_params(workflow) -> bool:

@@ -12,7 +12,7 @@ GENERATION_RULES = ("reference", "continuations")
 
 
 def generation_jobs(study: Study, jobs) -> list[tuple]:
-    """The generation jobs among Snakemake's ``jobs``, as cotdyn.generation.announce.run_summary takes
+    """The generation jobs among Snakemake's ``jobs``, as cotdyn.generation.estimate.run_summary takes
     them: (rule, cell, reference or variant, its protocol, the threads Snakemake gives the job)."""
     out = []
     for job in jobs:
@@ -27,16 +27,12 @@ def generation_jobs(study: Study, jobs) -> list[tuple]:
 
 def start_of_run(study: Study, workflow) -> None:
     """The paths, the SLURM request check over the jobs the run will execute, then the estimate."""
-    from cotdyn.generation.announce import registered_sizes, run_summary
+    from cotdyn.generation.estimate import registered_sizes, run_summary
 
     print("\n".join(["cotdyn: the paths of this run, resolved:", *given_paths(study)]))
     jobs = list(workflow.dag.needrun_jobs())
     refuse_requests_no_node_meets(workflow)
-    # with chunk_size, as the jobs run it: the timing ledger keys on it
-    models = {
-        cell: {**model_for(study, cell), "chunk_size": study.cells[cell].model.get("chunk_size", 0)}
-        for cell in study.cell_names
-    }
+    models = {cell: model_for(study, cell) for cell in study.cell_names}
     summary = run_summary(
         study.config["study"],
         study.cells,

@@ -2,7 +2,7 @@
 
 Each backend is one declaration (``register_backend``, cotdyn.generation.backends.registry): its
 name, how it is built from a model entry, its options block and their schema, the packages it needs,
-its conda environment, and what the timings, the config checks, ``cotdyn init`` and the workflow need
+its conda environment, and what the config checks, ``cotdyn init`` and the workflow need
 to know of it. Nothing else names a backend. The registry finds backends through packaging entry
 points (group ``cotdyn.backends``): cotdyn's own (``simulated``, ``transformers``, ``vllm``,
 ``openai_compat``, declared in cotdyn.generation.backends.builtin) as any lab's plugin package.

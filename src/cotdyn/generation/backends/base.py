@@ -6,7 +6,7 @@ import hashlib
 import json
 import math
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Callable, Iterable, Mapping, Protocol, Sequence
 
 
@@ -92,9 +92,6 @@ class GenerationStats:
     calls: int = 0
     # samples of pending requests that an interrupted earlier run had drawn and journaled
     journaled_samples: int = 0
-    # the cache shard each fresh chunk was written to, with the requests it holds: a later run can
-    # tell by their presence alone that this work is still cached (cotdyn.generation.timings)
-    shards: dict[str, int] = field(default_factory=dict)
 
 
 class Tokenizer(Protocol):

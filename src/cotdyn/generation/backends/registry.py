@@ -4,10 +4,8 @@ A backend is declared by decorating the function that builds it (``register_back
 inspect_ai's ``@modelapi`` and lm-evaluation-harness's ``@register_model`` declare theirs. The
 declaration is the one place that names a backend: the config schema (``config_schema``), the
 model-entry checks (``check_entry``), ``cotdyn init --backend`` and the settings it writes, the
-timing ledger's model identity and speed settings (``cotdyn.generation.timings.identity``), the
-estimate's batching caveat, the first-chunk forecast, the packages it needs (checked as it is built,
-listed by ``cotdyn ls``, recorded in the cell manifest) and the generation job's conda environment
-(``environment_for``) all read it.
+packages it needs (checked as it is built, listed by ``cotdyn ls``, recorded in the cell manifest)
+and the generation job's conda environment (``environment_for``) all read it.
 
 Backends are found through packaging entry points of group ``cotdyn.backends`` (``discover``), cotdyn's
 own (cotdyn.generation.backends.builtin) as a lab's plugin package's: an entry point names a module to
@@ -36,7 +34,7 @@ from cotdyn.plugins import Dependency
 GROUP = "cotdyn.backends"
 # cotdyn's own conda environments (envs/<name>.yaml), which a declaration's ``runs_in`` may name; a
 # plugin may name a YAML file of its own instead (a path ending in .yaml or .yml)
-ENVIRONMENTS = ("generate-cpu", "generate-cuda", "generate-vllm", "generate-llama-cpp")
+ENVIRONMENTS = ("generate-cpu", "generate-cuda", "generate-vllm")
 # model-entry settings shared by backends, which mean something to a backend only where its
 # declaration's ``settings`` name them (cotdyn init writes and accepts only those)
 SETTINGS = ("device", "dtype")
@@ -52,10 +50,6 @@ def torch_environment(entry: dict) -> str:
     return "generate-cuda" if device_kind(entry) == "cuda" else "generate-cpu"
 
 
-def _on_cpu(entry: dict, options: dict) -> dict:
-    return {"device": "cpu"}
-
-
 @dataclass(frozen=True)
 class BackendSpec:
     """What cotdyn knows of a backend by its name, before one is built."""
@@ -66,19 +60,10 @@ class BackendSpec:
     summary: str  # one line: ``cotdyn init --help`` and error messages
     options_key: str = ""  # the entry's key holding the options; "" = the backend's name
     options_schema: dict = field(default_factory=lambda: {"type": "object", "additionalProperties": False})
-    defaults: dict = field(default_factory=dict)  # options left unset take these (build and speed settings)
+    defaults: dict = field(default_factory=dict)  # options left unset take these
     flat_options: tuple[str, ...] = ()  # options also accepted at the entry's top level (older configs)
     needs_id: bool = False  # the entry names ``id`` (or ``gguf``) unless it is a panel model of the plan
     needs_revision: bool = False  # the entry pins ``revision`` (part of every cache key)
-    # the settings that change generation speed beyond the backend's name and chunk_size (the ledger
-    # matches timings on them): (entry, options) -> dict
-    speed: Callable[[dict, dict], dict] = _on_cpu
-    # how a timed rate depends on how full batches were (estimates._batch_caveat): None (it does not),
-    # "rows" (batches of the ``batch_size`` option), "scheduler" (the engine or server batches)
-    batching: str | None = None
-    # where no timing exists, forecast the rest of a phase from its first chunk (timings.first_chunk);
-    # off for a backend that takes no time
-    first_chunk_forecast: bool = True
     # the packages it needs beyond cotdyn's own: checked as it is built, listed by `cotdyn ls`, recorded
     # in the cell manifest, and pinned in its environments' envs/*.yaml (tests/test_envs.py)
     requires: tuple[Dependency, ...] = ()
@@ -87,12 +72,6 @@ class BackendSpec:
     runs_in: str | dict[str, str] = "generate-cpu"
     # which of SETTINGS mean something to it: cotdyn init writes and accepts only those
     settings: tuple[str, ...] = ()
-    identity: Callable[[dict, dict], str] | None = None  # the model before it loads; None = id/gguf/revision
-    # cotdyn init's entry: (model id, revision, device) -> the entry without options; a ValueError
-    # says what is missing
-    init_entry: Callable[[str | None, str | None, str], dict] | None = None
-    default_key: str = "model"  # cotdyn init's model key when --model is not given
-    cpu_dtype: str | None = None  # cotdyn init's study dtype when the model runs on this machine's CPU
     # the seeds its sampler honours, from its options (None: every seed cotdyn draws): each sample's
     # seed is sent, recorded and audited reduced into them (cotdyn.protocol.seeds.served_seed)
     seeds: Callable[[dict], int | None] = lambda options: None
@@ -100,9 +79,6 @@ class BackendSpec:
     # its options) -> that precision ("Q4_1"; None where it cannot be told), which cotdyn init
     # registers as the study's dtype and the backend checks as it loads
     weights_precision: Callable[[dict, dict], str | None] | None = None
-    # whether a ``gguf:`` entry's weights are dequantized to safetensors for it (rule prepare_model);
-    # False for a backend that reads the GGUF itself: the conversion then saves the tokenizer alone
-    converts_gguf: bool = True
 
     @property
     def key(self) -> str:
@@ -151,8 +127,6 @@ def check_declaration(declared: BackendSpec) -> BackendSpec:
                 f"backend {declared.name}: runs_in '{env}' is neither one of {', '.join(ENVIRONMENTS)} "
                 "nor a conda YAML file of its own"
             )
-    if declared.cpu_dtype and "dtype" not in declared.settings:
-        raise ValueError(f"backend {declared.name}: a cpu_dtype, but 'dtype' is not one of its settings")
     if declared.weights_precision and "dtype" not in declared.settings:
         raise ValueError(f"backend {declared.name}: a weights_precision, but 'dtype' is not one of its settings")
     return declared

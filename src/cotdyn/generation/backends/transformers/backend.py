@@ -15,7 +15,6 @@ from transformers.cache_utils import DynamicLayer
 
 from cotdyn.generation.backends import row_sizes
 from cotdyn.generation.backends.base import Completion, Request, Sampling
-from cotdyn.generation.backends.transformers.resume import BatchSnapshots, DecodeState, RootSnapshots, batch_name
 from cotdyn.generation.backends.transformers.sampler import SeededSampler
 from cotdyn.generation.backends.transformers.weights import loaded_weights, local_revision, tokenizer_sha256
 from cotdyn.protocol.prompts import ChatTokenizer
@@ -105,19 +104,14 @@ class TransformersBackend:
             "stop_token_ids": sorted(self.stop_ids),
         }
 
-    def generate(
-        self, requests: Sequence[Request], desc: str = "", done=None, on_done=None, snapshots=None
-    ) -> list[list[Completion]]:
+    def generate(self, requests: Sequence[Request], desc: str = "", done=None, on_done=None) -> list[list[Completion]]:
         """Rows in batches of ``batch_size``, fixed by the requests alone (``done`` changes none).
 
         ``on_done`` hears of each row the step it finishes (``decode: compacting``; at its batch's
         end with ``decode: generate``). A batch whose rows are all ``done`` is skipped; one with
         some is decoded from the same prompts, the done rows finished from the start, so the others
         see the padding and the row sizes they had (their bits do not depend on finished rows,
-        ``row_sizes``) and the done rows leave the batch at its first compaction. ``snapshots``: a
-        ``cotdyn.generation.snapshots.SnapshotStore``, where a batch being decoded (``decode:
-        compacting``) is saved every few seconds and from where a resumed batch decodes on
-        (``resume``); a batch's snapshots are removed once its rows are told.
+        ``row_sizes``) and the done rows leave the batch at its first compaction.
         """
         done = done or {}
         roots = prefix_roots([r.prompt_ids for r in requests]) if self.share_prefill else list(range(len(requests)))
@@ -129,9 +123,6 @@ class TransformersBackend:
         )
         left = Counter(roots[i] for i, _ in rows)
         prefilled: dict[int, list[tuple[torch.Tensor, torch.Tensor]]] = {}
-        kept = None  # each root's prefill saved as computed (resume.RootSnapshots)
-        if snapshots is not None and self.decode == "compacting" and self.share_prefill:
-            kept = RootSnapshots(snapshots, self._snapshot_settings(), [r.key(self.model_revision) for r in requests])
         out: list[list[Completion | None]] = [[None] * r.n for r in requests]
         generated, started = 0, time.time()
         batches = [rows[s : s + self.batch_size] for s in range(0, len(rows), self.batch_size)]
@@ -143,60 +134,30 @@ class TransformersBackend:
         ):
             for batch in batches:
                 finished = [ij in done for ij in batch]
-                saved = self._snapshots(snapshots, requests, batch)
                 if all(finished):
                     completions = [done[ij] for ij in batch]
                 else:
                     if self.share_prefill:
                         for root in dict.fromkeys(roots[i] for i, _ in batch):
                             if root not in prefilled:
-                                prefilled[root] = self._root(requests, roots, root, kept)
+                                prefilled[root] = self._prefill(requests[root].prompt_ids)
                     rooted = [(requests[i].prompt_ids, prefilled.get(roots[i])) for i, _ in batch]
 
                     def told(k: int, completion: Completion, batch=batch) -> None:
                         if on_done is not None:
                             on_done([(*batch[k], completion)])
 
-                    drawn = self._generate_batch(requests, batch, rooted, tokens.update, finished, told, saved)
+                    drawn = self._generate_batch(requests, batch, rooted, tokens.update, finished, told)
                     completions = [done.get(ij, c) for ij, c in zip(batch, drawn)]
-                if saved is not None:
-                    saved.remove()  # every row is told (journaled) or was done
                 for (i, j), completion in zip(batch, completions):
                     out[i][j] = completion
                     generated += len(completion.token_ids) if (i, j) not in done else 0
                     left[roots[i]] -= 1
                     if not left[roots[i]]:
                         prefilled.pop(roots[i], None)
-                        if kept is not None:
-                            kept.remove(requests[roots[i]].prompt_ids)
                 bar.update(len(batch))
                 bar.set_postfix(tok_s=f"{generated / max(time.time() - started, 1e-9):.1f}")
         return out  # type: ignore[return-value]
-
-    def _snapshot_settings(self) -> dict:
-        """What decides a snapshot's bits beside its rows: ``describe()`` but the model's path."""
-        if not hasattr(self, "_settings"):  # describe() hashes the vocabulary: once, not per batch
-            self._settings = {k: v for k, v in self.describe().items() if k != "model_id"}
-        return self._settings
-
-    def _root(self, requests: Sequence[Request], roots: list[int], root: int, kept) -> list:
-        """A root's prefill: a killed run's where it saved one, else computed (and saved)."""
-        ids = requests[root].prompt_ids
-        loaded = kept.load(ids, self.device) if kept is not None else None
-        if loaded is not None:
-            return loaded
-        kv = self._prefill(ids)
-        if kept is not None:
-            kept.save(ids, kv, [i for i, r in enumerate(roots) if r == root])
-        return kv
-
-    def _snapshots(self, store, requests: Sequence[Request], batch) -> BatchSnapshots | None:
-        """The batch's snapshots in ``store``, named by its rows and the settings that decide their bits."""
-        if store is None or self.decode != "compacting":
-            return None
-        settings = self._snapshot_settings()
-        keys = [requests[i].key(self.model_revision) for i, _ in batch]
-        return BatchSnapshots(store, batch_name(settings, [[k, j] for k, (_, j) in zip(keys, batch)]), keys)
 
     def _prefill(self, prompt_ids: Sequence[int]) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """Each layer's keys and values for one prompt, computed alone (batch of one, no padding)."""
@@ -230,10 +191,10 @@ class TransformersBackend:
         return cache
 
     def _generate_batch(
-        self, requests: Sequence[Request], batch, rooted, on_step=None, finished=None, on_row=None, snapshots=None
+        self, requests: Sequence[Request], batch, rooted, on_step=None, finished=None, on_row=None
     ) -> list[Completion]:
         """``finished[k]``: row k is done already (decoded for the batch's shape only, never told);
-        ``on_row(k, completion)``: row k is finished; ``snapshots``: the batch's ``BatchSnapshots``."""
+        ``on_row(k, completion)``: row k is finished."""
         sampling = {requests[i].sampling for i, _ in batch}
         if len(sampling) != 1:
             raise ValueError("one batch must share its sampling parameters")
@@ -259,7 +220,7 @@ class TransformersBackend:
                 for k, row in enumerate(rows):
                     row_done(k, row)
             else:
-                rows = self._compacting_decode(ids, mask, cache, sampler, sampling, finished, row_done, snapshots)
+                rows = self._compacting_decode(ids, mask, cache, sampler, sampling, finished, row_done)
         return [self._completion(row, sampling) for row in rows]
 
     def _hf_generate(self, ids, mask, cache, sampler: SeededSampler, sampling: Sampling) -> list[list[int]]:
@@ -279,7 +240,7 @@ class TransformersBackend:
         return [row.tolist() for row in output[:, ids.shape[1] :].cpu()]
 
     def _compacting_decode(
-        self, ids, mask, cache, sampler: SeededSampler, sampling: Sampling, finished=None, row_done=None, snapshots=None
+        self, ids, mask, cache, sampler: SeededSampler, sampling: Sampling, finished=None, row_done=None
     ) -> list[list[int]]:
         """generate()'s sampling loop, step for step, except that finished rows leave the batch.
 
@@ -291,9 +252,7 @@ class TransformersBackend:
         rows fill what the running ones leave), and every linear layer is fed its rows padded to a
         size that computes them as the full batch did. Rows ``finished`` are not live from the first
         step (a resumed batch's done rows); ``row_done(k, ids)`` is told of row k the step it stops,
-        and of the rows the budget cuts. ``snapshots`` (``resume.BatchSnapshots``): the state is
-        saved between steps every few seconds, and a batch killed before its end decodes on from
-        its last snapshot, its done rows no longer live (``_resumed``).
+        and of the rows the budget cuts.
         """
         positions = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 0)
         attention = None if bool((mask == 1).all()) else mask
@@ -306,16 +265,10 @@ class TransformersBackend:
             self._exact_sizes[sizes[0]] = row_sizes.probe(self.model, sizes)
         finished = finished or [False] * ids.shape[0]
         live = torch.tensor([not f for f in finished], device=ids.device)
-        # batch row k is sample running[k]
-        state = DecodeState(
-            0, list(range(ids.shape[0])), live, [[] for _ in finished], inputs, positions, attention, cache
-        )
-        if snapshots is not None:
-            state = self._resumed(snapshots, state, sampler, finished, row_done)
-        running, live, out, cache = state.running, state.live, state.out, state.cache
-        inputs, positions, attention = state.inputs, state.positions, state.attention
+        running = list(range(ids.shape[0]))  # batch row k is sample running[k]
+        out: list[list[int]] = [[] for _ in finished]
         with row_sizes.padded_linears(self.model, self._exact_sizes[sizes[0]]):
-            for step in range(state.step, sampling.max_tokens):
+            for step in range(sampling.max_tokens):
                 logits = self.model(
                     input_ids=inputs,
                     attention_mask=attention,
@@ -351,25 +304,7 @@ class TransformersBackend:
                     attention = attention[keep] if attention is not None else None
                     for layer in cache.layers:
                         layer.batch_select_indices(keep)
-                if snapshots is not None:
-                    state = DecodeState(step + 1, running, live, out, inputs, positions, attention, cache)
-                    snapshots.save_if_due(state, sampler.generators)
         return out
-
-    def _resumed(self, snapshots, start: DecodeState, sampler, finished, row_done) -> DecodeState:
-        """The batch's state at its last snapshot (``start`` where none): rows done since then
-        (journaled after the snapshot) are no longer live, and a row the snapshot holds finished
-        but no journal does (its line torn) is told again, from the tokens the snapshot holds."""
-        state = snapshots.restore(start, sampler.generators, self.model.config)
-        if state is None:
-            return start
-        state.live &= torch.tensor([not finished[r] for r in state.running], device=state.live.device)
-        if row_done is not None:
-            still = {r for k, r in enumerate(state.running) if state.live[k]}
-            for r, f in enumerate(finished):
-                if not f and r not in still:
-                    row_done(r, state.out[r])
-        return state
 
     def _completion(self, generated: list[int], sampling: Sampling) -> Completion:
         for t, token in enumerate(generated):

