@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 import sys
 import textwrap
 import warnings
+from fractions import Fraction
 
 import numpy as np
 import pandas as pd
@@ -209,6 +211,55 @@ def test_a_labs_benchmark_runs_a_cell_and_is_a_kind_the_config_takes(installed, 
     form = protocol["answer_form"]
     assert list(records["gold"]) == [gold_answer(r["Answer"], "svamp_money", answer_form=form) for r in ROWS]
     assert records["gold"].iloc[1] == "1200" and records["correct"].notna().all()
+
+
+def _value(canonical) -> Fraction | None:
+    """The value of a class in the canonical form (an integer, or \\frac{p}{q}); None for no answer."""
+    if not isinstance(canonical, str):
+        return None
+    fraction = re.fullmatch(r"(-?)\\frac\{(\d+)\}\{(\d+)\}", canonical)
+    if fraction:
+        return Fraction(int(fraction[2]), int(fraction[3])) * (-1 if fraction[1] else 1)
+    return Fraction(int(canonical))
+
+
+# Golds that are no whole number: under canonical each is a \\frac, which the lab's money rule cannot read.
+FRACTION_ROWS = [
+    {"ID": f"f-{i}", "Body": f"A box costs $ {cost}.", "Question": "How much is it?", "Answer": f"${cost}"}
+    for i, cost in enumerate(["1117.25", "8.50", "0.75", "12.5", "3.25", "40.10", "2.5", "99.99"])
+]
+
+
+def test_a_labs_benchmark_grades_wrong_answers_wrong_under_every_answer_form(installed, tmp_path, plan):
+    """Finding 1 of issue 65: under canonical, classes are stored as \\frac{4469}{4}, which the lab's
+    own rule cannot read; two unreadable sides were equal (None == None), so wrong answers graded correct."""
+    (tmp_path / "svamp_money.jsonl").write_text("".join(json.dumps(r) + "\n" for r in FRACTION_ROWS))
+    installed(
+        "lab-benchmarks",
+        "lab_benchmarks",
+        BENCHMARK_MODULE,
+        "cotdyn.benchmarks",
+        {"svamp_money": "lab_benchmarks:SVAMP_MONEY"},
+    )
+    assert not equivalent("\\frac{4469}{4}", "\\frac{17}{2}", "svamp_money", answer_form="canonical")
+    assert equivalent("\\frac{17}{2}", "$8.50", "svamp_money", answer_form="canonical")
+    for form in ("as_written", "canonical"):
+        # an unreadable side equals nothing, in every answer form, for a plugin's rule and the types'
+        for benchmark in ("svamp_money", "gsm8k", "math500", "svamp", "arc"):
+            assert not equivalent("no number", "nor here", benchmark, answer_form=form), (benchmark, form)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        problems = load_benchmark({"kind": "svamp_money", "path": registry.REGISTRY["svamp_money"].source})
+    protocol = effective_protocol(plan)
+    assert protocol["answer_form"] == "canonical"
+    records = run_cell(problems, protocol, plan, "svamp_money")[5]
+    # the grade is the answers' values compared, read here without cotdyn's grading
+    expected = [
+        _value(pred) is not None and _value(pred) == _value(gold)
+        for pred, gold in zip(records["pred"], records["gold"])
+    ]
+    assert list(records["correct"]) == expected
+    assert not all(expected) and any(expected)  # the cell has wrong chains, and right ones
 
 
 def test_a_broken_plugin_is_named_where_it_is_used_and_the_others_stay(installed):
