@@ -9,7 +9,6 @@ import importlib
 import json
 import re
 import sys
-import textwrap
 import warnings
 from fractions import Fraction
 
@@ -20,6 +19,7 @@ import test_signals
 import yaml
 from conftest import ROOT
 from factories import records_frame
+from lab_plugins import BENCHMARK_MODULE, MONEY_ROWS, SIGNAL_MODULE, distribution
 from test_pipeline import run_cell
 
 from cotdyn.analysis import exploratory as ex
@@ -32,73 +32,6 @@ from cotdyn.plan.load import effective_protocol
 from cotdyn.protocol import signals
 from cotdyn.provenance.manifests import plugin_packages
 
-SIGNAL_MODULE = '''
-"""A lab's signal: the first point from which the modal answer no longer changes."""
-from cotdyn.protocol.signals import Signal
-from cotdyn.protocol.trajectory import answer_classes, majority
-
-
-def _settle_step(t, prefix_answers):
-    modes = [majority(answer_classes(prefix_answers[k])) for k in t.points]
-    if not modes:
-        return float("nan")
-    step = len(modes) - 1
-    while step > 0 and modes[step - 1] == modes[-1]:
-        step -= 1
-    return float(step)
-
-
-SETTLE_STEP = Signal("settle_step", False, "-settle step", "-settle step", "#999933", (0, (3, 1)), derive=_settle_step)
-'''
-
-BENCHMARK_MODULE = '''
-"""A lab's SVAMP-shaped benchmark whose golds are money: "$8.50" and 8.5 are one answer."""
-import re
-from decimal import Decimal, InvalidOperation
-from pathlib import Path
-
-from cotdyn.grading.registry import Benchmark
-
-
-def money(raw):
-    text = re.sub(r"[$,\\s]", "", raw).rstrip(".")
-    try:
-        value = Decimal(text)
-    except InvalidOperation:
-        return None
-    return format(value.normalize(), "f") if value.is_finite() else None
-
-
-def _row(row):
-    return {**row, "text": f"{row['Body'].strip()} {row['Question'].strip()}"}
-
-
-SVAMP_MONEY = Benchmark(
-    "svamp_money",
-    "number",
-    {"question": "text", "gold": "Answer", "id": "ID"},
-    source=str(Path(__file__).with_name("svamp_money.jsonl")),
-    adapt=_row,
-    normalize=money,
-)
-'''
-
-ROWS = [
-    {"ID": "m-1", "Body": "A pen costs $ 4.25.", "Question": "How much do 2 pens cost?", "Answer": "$8.50"},
-    {"ID": "m-2", "Body": "Ann has $ 1,000.", "Question": "She earns $ 200. How much has she?", "Answer": "$1,200.00"},
-    {"ID": "m-3", "Body": "A cup costs $ 3.", "Question": "How much do 4 cups cost?", "Answer": "12"},
-]
-
-
-def _distribution(root, name: str, module: str, source: str, group: str, entries: dict[str, str]) -> None:
-    """A third-party distribution as pip installs it: its module and its dist-info on ``root``."""
-    (root / f"{module}.py").write_text(textwrap.dedent(source))
-    info = root / f"{name.replace('-', '_')}-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n")
-    lines = "".join(f"{key} = {value}\n" for key, value in entries.items())
-    (info / "entry_points.txt").write_text(f"[{group}]\n{lines}")
-
 
 @pytest.fixture
 def installed(tmp_path, monkeypatch):
@@ -108,8 +41,9 @@ def installed(tmp_path, monkeypatch):
     modules = set(sys.modules)
     monkeypatch.syspath_prepend(str(tmp_path))
 
-    def install(*args, **kw):
-        _distribution(tmp_path, *args, **kw)
+    def install(name: str, module: str, source: str, group: str, entries: dict[str, str]):
+        lines = "".join(f"{key} = {value}\n" for key, value in entries.items())
+        distribution(tmp_path, name, "0.1", {module: source}, f"[{group}]\n{lines}")
         importlib.invalidate_caches()
         registry.discover()
         signals.discover()
@@ -156,7 +90,7 @@ def test_a_labs_signal_is_found_and_derived_and_reaches_the_ranking_but_no_regis
 
 
 def test_a_labs_benchmark_is_found_and_grades_money_by_its_own_normalization(installed, tmp_path):
-    (tmp_path / "svamp_money.jsonl").write_text("".join(json.dumps(r) + "\n" for r in ROWS))
+    (tmp_path / "svamp_money.jsonl").write_text("".join(json.dumps(r) + "\n" for r in MONEY_ROWS))
     installed(
         "lab-benchmarks",
         "lab_benchmarks",
@@ -192,7 +126,7 @@ def test_a_labs_benchmark_is_found_and_grades_money_by_its_own_normalization(ins
 def test_a_labs_benchmark_runs_a_cell_and_is_a_kind_the_config_takes(installed, tmp_path, plan):
     from cotdyn.generation.backends.validation import validate_config
 
-    (tmp_path / "svamp_money.jsonl").write_text("".join(json.dumps(r) + "\n" for r in ROWS))
+    (tmp_path / "svamp_money.jsonl").write_text("".join(json.dumps(r) + "\n" for r in MONEY_ROWS))
     installed(
         "lab-benchmarks",
         "lab_benchmarks",
@@ -209,7 +143,7 @@ def test_a_labs_benchmark_runs_a_cell_and_is_a_kind_the_config_takes(installed, 
     records = run_cell(problems, protocol, plan, "svamp_money")[5]
     # the gold's class under the plan's answer form (v4: canonical, so 8.5 is \frac{17}{2})
     form = protocol["answer_form"]
-    assert list(records["gold"]) == [gold_answer(r["Answer"], "svamp_money", answer_form=form) for r in ROWS]
+    assert list(records["gold"]) == [gold_answer(r["Answer"], "svamp_money", answer_form=form) for r in MONEY_ROWS]
     assert records["gold"].iloc[1] == "1200" and records["correct"].notna().all()
 
 
