@@ -22,6 +22,7 @@ from factories import records_frame
 from lab_plugins import BENCHMARK_MODULE, MONEY_ROWS, SIGNAL_MODULE, distribution
 from test_pipeline import run_cell
 
+from cotdyn import plugins
 from cotdyn.analysis import exploratory as ex
 from cotdyn.analysis.calibration import PlantedCell, simulate_records
 from cotdyn.analysis.secondary import selective_accuracy
@@ -30,7 +31,8 @@ from cotdyn.grading import registry
 from cotdyn.grading.answers import equivalent, extract, gold_answer
 from cotdyn.plan.load import effective_protocol
 from cotdyn.protocol import signals
-from cotdyn.provenance.manifests import plugin_packages
+from cotdyn.provenance.manifests import plugin_packages, study_plugins
+from cotdyn.records import table as R
 
 
 @pytest.fixture
@@ -57,36 +59,53 @@ def installed(tmp_path, monkeypatch):
             sys.modules.pop(name)
 
 
-def test_a_labs_signal_is_found_and_derived_and_reaches_the_ranking_but_no_registered_analysis(
+def test_a_labs_signal_is_found_and_derived_where_a_study_names_it_and_reaches_the_ranking_only(
     installed, data_dir, plan
 ):
     installed("lab-signals", "lab_signals", SIGNAL_MODULE, "cotdyn.signals", {"settle_step": "lab_signals:SETTLE_STEP"})
-    assert list(signals.SIGNALS) == ["monotone", "violations", "final_entropy", "coherence", "settle_step"]
+    assert list(signals.SIGNALS)[-1] == "settle_step" and "settle_step" not in [s.name for s in signals.own_signals()]
     assert signals.package_of("settle_step") == "lab-signals 0.1"
-    assert plugin_packages() == ("lab-signals",)  # a cell manifest records its version beside cotdyn's
+    config = {"benchmarks": {"g": {"kind": "gsm8k"}}, "signals": ["settle_step"]}
+    # the study manifest pins it, and a cell manifest records its version beside cotdyn's
+    assert study_plugins(config) == {
+        "benchmarks": {},
+        "signals": {"settle_step": {"package": "lab-signals", "version": "0.1"}},
+    }
+    assert plugin_packages(config) == ("lab-signals",) and plugin_packages({**config, "signals": []}) == ()
     assert signals.package_of("monotone").startswith("cotdyn ")
     test_signals.test_the_registered_signals_are_seed_003s_four_oriented_higher_is_correct()  # its pins hold as they are
-    # the one factory derives it, from per-prefix answers given (modes 5, 5, 7, 7: settles at point 2)
+    # the one factory derives it where it is named, from per-prefix answers given (modes 5, 5, 7, 7:
+    # settles at point 2)
     given = [[["5"] * 5, ["5", "5", "5", "6", None], ["7"] * 5, ["7", "7", "7", "7", "8"]]]
-    assert list(records_frame(trajectory=[[0.0, 0.56, 0.0, 0.5]], prefix_answers=given)["settle_step"]) == [2.0]
-    # ... and the calibration simulator's records carry it (fitted answers: every mode the label)
-    simulated = simulate_records(PlantedCell(30, 0.5, 0.7, 0.4), "qwen7b-gsm8k", seed=3)
-    assert simulated.loc[simulated["n_points"] > 0, "settle_step"].eq(0.0).all()
+    named = records_frame(trajectory=[[0.0, 0.56, 0.0, 0.5]], prefix_answers=given, signals=["settle_step"])
+    assert list(named["settle_step"]) == [2.0]
+    assert "settle_step" not in records_frame(trajectory=[[0.0, 0.56, 0.0, 0.5]], prefix_answers=given)
+    # ... and the calibration simulator, which no config names it for, does not compute it
+    assert "settle_step" not in simulate_records(PlantedCell(30, 0.5, 0.7, 0.4), "qwen7b-gsm8k", seed=3)
 
-    # a real cell's records: derived per chain as the records are built
+    # a real cell's records: derived per chain as the records are built, for the study that names it
     protocol = effective_protocol(plan)
     gsm8k = load_benchmark({"kind": "gsm8k", "path": data_dir / "gsm8k_test.jsonl"})
-    records = run_cell(gsm8k[:30], protocol, plan, "gsm8k")[5]
+    _, chains, _, _, samples, unnamed, _ = run_cell(gsm8k[:30], protocol, plan, "gsm8k")
+    records = R.records_table(chains, samples, protocol, plan["exclusion"], "gsm8k", "c", signals=["settle_step"])
+    # installed but not named, it changes nothing in a study
+    pd.testing.assert_frame_equal(records.drop(columns="settle_step"), unnamed)
     kept = records[~records["excluded"]]
     assert ((kept["settle_step"] >= 0) & (kept["settle_step"] < kept["n_points"])).all()
     ranking = pd.DataFrame(ex.ranking_table(records, draws=5, seed=1)).set_index("signal")
-    assert list(ranking.index) == [*signals.SIGNALS]
+    assert list(ranking.index) == ["monotone", "violations", "final_entropy", "coherence", "settle_step"]
+    assert list(pd.DataFrame(ex.ranking_table(unnamed, draws=5, seed=1))["signal"]) == list(ranking.index[:4])
     assert ranking.loc["settle_step", "roc_auc"] == pytest.approx(
         ex.roc_area(signals.SIGNALS["settle_step"].score(ex.analyzed(records)), kept["correct"])
     )
     # the plan-fixed secondary analysis reads the registered four only
     rows = selective_accuracy(records, 0.737, np.tile(np.arange(len(kept)), (5, 1)), 0.95)
     assert [r["signal"] for r in rows] == ["monotone", "violations", "final_entropy", "coherence"]
+
+
+def test_a_signal_a_study_names_must_be_installed():
+    with pytest.raises(plugins.PluginError, match=r"config signals: 'settle_step' is not installed"):
+        signals.study_signals(["settle_step"])
 
 
 def test_a_labs_benchmark_is_found_and_grades_money_by_its_own_normalization(installed, tmp_path):
@@ -214,5 +233,7 @@ def test_a_plugins_signal_may_not_be_registered(installed):
     installed("lab-signals", "lab_signals", module, "cotdyn.signals", {"settle_step": "lab_signals:SETTLE_STEP"})
     assert "settle_step" not in signals.SIGNALS
     assert "only the plan version fixes" in str(signals.BROKEN["settle_step"])
+    # an unnamed broken plugin changes no study; a study that names it is refused
+    assert [s.name for s in signals.study_signals()] == ["monotone", "violations", "final_entropy", "coherence"]
     with pytest.raises(ImportError, match="lab-signals 0.1 is declared registered"):
-        signals.derived_columns(None, [])
+        signals.study_signals(["settle_step"])

@@ -13,7 +13,7 @@ from cotdyn.files import layout
 from cotdyn.files.layout import ANALYSIS_FILES, PLAN_CHECK, STUDY_MANIFEST
 from cotdyn.plan.config import samples_variant
 from cotdyn.plan.registration import PLAN_CHECK_KEYS
-from cotdyn.protocol.signals import caption_list, registered_signals
+from cotdyn.protocol.signals import caption_list, registered_signals, study_signals
 from cotdyn.provenance.seal import seal_path
 from cotdyn.workflow import environments, params, paths, requests, seals, snakemake_fixes, start
 from cotdyn.workflow.checks import check_before_planning

@@ -95,14 +95,33 @@ def package_versions(names: tuple[str, ...] = PACKAGES) -> dict[str, str | None]
     return versions
 
 
-def plugin_packages() -> tuple[str, ...]:
-    """The distributions, other than cotdyn, that declare a benchmark or a signal found here (their
-    extraction, normalization or derivation is theirs, so their versions are recorded beside cotdyn's)."""
+def study_plugins(config: dict) -> dict[str, dict[str, dict[str, str | None]]]:
+    """The plugins, other than cotdyn's own, whose code the study's analysis runs: the benchmarks its
+    config's entries name (their extraction and normalization) and the signals its ``signals`` names
+    (their derivation), each with the package and version it came from. An installed plugin the
+    config does not name is not here: it is no part of the study."""
     from cotdyn.grading import registry
     from cotdyn.protocol import signals
 
-    found = {p.distribution for p in [*registry.ORIGINS.values(), *signals.ORIGINS.values()] if p.distribution}
-    return tuple(sorted(found - set(PACKAGES)))
+    named = {
+        "benchmarks": (registry.ORIGINS, [entry.get("kind") for entry in config.get("benchmarks", {}).values()]),
+        "signals": (signals.ORIGINS, list(config.get("signals", ()))),
+    }
+    pinned = {}
+    for kind, (origins, names) in named.items():
+        found = {name: origins[name] for name in names if name in origins}
+        pinned[kind] = {
+            name: {"package": plugin.distribution, "version": plugin.version}
+            for name, plugin in sorted(found.items())
+            if plugin.distribution and plugin.distribution not in PACKAGES
+        }
+    return pinned
+
+
+def plugin_packages(config: dict) -> tuple[str, ...]:
+    """The distributions of ``study_plugins``, whose versions a cell manifest records beside cotdyn's."""
+    found = {p["package"] for kind in study_plugins(config).values() for p in kind.values() if p["package"]}
+    return tuple(sorted(found))
 
 
 def backend_packages(generation: dict[str, dict]) -> dict[str, str | None]:
@@ -257,6 +276,7 @@ def study_manifest(study: str, config: dict, plan_sha256: str, git: dict, files:
         "config": config,
         "config_sha256": config_sha256(config),
         "git": git,
+        "plugins": study_plugins(config),  # what an audit must have installed (cotdyn.audit.plugins)
         "files": files,
     }
 
@@ -292,7 +312,7 @@ def write_cell_manifest(
         plan_sha256(plan_path),
         config_sha256(config),
         git_state(root),
-        package_versions(PACKAGES + plugin_packages()),
+        package_versions(PACKAGES + plugin_packages(config)),
         hardware(),
         declared,
     )

@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from cotdyn import plugins
 from cotdyn.files.strict import UntrustedFileError, read_yaml
 from cotdyn.generation.backends import registry as backend_registry
 from cotdyn.plan.config import (
@@ -30,6 +31,7 @@ from cotdyn.plan.config import (
 from cotdyn.plan.load import load_plan, plan_sha256
 from cotdyn.plan.registration import sibling_paths
 from cotdyn.plan.schema import validate_config, validate_plan
+from cotdyn.protocol.signals import study_signals
 
 
 class StudyError(ValueError):
@@ -164,7 +166,8 @@ def read_study(config: dict, configfiles, config_settings, root: Path, schema: s
             backend_registry.check_entry(cell.model, f"{source}: model '{cell.model_key}'", dtype)
         cut = {v: cut_answers(config, v, source) for v in variants}
         check_study_wide(protocols, source)
-    except (ConfigError, ValueError) as e:
+        study_signals(config.get("signals", ()))
+    except (ConfigError, ValueError, plugins.PluginError) as e:
         raise StudyError(str(e)) from None
     return Study(config, source, config["plan"], plan, sha256, cells, variants, protocols, cut)
 
