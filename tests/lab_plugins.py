@@ -149,3 +149,29 @@ def install_lab(site: Path, dependency: str | None = "1.4") -> Path:
 SIGNAL_ENTRY = "[cotdyn.signals]\nsettle_step = lab_signals:SETTLE_STEP\n"
 BENCHMARK_ENTRY = "[cotdyn.benchmarks]\nsvamp_money = lab_benchmarks:SVAMP_MONEY\n"
 BACKEND_ENTRY = "[cotdyn.backends]\necho = lab_backends:build\n"
+
+
+def install_neighbour(site: Path) -> Path:
+    """Another lab's three packages, named apart from the lab's above (signal late_flips, benchmark
+    nb_money, backend nb_echo, whose dependency is not installed), as a shared environment may hold
+    them: cotdyn's own tests pass with them installed (issue 65)."""
+    site.mkdir(parents=True, exist_ok=True)
+    signal = SIGNAL_MODULE.replace("settle_step", "late_flips").replace("SETTLE_STEP", "LATE_FLIPS")
+    distribution(
+        site, "nb-signals", "2.0", {"nb_signals": signal}, "[cotdyn.signals]\nlate_flips = nb_signals:LATE_FLIPS\n"
+    )
+    benchmark = BENCHMARK_MODULE.replace('"svamp_money"', '"nb_money"')
+    distribution(
+        site,
+        "nb-benchmarks",
+        "2.0",
+        {"nb_benchmarks": benchmark},
+        "[cotdyn.benchmarks]\nnb_money = nb_benchmarks:SVAMP_MONEY\n",
+    )
+    backend = BACKEND_MODULE.replace('"echo"', '"nb_echo"').replace('"echo: ', '"nb_echo: ')
+    distribution(
+        site, "nb-backends", "2.0", {"nb_backends": backend}, "[cotdyn.backends]\nnb_echo = nb_backends:build\n"
+    )
+    (site / "echo-env.yaml").write_text("name: echo\ndependencies: [python=3.11]\n")
+    (site / "svamp_money.jsonl").write_text("".join(json.dumps(row) + "\n" for row in MONEY_ROWS))
+    return site
