@@ -29,7 +29,7 @@ try:  # the config typed and the plan read (cotdyn.workflow.study), then the che
         WORKFLOW_ROOT,
         workflow.source_path("../schemas/config.schema.yaml"),
     )
-    check_before_planning(STUDY, workflow.is_main_process, sys.argv[1:])
+    check_before_planning(STUDY, workflow.is_main_process, sys.argv[1:], environments.in_conda_envs(workflow))
     check_infogain_traces(STUDY)
 except StudyError as e:
     raise WorkflowError(str(e)) from None

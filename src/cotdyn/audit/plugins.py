@@ -14,7 +14,7 @@ from cotdyn.files.terminal import printable
 from cotdyn.plugins import installed_version
 
 
-def plugin_problems(manifest: dict) -> list[str]:
+def pinned_plugin_problems(manifest: dict) -> list[str]:
     """Each pinned plugin not installed here at its pinned version."""
     pinned = manifest.get("plugins", {})
     if not isinstance(pinned, dict):

@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cotdyn.audit.locate import locate_plan, not_found_message
-from cotdyn.audit.plugins import plugin_problems
+from cotdyn.audit.plugins import pinned_plugin_problems
 from cotdyn.files.layout import STUDY_MANIFEST
 from cotdyn.files.strict import MissingFile, UntrustedFileError, kind_of, read_json
 from cotdyn.files.terminal import printable
-from cotdyn.generation.backends.validation import validate_config
+from cotdyn.generation.backends.validation import plugin_problems, validate_config
 from cotdyn.plan.config import ConfigError
 from cotdyn.plan.load import load_plan
 from cotdyn.plan.registration import sibling_paths
@@ -218,7 +218,7 @@ def admit(study_dir, plan_path=None, cache=None) -> Admitted:
     entries = refuse_links(study_dir)
     manifest_path = study_dir / STUDY_MANIFEST
     manifest = read_manifest(manifest_path)
-    missing = plugin_problems(manifest)
+    missing = pinned_plugin_problems(manifest) + plugin_problems(manifest["config"])
     if missing:  # the re-derivation would run other code than the study ran, or none
         raise Refused("; ".join(missing))
     try:

@@ -206,6 +206,10 @@ def write_skeleton(
     except ValueError as e:
         raise InitError(str(e)) from None
     model = model or declared.default_key
+    from cotdyn.grading.registry import BROKEN
+
+    if answer is None and benchmark in BROKEN:  # two packages declare it, or its plugin does not load
+        raise InitError(f"--benchmark {benchmark}: {BROKEN[benchmark]}")
     if answer is None and benchmark not in _declared():
         raise InitError(
             "give your own file (--jsonl FILE --answer TYPE) or a declared benchmark "
@@ -300,6 +304,13 @@ def cmd_init(args) -> int:
     folder = Path(args.folder)
     for path in written:
         print(f"wrote {printable(str(path))}")
+    from cotdyn.generation.backends import registry
+    from cotdyn.plugins import MissingDependency
+
+    try:  # the run stops on it, unless its jobs run in their conda environments (cotdyn.workflow.checks)
+        registry.check_requires(registry.spec(args.backend))
+    except MissingDependency as e:
+        print(f"note: {printable(str(e))} (snakemake --sdm conda); the run stops on it otherwise", file=sys.stderr)
     print(
         "next: read and edit them, then\n"
         f"  cotdyn register --plan {folder / 'plan.yaml'} --registered {folder / 'REGISTERED'} --date YYYY-MM-DD\n"
@@ -343,8 +354,7 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
     )
     i.add_argument(
         "--backend",
-        default="transformers",
-        choices=list(registry.REGISTRY),
+        default="transformers",  # not argparse's choices: a refused plugin is named, with its fix (write_skeleton)
         help="; ".join(declared.summary for declared in registry.REGISTRY.values()) + " (default: transformers)",
     )
     i.add_argument(

@@ -15,6 +15,7 @@ from pathlib import Path
 from cotdyn import plugins
 from cotdyn.files.strict import UntrustedFileError, read_yaml
 from cotdyn.generation.backends import registry as backend_registry
+from cotdyn.generation.backends.validation import plugin_problems
 from cotdyn.plan.config import (
     Cell,
     ConfigError,
@@ -155,6 +156,9 @@ def read_study(config: dict, configfiles, config_settings, root: Path, schema: s
     ``root`` the checkout, ``schema`` the config schema's path."""
     source = config_source(configfiles)
     check_config_files(configfiles)
+    refused = plugin_problems(config)  # named before the schema, which knows no refused name
+    if refused:
+        raise StudyError(f"{source}: " + "; ".join(refused))
     typed_config(config, config_settings, root, schema, source)
     plan, sha256 = read_plan(config["plan"], source)
     try:
