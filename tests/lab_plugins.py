@@ -120,6 +120,35 @@ def build(entry, options, golds, benchmark):
 """
 
 
+# The lab's backend for a whole study: the simulated model under the lab's own name, built only
+# where its declared dependency imports.
+SIM_BACKEND_MODULE = """
+from pathlib import Path
+
+from cotdyn.generation.backends.registry import register_backend
+from cotdyn.generation.backends.simulated import Planted, SimulatedBackend
+from cotdyn.plugins import Dependency
+
+
+class LabBackend(SimulatedBackend):
+    name = "lab_sim"
+
+
+@register_backend(
+    "lab_sim",
+    summary="lab_sim: a lab's backend (the simulated model, under its own name)",
+    requires=(Dependency("lab-dep", ">=1.0,<2", "lab_dep"),),
+    runs_in=str(Path(__file__).with_name("echo-env.yaml")),
+    init_entry=lambda model_id, revision, device: {"backend": "lab_sim"},
+    default_key="labsim",
+)
+def build(entry, options, golds, benchmark):
+    import lab_dep  # noqa: F401  (the declared dependency, imported as the backend is built)
+
+    return LabBackend(golds or {}, benchmark or "gsm8k", Planted())
+"""
+
+
 def distribution(root, name: str, version: str, modules: dict[str, str], entry_points: str = "") -> None:
     """Install ``name`` as pip would, into ``root``: its modules and a dist-info folder."""
     for module, text in modules.items():
@@ -138,7 +167,7 @@ def install_lab(site: Path, dependency: str | None = "1.4") -> Path:
     site.mkdir(parents=True, exist_ok=True)
     distribution(site, "lab-signals", "0.1", {"lab_signals": SIGNAL_MODULE}, SIGNAL_ENTRY)
     distribution(site, "lab-benchmarks", "0.1", {"lab_benchmarks": BENCHMARK_MODULE}, BENCHMARK_ENTRY)
-    distribution(site, "lab-backends", "0.3.1", {"lab_backends": BACKEND_MODULE}, BACKEND_ENTRY)
+    distribution(site, "lab-backends", "0.3.1", {"lab_backends": SIM_BACKEND_MODULE}, BACKEND_ENTRY)
     (site / "svamp_money.jsonl").write_text("".join(json.dumps(row) + "\n" for row in MONEY_ROWS))
     (site / "echo-env.yaml").write_text("name: echo\ndependencies: [python=3.11]\n")
     if dependency is not None:
@@ -148,7 +177,7 @@ def install_lab(site: Path, dependency: str | None = "1.4") -> Path:
 
 SIGNAL_ENTRY = "[cotdyn.signals]\nsettle_step = lab_signals:SETTLE_STEP\n"
 BENCHMARK_ENTRY = "[cotdyn.benchmarks]\nsvamp_money = lab_benchmarks:SVAMP_MONEY\n"
-BACKEND_ENTRY = "[cotdyn.backends]\necho = lab_backends:build\n"
+BACKEND_ENTRY = "[cotdyn.backends]\nlab_sim = lab_backends:build\n"
 
 
 def install_neighbour(site: Path) -> Path:

@@ -31,7 +31,7 @@ from cotdyn.grading import registry
 from cotdyn.grading.answers import equivalent, extract, gold_answer
 from cotdyn.plan.load import effective_protocol
 from cotdyn.protocol import signals
-from cotdyn.provenance.manifests import plugin_packages, study_plugins
+from cotdyn.provenance.plugins import plugin_packages, study_plugins
 from cotdyn.records import table as R
 
 

@@ -191,6 +191,7 @@ def write_skeleton(
     protocol: dict | None = None,
     min_group_size: int | None = None,
     options: dict | None = None,
+    signals: list[str] | None = None,
 ) -> list[Path]:
     """config.yaml, plan.yaml and deviations.yaml of a new study in ``folder`` (see the module docstring)."""
     if not Path(registered_plan).is_file():
@@ -247,9 +248,18 @@ def write_skeleton(
         "confirmatory": [cell],
         "models": {model: weights},
         "benchmarks": {benchmark: entry},
+        **({"signals": list(signals)} if signals else {}),
         "variants": {"registered": {}},
     }
     check_config(config)
+    if signals:
+        from cotdyn.plugins import PluginError
+        from cotdyn.protocol.signals import study_signals
+
+        try:
+            study_signals(signals)
+        except PluginError as e:
+            raise InitError(f"--signal: {e}") from None
     gguf_file = declared.weights_precision is not None and str(weights.get("id", "")).endswith(".gguf")
     if gguf_file and not Path(weights["id"]).is_file():
         raise InitError(f"--model-id {weights['id']}: no such GGUF file")
@@ -297,6 +307,7 @@ def cmd_init(args) -> int:
             protocol=dict(parse_setting(p) for p in args.protocol),
             min_group_size=args.min_group_size,
             options=dict(parse_setting(o, "--option") for o in args.option),
+            signals=args.signal,
         )
     except InitError as e:
         print(f"error: {printable(str(e))}", file=sys.stderr)
@@ -364,6 +375,13 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
         metavar="KEY=VALUE",
         help="an option of the backend, written under its own key in the model entry (repeatable), "
         "e.g. --option base_url=http://127.0.0.1:8000 --option model=NAME for openai_compat",
+    )
+    i.add_argument(
+        "--signal",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a plugin signal the study computes beside cotdyn's own (repeatable; `cotdyn ls signals`)",
     )
     i.add_argument("--model-id", default=None, help="a hub id or a local model folder")
     i.add_argument("--revision", default=None, help="the hub revision to pin")

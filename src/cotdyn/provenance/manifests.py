@@ -95,35 +95,6 @@ def package_versions(names: tuple[str, ...] = PACKAGES) -> dict[str, str | None]
     return versions
 
 
-def study_plugins(config: dict) -> dict[str, dict[str, dict[str, str | None]]]:
-    """The plugins, other than cotdyn's own, whose code the study's analysis runs: the benchmarks its
-    config's entries name (their extraction and normalization) and the signals its ``signals`` names
-    (their derivation), each with the package and version it came from. An installed plugin the
-    config does not name is not here: it is no part of the study."""
-    from cotdyn.grading import registry
-    from cotdyn.protocol import signals
-
-    named = {
-        "benchmarks": (registry.ORIGINS, [entry.get("kind") for entry in config.get("benchmarks", {}).values()]),
-        "signals": (signals.ORIGINS, list(config.get("signals", ()))),
-    }
-    pinned = {}
-    for kind, (origins, names) in named.items():
-        found = {name: origins[name] for name in names if name in origins}
-        pinned[kind] = {
-            name: {"package": plugin.distribution, "version": plugin.version}
-            for name, plugin in sorted(found.items())
-            if plugin.distribution and plugin.distribution not in PACKAGES
-        }
-    return pinned
-
-
-def plugin_packages(config: dict) -> tuple[str, ...]:
-    """The distributions of ``study_plugins``, whose versions a cell manifest records beside cotdyn's."""
-    found = {p["package"] for kind in study_plugins(config).values() for p in kind.values() if p["package"]}
-    return tuple(sorted(found))
-
-
 def backend_packages(generation: dict[str, dict]) -> dict[str, str | None]:
     """The versions the generation logs recorded (``packages``, from the backend's declaration). Phases
     run in one environment agree; where they do not, each version is kept, by phase, so that nothing
@@ -269,14 +240,17 @@ def output_hashes(study_dir: str | Path) -> dict[str, str]:
     return hashes
 
 
-def study_manifest(study: str, config: dict, plan_sha256: str, git: dict, files: dict[str, str]) -> dict:
+def study_manifest(
+    study: str, config: dict, plan_sha256: str, git: dict, files: dict[str, str], plugins: dict | None = None
+) -> dict:
     return {
         "study": study,
         "plan_sha256": plan_sha256,
         "config": config,
         "config_sha256": config_sha256(config),
         "git": git,
-        "plugins": study_plugins(config),  # what an audit must have installed (cotdyn.audit.plugins)
+        # what an audit must have installed (cotdyn.provenance.plugins.study_plugins, cotdyn.audit.plugins)
+        "plugins": plugins or {},
         "files": files,
     }
 
@@ -298,7 +272,10 @@ def write_cell_manifest(
     plan_check_path,
     out,
     root: str | Path = ".",
+    plugin_packages: tuple[str, ...] = (),
 ) -> dict:
+    """``plugin_packages``: the distributions of the study's plugins (cotdyn.provenance.plugins), whose
+    versions are recorded beside cotdyn's."""
     from cotdyn.files.writers import write_json
     from cotdyn.plan.load import plan_sha256
 
@@ -312,7 +289,7 @@ def write_cell_manifest(
         plan_sha256(plan_path),
         config_sha256(config),
         git_state(root),
-        package_versions(PACKAGES + plugin_packages(config)),
+        package_versions(PACKAGES + plugin_packages),
         hardware(),
         declared,
     )
@@ -320,10 +297,12 @@ def write_cell_manifest(
     return manifest
 
 
-def write_study_manifest(study_dir, study: str, config: dict, plan_path, root: str | Path = ".") -> dict:
+def write_study_manifest(
+    study_dir, study: str, config: dict, plan_path, root: str | Path = ".", plugins: dict | None = None
+) -> dict:
     from cotdyn.files.writers import write_json
     from cotdyn.plan.load import plan_sha256
 
-    manifest = study_manifest(study, config, plan_sha256(plan_path), git_state(root), output_hashes(study_dir))
+    manifest = study_manifest(study, config, plan_sha256(plan_path), git_state(root), output_hashes(study_dir), plugins)
     write_json(manifest, Path(study_dir) / STUDY_MANIFEST)
     return manifest
