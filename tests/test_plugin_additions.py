@@ -31,6 +31,7 @@ from cotdyn.grading import registry
 from cotdyn.grading.answers import equivalent, extract, gold_answer
 from cotdyn.plan.load import effective_protocol
 from cotdyn.protocol import signals
+from cotdyn.provenance.code import code_hash
 from cotdyn.provenance.plugins import plugin_packages, study_plugins
 from cotdyn.records import table as R
 
@@ -237,3 +238,17 @@ def test_a_plugins_signal_may_not_be_registered(installed):
     assert [s.name for s in signals.study_signals()] == ["monotone", "violations", "final_entropy", "coherence"]
     with pytest.raises(ImportError, match="lab-signals 0.1 is declared registered"):
         signals.study_signals(["settle_step"])
+
+
+def test_an_edit_to_a_labs_signal_changes_the_code_hash_of_the_jobs_that_read_signals_only(installed, tmp_path):
+    """Issue 65: every job folded every plugin into its hash, so an edit to a signal reran the plan
+    check and generation too; a job now hashes a group's plugins where its code reads that registry."""
+    installed("lab-signals", "lab_signals", SIGNAL_MODULE, "cotdyn.signals", {"settle_step": "lab_signals:SETTLE_STEP"})
+    scripts, readers = ROOT / "workflow" / "scripts", ("records.py", "exploratory.py")
+    every = (*readers, "check_plan.py", "problems.py", "reference.py", "continuations.py")
+    hashes = lambda: {s: code_hash(scripts / s, ROOT / "src") for s in every}  # noqa: E731
+    before = hashes()
+    module = tmp_path / "lab_signals.py"
+    module.write_text(module.read_text().replace("return float(step)", "return float(step) + 1.0"))
+    after = hashes()
+    assert [s for s in every if after[s] != before[s]] == list(readers)
