@@ -132,3 +132,23 @@ def test_a_signal_a_study_does_not_name_changes_nothing_and_one_it_names_must_lo
         study_of(tmp_path, simulated(tmp_path, signals=["settle_step"]))
     with pytest.raises(StudyError, match=r"config signals: 'late_flips' is not installed"):
         study_of(tmp_path, simulated(tmp_path, signals=["late_flips"]))
+
+
+def test_the_audit_names_a_pinned_plugin_package_missing_or_at_another_version(site):
+    from cotdyn.audit.plugins import pinned_plugin_problems
+
+    folder, discover = site
+    distribution(folder, "lab-signals", "0.2", {"lab_signals": SIGNAL_MODULE}, "[cotdyn.signals]\nsettle_step = lab_signals:SETTLE_STEP\n")  # fmt: skip
+    discover()
+    pinned = {"signals": {"settle_step": {"package": "lab-signals", "version": "0.1"}},
+              "benchmarks": {"svamp_money": {"package": "lab-benchmarks", "version": "0.1"}}}  # fmt: skip
+    assert pinned_plugin_problems({"plugins": pinned}) == [
+        "benchmarks plugin 'svamp_money' comes from lab-benchmarks 0.1 (the study manifest's plugins), not installed "
+        "here: pip install 'lab-benchmarks==0.1' and audit again",
+        "signals plugin 'settle_step' comes from lab-signals 0.1 (the study manifest's plugins), 0.2 is installed "
+        "here: pip install 'lab-signals==0.1' and audit again",
+    ]
+    assert pinned_plugin_problems({}) == []  # a manifest from before plugins were pinned, or with none
+    assert pinned_plugin_problems({"plugins": {"signals": {"x": "lab-signals"}}}) == [
+        "manifest plugins.signals: expected each a package and a version"
+    ]
