@@ -24,6 +24,7 @@ LISTING_TESTS = [
     "tests/test_signals.py",
     "tests/test_plugin_additions.py",
     "tests/test_plugins.py",
+    "tests/test_plugin_trust.py",
     "tests/test_registry_entries.py",
     "tests/test_backend_contract.py::test_a_declaration_is_complete",
 ]

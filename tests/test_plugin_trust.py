@@ -130,8 +130,8 @@ def test_a_signal_a_study_does_not_name_changes_nothing_and_one_it_names_must_lo
         match=r"signals\[0\]: cotdyn.signals plugin 'settle_step' from lab-signals 0.1 is declared registered",
     ):  # noqa: E501
         study_of(tmp_path, simulated(tmp_path, signals=["settle_step"]))
-    with pytest.raises(StudyError, match=r"config signals: 'late_flips' is not installed"):
-        study_of(tmp_path, simulated(tmp_path, signals=["late_flips"]))
+    with pytest.raises(StudyError, match=r"config signals: 'not_a_signal' is not installed"):
+        study_of(tmp_path, simulated(tmp_path, signals=["not_a_signal"]))
 
 
 def test_the_audit_names_a_pinned_plugin_package_missing_or_at_another_version(site):
