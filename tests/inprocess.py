@@ -51,8 +51,9 @@ def planned_rules(config: Path, workdir: Path = ROOT) -> set[str]:
     from snakemake.api import SnakemakeApi
     from snakemake.settings.types import OutputSettings
 
-    here = Path.cwd()
+    here, argv = Path.cwd(), sys.argv
     os.chdir(workdir)
+    sys.argv = ["snakemake", "-n", "--forceall"]  # the command line common.smk reads (cotdyn.workflow.checks)
     try:
         with SnakemakeApi(OutputSettings()) as api:
             return {
@@ -61,6 +62,7 @@ def planned_rules(config: Path, workdir: Path = ROOT) -> set[str]:
             }
     finally:
         os.chdir(here)
+        sys.argv = argv
 
 
 def _dag_levels(api, config: Path, workdir: Path, targets, rerun_triggers):

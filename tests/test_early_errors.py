@@ -157,7 +157,7 @@ def test_init_prints_one_line_not_a_traceback(tmp_path, capsys):
         folder=str(tmp_path / "mine"), jsonl=_jsonl(tmp_path, ROWS), answer="number", question="question",
         gold="gold", id="id", options=None, model=None, benchmark=None, backend="simulated", model_id=None,
         revision=None, device=None, dtype=None, registered_plan=str(PLAN), protocol=["m=five"],
-        min_group_size=None, option=[],
+        min_group_size=None, option=[], signal=[],
     )  # fmt: skip
     assert cmd_init(args) == 1
     err = capsys.readouterr().err

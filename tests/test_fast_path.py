@@ -36,6 +36,7 @@ def test_a_declared_signal_reaches_records_ranking_and_page_through_every_rule_i
         # simulator plants no switch by default): a trajectory signal has something to find
         "models": {"sim": {"backend": "simulated", "planted": SWITCHES}},
         "benchmarks": {"gsm8k": {"kind": "gsm8k", "path": str(ROOT / "data" / "gsm8k_test.jsonl"), "limit": 30}},
+        "signals": ["settle_step"],  # a study computes the plugin signals its config names
     }
     (tmp_path / "study.yaml").write_text(yaml.safe_dump(config))
     seconds = run_study(tmp_path / "study.yaml", tmp_path)

@@ -10,82 +10,17 @@ from __future__ import annotations
 
 import re
 import sys
-import textwrap
 
 import pytest
 import yaml
 from conftest import ROOT
+from lab_plugins import BACKEND_MODULE, distribution
 
 from cotdyn import plugins
 from cotdyn.cli.main import main as cotdyn_main
 from cotdyn.generation.backends import make_backend, registry
 from cotdyn.generation.backends.base import Request, Sampling, describe_problems
 from cotdyn.provenance.code import code_hash, plugin_modules
-
-# The lab's package: one module with the declaration, and its own conda environment file.
-LAB_MODULE = """
-from pathlib import Path
-
-from cotdyn.cli.init_backend import declare_init
-from cotdyn.generation.backends.base import Completion
-from cotdyn.generation.backends.registry import register_backend
-from cotdyn.plugins import Dependency
-
-
-class EchoTokenizer:
-    def decode(self, ids, skip_special_tokens=True):
-        return " ".join(str(i) for i in ids)
-
-    def chat_prompt_ids(self, system_prompt, question):
-        return [len(system_prompt), len(question)]
-
-
-class EchoBackend:
-    name = "echo"
-
-    def __init__(self, revision, loud):
-        import lab_dep  # the declared dependency, imported as the backend is built
-
-        self.model_revision, self.loud, self.tokenizer = revision, loud, EchoTokenizer()
-        self.dep_version = lab_dep.VERSION
-
-    def generate(self, requests, desc="", done=None, on_done=None):
-        return [[Completion(r.prompt_ids, "echo", "stop") for _ in range(r.n)] for r in requests]
-
-    def effective_sampling(self, sampling):
-        return sampling.as_dict()
-
-    def describe(self):
-        return {"backend": self.name, "model_id": "echo", "revision": self.model_revision,
-                "dtype": None, "device": "cpu", "loud": self.loud, "lab_dep": self.dep_version}
-
-
-@register_backend(
-    "echo",
-    summary="echo: a lab's backend that echoes its prompt",
-    options_schema={"type": "object", "additionalProperties": False, "properties": {"loud": {"type": "boolean"}}},
-    defaults={"loud": False},
-    needs_revision=True,
-    requires=(Dependency("lab-dep", ">=1.0,<2", "lab_dep"),),
-    runs_in=str(Path(__file__).with_name("echo-env.yaml")),
-)
-def build(entry, options, golds, benchmark):
-    return EchoBackend(entry["revision"], options["loud"])
-
-
-declare_init("echo", lambda model_id, revision, device: {"backend": "echo", "revision": revision or "echo-1"}, "echo")
-"""
-
-
-def distribution(root, name: str, version: str, modules: dict[str, str], entry_points: str = "") -> None:
-    """Install ``name`` as pip would, into ``root``: its modules and a dist-info folder."""
-    for module, text in modules.items():
-        (root / f"{module}.py").write_text(textwrap.dedent(text))
-    info = root / f"{name.replace('-', '_')}-{version}.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
-    if entry_points:
-        (info / "entry_points.txt").write_text(textwrap.dedent(entry_points))
 
 
 @pytest.fixture
@@ -94,7 +29,11 @@ def lab(tmp_path, monkeypatch):
     site = tmp_path / "site"
     site.mkdir()
     distribution(
-        site, "lab-backends", "0.3.1", {"lab_backends": LAB_MODULE}, "[cotdyn.backends]\necho = lab_backends:build\n"
+        site,
+        "lab-backends",
+        "0.3.1",
+        {"lab_backends": BACKEND_MODULE},
+        "[cotdyn.backends]\necho = lab_backends:build\n",
     )
     (site / "echo-env.yaml").write_text("name: echo\ndependencies: [python=3.11]\n")
     monkeypatch.syspath_prepend(str(site))

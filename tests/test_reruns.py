@@ -143,6 +143,21 @@ def test_a_function_body_edited_in_a_records_module_plans_the_records_jobs_not_g
     assert not GENERATION & set(planned) and "check_plan" not in planned, planned
 
 
+def test_an_edit_to_a_module_the_plan_check_and_the_records_share_plans_both_in_one_run(copied):
+    """Issue 65: Snakemake skips its own checks of every job below one that must rerun, and the
+    reference rule took plan_check.json as ancient(), which passes no rerun on: check_plan was
+    planned and the records, whose code changed too, were not (stale until the next run)."""
+    workflow, study, config = copied
+    module = workflow / "src/cotdyn/protocol/trajectory.py"
+    source = module.read_text()
+    docstring = '    """The answers that enter the distribution: nulls dropped (registered) or kept as a class."""\n'
+    assert docstring in source
+    module.write_text(source.replace(docstring, docstring + "    unused = 0  # a change to what the jobs run\n"))
+    planned, output = dry_run(workflow, study, config)
+    assert {"check_plan", "records", *GENERATION} <= set(planned), output[-3000:]
+    assert planned["records"] == 3, planned  # one cell, three variants
+
+
 def test_comments_and_docstrings_in_scripts_and_modules_plan_nothing(copied):
     workflow, study, config = copied
     for script in ("reference.py", "continuations.py", "records.py"):

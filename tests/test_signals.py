@@ -17,6 +17,7 @@ from cotdyn.dataset.benchmarks import load_benchmark
 from cotdyn.plan.load import effective_protocol
 from cotdyn.protocol import signals
 from cotdyn.protocol.trajectory import answer_classes, majority
+from cotdyn.records import table as R
 from cotdyn.records.contract import RECORD_COLUMNS
 from cotdyn.report.exploratory_tables import TABLES_HTML, write_exploratory
 
@@ -40,12 +41,16 @@ def test_the_registered_signals_are_seed_003s_four_oriented_higher_is_correct():
 
 
 def test_the_risk_coverage_caption_names_the_declared_signals_not_a_count(settle_step):
-    """The caption reads the rule's ``signals`` param (``caption_list()``, workflow/rules/exploratory.smk)."""
+    """The caption reads the rule's ``signals`` param (the study's signals, workflow/rules/exploratory.smk)."""
     from test_hostile_pages import page_text, snakemake_rst
 
     caption = ROOT / "workflow" / "report" / "exploratory_risk_coverage_png.rst"
     assert "four" not in caption.read_text()
-    page = page_text(snakemake_rst(caption, {}, params=SimpleNamespace(signals=signals.caption_list())))
+    page = page_text(
+        snakemake_rst(
+            caption, {}, params=SimpleNamespace(signals=signals.caption_list(signals.study_signals(["settle_step"])))
+        )
+    )
     assert "the monotone flag, -violations, -final entropy, coherence C and -settle step" in page
 
 
@@ -81,13 +86,14 @@ def test_a_signal_declared_once_reaches_records_ranking_and_page_but_no_register
 ):
     protocol = effective_protocol(plan)
     gsm8k = load_benchmark({"kind": "gsm8k", "path": data_dir / "gsm8k_test.jsonl"})
-    *_, records, _ = run_cell(gsm8k[:40], protocol, plan, "gsm8k")
+    _, chains, _, _, samples, _, _ = run_cell(gsm8k[:40], protocol, plan, "gsm8k")
+    records = R.records_table(chains, samples, protocol, plan["exclusion"], "gsm8k", "c", signals=["settle_step"])
     kept = records[~records["excluded"]]
     assert kept["settle_step"].notna().all()
     assert ((kept["settle_step"] >= 0) & (kept["settle_step"] < kept["n_points"])).all()
 
     ranking = pd.DataFrame(ex.ranking_table(records, draws=5, seed=1))
-    assert list(ranking["signal"]) == [*signals.SIGNALS]
+    assert list(ranking["signal"]) == ["monotone", "violations", "final_entropy", "coherence", "settle_step"]
     row = ranking.set_index("signal").loc["settle_step"]
     assert row["roc_auc"] == pytest.approx(ex.roc_area(settle_step.score(ex.analyzed(records)), kept["correct"]))
 

@@ -13,7 +13,7 @@ from cotdyn.files import layout
 from cotdyn.files.layout import ANALYSIS_FILES, PLAN_CHECK, STUDY_MANIFEST
 from cotdyn.plan.config import samples_variant
 from cotdyn.plan.registration import PLAN_CHECK_KEYS
-from cotdyn.protocol.signals import caption_list, registered_signals
+from cotdyn.protocol.signals import caption_list, registered_signals, study_signals
 from cotdyn.provenance.seal import seal_path
 from cotdyn.workflow import environments, params, paths, requests, seals, snakemake_fixes, start
 from cotdyn.workflow.checks import check_before_planning
@@ -29,7 +29,7 @@ try:  # the config typed and the plan read (cotdyn.workflow.study), then the che
         WORKFLOW_ROOT,
         workflow.source_path("../schemas/config.schema.yaml"),
     )
-    check_before_planning(STUDY, workflow.is_main_process, sys.argv[1:])
+    check_before_planning(STUDY, workflow.is_main_process, sys.argv[1:], environments.in_conda_envs(workflow))
     check_infogain_traces(STUDY)
 except StudyError as e:
     raise WorkflowError(str(e)) from None

@@ -25,7 +25,7 @@ rule exploratory:
         resamples=PLAN["analysis"]["bootstrap"]["resamples"],
         level=PLAN["analysis"]["bootstrap"]["level"],
         plan_sha256=PLAN_SHA256,
-        signals=caption_list(),  # read by the captions
+        signals=caption_list(study_signals(config.get("signals", []))),  # read by the captions
     script:
         "../scripts/exploratory.py"
 

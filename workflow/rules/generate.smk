@@ -20,9 +20,6 @@ rule prepare_model:
 
 rule reference:
     input:
-        # ancient: the check heads the DAG (a new chain waits for it), but a check redone for a cell
-        # added elsewhere in the config reruns no chain (the chains' own params say what they read)
-        plan_check=ancient(f"{STUDY_DIR}/{PLAN_CHECK}"),
         problems=lambda w: f"{STUDY_DIR}/problems/{CELL_SPECS[w.cell].benchmark_key}.parquet",
         model=model_inputs,
     output:

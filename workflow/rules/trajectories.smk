@@ -24,5 +24,6 @@ rule records:
         groups=PLAN["analysis"].get("groups"),
         cut_answers=lambda w: CUT_ANSWERS[w.variant],
         benchmark=lambda w: CELL_SPECS[w.cell].answer_rule,
+        signals=config.get("signals", []),
     script:
         "../scripts/records.py"

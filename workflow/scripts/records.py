@@ -18,4 +18,5 @@ derive_records(
     groups=snakemake.params.groups,
     cut_answers=snakemake.params.cut_answers,
     problems_path=snakemake.input.problems,
+    signals=snakemake.params.signals,
 )

@@ -205,6 +205,7 @@ def rederive_cell(view: StudyView, scratch: Path, config: dict, plan: dict, spec
         groups=plan["analysis"].get("groups"),
         cut_answers=cut_answers(config, variant),
         problems_path=_problems_path(view, spec),
+        signals=config.get("signals", ()),
     )
     # kept for the cross-cell dynamics and Math-Shepherd labels, which read neither texts nor token
     # ids: held for every cell at once, those columns would make the audit's memory grow with the panel

@@ -17,14 +17,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cotdyn.audit.locate import locate_plan, not_found_message
+from cotdyn.audit.plugins import pinned_plugin_problems
 from cotdyn.files.layout import STUDY_MANIFEST
 from cotdyn.files.strict import MissingFile, UntrustedFileError, kind_of, read_json
 from cotdyn.files.terminal import printable
-from cotdyn.generation.backends.validation import validate_config
+from cotdyn.generation.backends.validation import plugin_problems, validate_config
 from cotdyn.plan.config import ConfigError
 from cotdyn.plan.load import load_plan
 from cotdyn.plan.registration import sibling_paths
 from cotdyn.plan.schema import CHECKOUT
+from cotdyn.plugins import PluginError
+from cotdyn.protocol.signals import study_signals
 from cotdyn.provenance.manifests import EXCLUDED_DIRS, file_sha256
 
 MAX_MANIFEST_BYTES = 64 << 20  # a manifest lists hashes: a large study's is a few MB
@@ -215,10 +218,14 @@ def admit(study_dir, plan_path=None, cache=None) -> Admitted:
     entries = refuse_links(study_dir)
     manifest_path = study_dir / STUDY_MANIFEST
     manifest = read_manifest(manifest_path)
+    missing = pinned_plugin_problems(manifest) + plugin_problems(manifest["config"])
+    if missing:  # the re-derivation would run other code than the study ran, or none
+        raise Refused("; ".join(missing))
     try:
         # the run's schema, with the backend registry filled in
         config = validate_config(manifest["config"], f"{manifest_path} (config)")
-    except ConfigError as e:
+        study_signals(config.get("signals", ()))  # a manifest from before plugins were pinned
+    except (ConfigError, PluginError) as e:
         raise Refused(printable(str(e))) from None
     path = admitted_plan(study_dir, config, manifest, plan_path)
     try:

@@ -191,6 +191,7 @@ def write_skeleton(
     protocol: dict | None = None,
     min_group_size: int | None = None,
     options: dict | None = None,
+    signals: list[str] | None = None,
 ) -> list[Path]:
     """config.yaml, plan.yaml and deviations.yaml of a new study in ``folder`` (see the module docstring)."""
     if not Path(registered_plan).is_file():
@@ -201,6 +202,10 @@ def write_skeleton(
     study = folder.name
     declared, init = init_declaration(backend)
     model = model or init.default_key
+    from cotdyn.grading.registry import BROKEN
+
+    if answer is None and benchmark in BROKEN:  # two packages declare it, or its plugin does not load
+        raise InitError(f"--benchmark {benchmark}: {BROKEN[benchmark]}")
     if answer is None and benchmark not in _declared():
         raise InitError(
             "give your own file (--jsonl FILE --answer TYPE) or a declared benchmark "
@@ -238,9 +243,18 @@ def write_skeleton(
         "confirmatory": [cell],
         "models": {model: weights},
         "benchmarks": {benchmark: entry},
+        **({"signals": list(signals)} if signals else {}),
         "variants": {"registered": {}},
     }
     check_config(config)
+    if signals:
+        from cotdyn.plugins import PluginError
+        from cotdyn.protocol.signals import study_signals
+
+        try:
+            study_signals(signals)
+        except PluginError as e:
+            raise InitError(f"--signal: {e}") from None
     if "id" in weights:  # found now, not by the run's first job (a served model: its tokenizer)
         resolve_model(weights["id"], revision, tokenizer_only=declared.needs_revision)
     dump = lambda obj: yaml.safe_dump(obj, sort_keys=False, allow_unicode=True, width=120)  # noqa: E731
@@ -285,6 +299,7 @@ def cmd_init(args) -> int:
             protocol=dict(parse_setting(p) for p in args.protocol),
             min_group_size=args.min_group_size,
             options=dict(parse_setting(o, "--option") for o in args.option),
+            signals=args.signal,
         )
     except InitError as e:
         print(f"error: {printable(str(e))}", file=sys.stderr)
@@ -292,6 +307,13 @@ def cmd_init(args) -> int:
     folder = Path(args.folder)
     for path in written:
         print(f"wrote {printable(str(path))}")
+    from cotdyn.generation.backends import registry
+    from cotdyn.plugins import MissingDependency
+
+    try:  # the run stops on it, unless its jobs run in their conda environments (cotdyn.workflow.checks)
+        registry.check_requires(registry.spec(args.backend))
+    except MissingDependency as e:
+        print(f"note: {printable(str(e))} (snakemake --sdm conda); the run stops on it otherwise", file=sys.stderr)
     print(
         "next: read and edit them, then\n"
         f"  cotdyn register --plan {folder / 'plan.yaml'} --registered {folder / 'REGISTERED'} --date YYYY-MM-DD\n"
@@ -335,8 +357,7 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
     )
     i.add_argument(
         "--backend",
-        default="transformers",
-        choices=list(registry.REGISTRY),
+        default="transformers",  # not argparse's choices: a refused plugin is named, with its fix (write_skeleton)
         help="; ".join(declared.summary for declared in registry.REGISTRY.values()) + " (default: transformers)",
     )
     i.add_argument(
@@ -346,6 +367,13 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
         metavar="KEY=VALUE",
         help="an option of the backend, written under its own key in the model entry (repeatable), "
         "e.g. --option base_url=http://127.0.0.1:8000 --option model=NAME for openai_compat",
+    )
+    i.add_argument(
+        "--signal",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a plugin signal the study computes beside cotdyn's own (repeatable; `cotdyn ls signals`)",
     )
     i.add_argument("--model-id", default=None, help="a hub id or a local model folder")
     i.add_argument("--revision", default=None, help="the hub revision to pin")

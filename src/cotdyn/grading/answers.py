@@ -185,6 +185,10 @@ def _normalized(answer: str, kind: str, own, options: tuple | None, answer_form:
     function of them: cached, since an answer recurs across the rows, cells and steps of a study; a
     panel's audit normalized some 476,000 answers, a few thousand of them distinct)."""
     if own is not None:
+        if answer_form == CANONICAL and kind in NUMERIC_TYPES and canonical_number(answer) == answer:
+            # a class already in cotdyn's canonical form (what a study stores under canonical) is
+            # itself: the benchmark's own rule was written for answers as extracted, not that form
+            return answer
         # the benchmark's own class as written; under canonical, its type's canonical class of it
         return answer_class(own(answer) or None, kind, answer_form)
     if answer_form == CANONICAL and kind in NUMERIC_TYPES:
@@ -374,15 +378,13 @@ def equivalent(
     parses ``a`` and ``b`` itself, so pass them as written (``Extraction.raw``, ``gold_expression``).
     ``options``: a multiple-choice problem's option texts (an option's text is its letter).
     """
-    kind = answer_type(benchmark)
     a, b = answer_or_none(a), answer_or_none(b)
     if a is None or b is None:
         return False
     if method == "normalized":
         x, y = normalize(a, benchmark, options, answer_form), normalize(b, benchmark, options, answer_form)
-        if kind in ("choice", "string") and x is None:
-            return False  # two unreadable choices are not the same choice
-        return x == y
+        # an answer grading cannot read equals nothing, another unreadable one least of all
+        return x is not None and x == y
     if method == "math_verify":
         return math_verify_equal(a, b)
     raise ValueError(f"unknown equivalence method '{method}' (known: {', '.join(EQUIVALENCES)})")

@@ -50,7 +50,9 @@ class Benchmark:
     # ``extract``: a model's text -> the answer as written (None: none found), in place of the type's
     # registered extraction. ``normalize``: an answer as written (a model's, or the gold) -> its class
     # (None: unreadable), in place of the type's normalization; it must map a class to itself, since a
-    # stored class is normalized again when it is compared.
+    # stored class is normalized again when it is compared. It never receives cotdyn's canonical form
+    # (plan v4): under ``answer_form: canonical`` a class in that form is itself. An answer it cannot
+    # read equals no other answer, gold included.
     extract: Callable[[str], str | None] | None = None
     normalize: Callable[[str], str | None] | None = None
 

@@ -12,7 +12,9 @@ Signals are found through packaging entry points of group ``cotdyn.signals`` (``
 plugin package's: an entry point names a declared ``Signal`` (or a module whose import registers one)
 and ``ORIGINS`` records its package. To add a signal: declare it with a ``derive`` (computed per
 chain from its summarized trajectory and per-prefix answers when the records are built) in a package
-of one's own, name it under that group, and test it; nothing else names it. A plugin's signal is
+of one's own, name it under that group, and test it. A study computes cotdyn's own signals and the
+plugin signals its config names (``signals``; ``study_signals``), never every installed one: a
+study made before a package was installed is the same study after. A plugin's signal is
 never ``registered``: which signals a registered analysis reads is fixed by the plan version.
 """
 
@@ -83,8 +85,7 @@ def _found(plugin: plugins.Plugin, declared: object) -> None:
 def discover() -> None:
     """Load every signal plugin (group ``cotdyn.signals``) not yet loaded, recording its package;
     cotdyn's own first, so its four lead ``SIGNALS``. A plugin that fails is kept in ``BROKEN`` and
-    refused where records are built (``derived_columns``): a study's records never silently lack a
-    signal that was installed."""
+    refused where a study names it (``study_signals``)."""
     plugins.discover(GROUP, _found, ORIGINS, BROKEN)
 
 
@@ -98,11 +99,38 @@ def registered_signals() -> list[Signal]:
     return [s for s in SIGNALS.values() if s.registered]
 
 
-def derived_columns(t: Trajectory, prefix_answers: PrefixAnswers) -> dict[str, Any]:
-    """The records columns of the signals that are not fields of the trajectory summary."""
-    if BROKEN:
-        raise next(iter(BROKEN.values()))
-    return {s.name: s.derive(t, prefix_answers) for s in SIGNALS.values() if s.derive is not None}
+def own_signals() -> list[Signal]:
+    """cotdyn's own signals, which every study computes (a registered analysis reads them)."""
+    return [s for name, s in SIGNALS.items() if name in ORIGINS and ORIGINS[name].distribution == OWN]
+
+
+def study_signals(named: Sequence[str] = ()) -> list[Signal]:
+    """The signals a study computes: cotdyn's own, then the plugin signals its config names
+    (``signals``), in that order. A named signal that is not installed, or whose plugin is broken,
+    is a ``PluginError`` naming it; an installed signal that is not named is no part of the study."""
+    chosen = own_signals()
+    for name in named:
+        if name in BROKEN:
+            raise BROKEN[name]
+        if name not in SIGNALS:
+            installed = ", ".join(n for n in SIGNALS if SIGNALS[n] not in chosen) or "none"
+            raise plugins.PluginError(
+                f"config signals: '{name}' is not installed (plugin signals installed: {installed}); install "
+                f"the package that declares it under the entry-point group {GROUP}, or remove it from signals"
+            )
+        if SIGNALS[name] not in chosen:
+            chosen.append(SIGNALS[name])
+    return chosen
+
+
+def in_records(columns) -> list[Signal]:
+    """The signals a records frame carries (its columns: the study's signals), in ``SIGNALS``' order."""
+    return [s for s in SIGNALS.values() if s.name in columns]
+
+
+def derived_columns(t: Trajectory, prefix_answers: PrefixAnswers, study: Sequence[Signal]) -> dict[str, Any]:
+    """The records columns of the study's signals that are not fields of the trajectory summary."""
+    return {s.name: s.derive(t, prefix_answers) for s in study if s.derive is not None}
 
 
 def caption_list(signals: Sequence[Signal] | None = None) -> str:

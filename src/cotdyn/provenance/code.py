@@ -7,10 +7,12 @@ script's mtime: an edit inside ``cotdyn.records.derive`` changed nothing it saw,
 script reran every job below it. With the hash, a change to what a job executes reruns that job;
 comments, docstrings and line breaks do not count.
 
-A plugin (cotdyn.plugins) is code a job runs too, though no import names it: a job whose modules
-include a registry that discovers plugins (``PLUGIN_GROUPS``) also hashes every installed plugin of
-that group that is not cotdyn's own, with the modules of its own package that it imports; an edit
-to a lab's backend reruns the generation jobs, and not the report's.
+A plugin (cotdyn.plugins) is code a job runs too, though no import names it: a job one of whose
+modules reads a group's registry (imports it, ``PLUGIN_REGISTRIES``; importing the package that only
+discovers the group does not count) also hashes every installed plugin of that group that is not
+cotdyn's own, with the modules of its own package that it imports; an edit to a lab's backend
+reruns the generation jobs, an edit to a lab's signal the records and the analyses that read them,
+and neither reruns the plan check.
 """
 
 from __future__ import annotations
@@ -22,11 +24,16 @@ from functools import lru_cache
 from pathlib import Path
 
 PACKAGE = "cotdyn"
-# the package whose import discovers a group's plugins -> the group (each runs ``discover()``)
-PLUGIN_GROUPS = {
-    "cotdyn.generation.backends": "cotdyn.backends",
-    "cotdyn.grading": "cotdyn.benchmarks",
-    "cotdyn.protocol": "cotdyn.signals",
+# each group's registry, the module through which a job reads the group's plugins, and the modules
+# that import it without reading a plugin: the package whose import discovers them, and cotdyn's own
+# declarations. A job runs a group's plugins where another of its modules imports the registry.
+PLUGIN_REGISTRIES = {
+    "cotdyn.backends": (
+        "cotdyn.generation.backends.registry",
+        ("cotdyn.generation.backends", "cotdyn.generation.backends.builtin"),
+    ),
+    "cotdyn.benchmarks": ("cotdyn.grading.registry", ("cotdyn.grading", "cotdyn.grading.builtin_benchmarks")),
+    "cotdyn.signals": ("cotdyn.protocol.signals", ("cotdyn.protocol", "cotdyn.protocol.builtin_signals")),
 }
 
 
@@ -148,13 +155,25 @@ def _origin(module: str) -> Path | None:
     return Path(origin) if origin and origin.endswith(".py") else None
 
 
+def plugin_groups(script: Path, modules: dict[str, Path]) -> list[str]:
+    """The plugin groups whose plugins the script's job runs: those whose registry the script or one
+    of its modules imports (``PLUGIN_REGISTRIES``)."""
+    readers = {"__main__": script, **modules}
+    imports = {name: _imported(name, path.name == "__init__.py", _parsed(path)[1]) for name, path in readers.items()}
+    return sorted(
+        group
+        for group, (registry, finders) in PLUGIN_REGISTRIES.items()
+        if any(registry in names for name, names in imports.items() if name not in (registry, *finders))
+    )
+
+
 def code_hash(script: str | Path, src: str | Path) -> str:
     """sha256 of the normalised script, of every cotdyn module it imports (``imported_modules``), by
-    module name, and of the plugins its registries discover (``plugin_modules``): the same code hashes
-    the same wherever the checkout lies."""
+    module name, and of the plugins of the groups it reads (``plugin_groups``, ``plugin_modules``):
+    the same code hashes the same wherever the checkout lies."""
     digest = hashlib.sha256()
     modules = imported_modules(Path(script), Path(src))
-    plugins = plugin_modules(group for package, group in PLUGIN_GROUPS.items() if package in modules)
+    plugins = plugin_modules(plugin_groups(Path(script), modules))
     for name, path in {"<script>": Path(script), **modules, **plugins}.items():
         digest.update(f"{name}\0{_parsed(path)[0]}\0".encode())
     return digest.hexdigest()

@@ -95,16 +95,6 @@ def package_versions(names: tuple[str, ...] = PACKAGES) -> dict[str, str | None]
     return versions
 
 
-def plugin_packages() -> tuple[str, ...]:
-    """The distributions, other than cotdyn, that declare a benchmark or a signal found here (their
-    extraction, normalization or derivation is theirs, so their versions are recorded beside cotdyn's)."""
-    from cotdyn.grading import registry
-    from cotdyn.protocol import signals
-
-    found = {p.distribution for p in [*registry.ORIGINS.values(), *signals.ORIGINS.values()] if p.distribution}
-    return tuple(sorted(found - set(PACKAGES)))
-
-
 def backend_packages(generation: dict[str, dict]) -> dict[str, str | None]:
     """The versions the generation logs recorded (``packages``, from the backend's declaration). Phases
     run in one environment agree; where they do not, each version is kept, by phase, so that nothing
@@ -250,13 +240,17 @@ def output_hashes(study_dir: str | Path) -> dict[str, str]:
     return hashes
 
 
-def study_manifest(study: str, config: dict, plan_sha256: str, git: dict, files: dict[str, str]) -> dict:
+def study_manifest(
+    study: str, config: dict, plan_sha256: str, git: dict, files: dict[str, str], plugins: dict | None = None
+) -> dict:
     return {
         "study": study,
         "plan_sha256": plan_sha256,
         "config": config,
         "config_sha256": config_sha256(config),
         "git": git,
+        # what an audit must have installed (cotdyn.provenance.plugins.study_plugins, cotdyn.audit.plugins)
+        "plugins": plugins or {},
         "files": files,
     }
 
@@ -278,7 +272,10 @@ def write_cell_manifest(
     plan_check_path,
     out,
     root: str | Path = ".",
+    plugin_packages: tuple[str, ...] = (),
 ) -> dict:
+    """``plugin_packages``: the distributions of the study's plugins (cotdyn.provenance.plugins), whose
+    versions are recorded beside cotdyn's."""
     from cotdyn.files.writers import write_json
     from cotdyn.plan.load import plan_sha256
 
@@ -292,7 +289,7 @@ def write_cell_manifest(
         plan_sha256(plan_path),
         config_sha256(config),
         git_state(root),
-        package_versions(PACKAGES + plugin_packages()),
+        package_versions(PACKAGES + plugin_packages),
         hardware(),
         declared,
     )
@@ -300,10 +297,12 @@ def write_cell_manifest(
     return manifest
 
 
-def write_study_manifest(study_dir, study: str, config: dict, plan_path, root: str | Path = ".") -> dict:
+def write_study_manifest(
+    study_dir, study: str, config: dict, plan_path, root: str | Path = ".", plugins: dict | None = None
+) -> dict:
     from cotdyn.files.writers import write_json
     from cotdyn.plan.load import plan_sha256
 
-    manifest = study_manifest(study, config, plan_sha256(plan_path), git_state(root), output_hashes(study_dir))
+    manifest = study_manifest(study, config, plan_sha256(plan_path), git_state(root), output_hashes(study_dir), plugins)
     write_json(manifest, Path(study_dir) / STUDY_MANIFEST)
     return manifest

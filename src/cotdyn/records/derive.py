@@ -22,11 +22,13 @@ def derive_records(
     groups: dict | None = None,
     cut_answers: str = "keep",
     problems_path=None,
+    signals=(),
 ) -> pd.DataFrame:
     """Records and summary.json of one cell and variant; ``groups``: the plan's ``analysis.groups``
     (its min_group_size decides where the summary's gap_pp is null, as H1's is); ``cut_answers``:
     ``no_answer`` reads the answers of continuations cut by their budget as none (a sensitivity variant);
-    ``problems_path``: the cell's problems table, whose ``gold_raw`` math-verify reads."""
+    ``problems_path``: the cell's problems table, whose ``gold_raw`` math-verify reads; ``signals``: the
+    plugin signals the config names."""
     chains, samples = pd.read_parquet(chains_path), pd.read_parquet(samples_path)
     if cut_answers == "no_answer":
         samples = R.without_cut_answers(samples)
@@ -36,7 +38,7 @@ def derive_records(
     if problems_path is not None:
         problems = pd.read_parquet(problems_path, columns=["problem_id", "gold_raw"])
         gold_raw = dict(zip(problems["problem_id"], problems["gold_raw"]))
-    records = R.records_table(chains, samples, protocol, exclusion, benchmark, cell, m, gold_raw)
+    records = R.records_table(chains, samples, protocol, exclusion, benchmark, cell, m, gold_raw, signals)
     write_parquet(records, records_out)
     summary = {
         "cell": cell,

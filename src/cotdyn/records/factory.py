@@ -2,8 +2,9 @@
 simulator's (``cotdyn.analysis.calibration.simulate_records``).
 
 ``records_frame`` returns a frame with every records-contract column (``cotdyn.records.contract``) and
-every declared signal's column (``cotdyn.protocol.signals``), so a caller names only the columns it is
-about, and a contract column or a declared signal is filled here once. What a chain's trajectory
+the column of each signal a study would compute (cotdyn's own, and the plugin signals it names:
+``cotdyn.protocol.signals.study_signals``), so a caller names only the columns it is about, and a
+contract column or a signal is filled here once. What a chain's trajectory
 determines is derived by the protocol's definitions (``cotdyn.protocol.trajectory``); a signal with a
 ``derive`` is derived as ``records_table`` derives it, from the chain's summary and its per-prefix
 answers (``prefix_answers`` where given, else answers made to fit the trajectory: ``fitted_answers``).
@@ -18,7 +19,8 @@ from functools import cache
 import numpy as np
 import pandas as pd
 
-from cotdyn.protocol import signals, trajectory
+from cotdyn.protocol import trajectory
+from cotdyn.protocol.signals import Signal, study_signals
 from cotdyn.protocol.trajectory import Trajectory
 from cotdyn.records.contract import RECORD_COLUMNS
 
@@ -118,12 +120,14 @@ def _summary(row) -> Trajectory:
     )
 
 
-def _derived(frame: pd.DataFrame, signal: signals.Signal) -> list:
+def _derived(frame: pd.DataFrame, signal: Signal) -> list:
     rows = frame.to_dict("records")
     return [signal.derive(_summary(row), _prefix_answers(row)) for row in rows]
 
 
-def records_frame(n: int | None = None, *, epsilon: float | None = None, **given) -> pd.DataFrame:
+def records_frame(
+    n: int | None = None, *, epsilon: float | None = None, signals: Sequence[str] = (), **given
+) -> pd.DataFrame:
     """A records frame of ``n`` chains (or as many as the given columns hold).
 
     A given column (one value per chain, or a scalar for all) is kept as given; the columns a
@@ -133,7 +137,8 @@ def records_frame(n: int | None = None, *, epsilon: float | None = None, **given
     columns are not checked against each other: a test that gives ``monotone`` without a trajectory
     gets the default trajectory beside it. Further columns (a study's diagnostics, ``points``,
     ``prefix_answers``) may be given; records may carry more than the contract (docs/design.md
-    section 11). Each declared signal with a ``derive`` that is not given is derived per chain.
+    section 11). Each of the study's signals (cotdyn's own and the plugin ``signals`` named, as a
+    config names them) with a ``derive`` that is not given is derived per chain.
     """
     n = _length(n, given)
     frame = pd.DataFrame(index=pd.RangeIndex(n))
@@ -164,7 +169,7 @@ def records_frame(n: int | None = None, *, epsilon: float | None = None, **given
     fill("reference_truncated", False)
     fill("raw_units", frame["n_points"] - 1)
     fill("cap_hit", False)
-    for signal in signals.SIGNALS.values():
+    for signal in study_signals(signals):
         if signal.name not in frame:
             frame[signal.name] = _derived(frame, signal) if signal.derive is not None and n else float("nan")
     added = [c for c in frame.columns if c not in RECORD_COLUMNS]

@@ -8,14 +8,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from cotdyn import stats
 from cotdyn.grading import answers
-from cotdyn.protocol.signals import derived_columns
+from cotdyn.protocol.signals import derived_columns, study_signals
 from cotdyn.protocol.trajectory import agreement, answer_classes, summarize
 
 
@@ -143,10 +143,13 @@ def records_table(
     cell: str,
     m: int | None = None,
     gold_raw: Mapping[str, str] | None = None,
+    signals: Sequence[str] = (),
 ) -> pd.DataFrame:
     """One row per problem: trajectory, shape, magnitude, labels and flags (docs/design.md section 11).
 
     ``m`` keeps only the first m samples of each prefix (the m sweep subsamples N = 20 this way).
+    ``signals``: the plugin signals the study's config names (``cotdyn.protocol.signals.study_signals``);
+    each is a column, beside cotdyn's own.
     ``gold_raw``: each problem's gold as its source writes it (the problems table's ``gold_raw``);
     under ``equivalence: math_verify`` a boxed answer and its gold reach math-verify as written
     (``answers.gold_expression``; the label's first spelling among the samples of its last state,
@@ -160,6 +163,7 @@ def records_table(
     samples = variant_samples(samples, chains, protocol, m)
     as_written = protocol["equivalence"] == "math_verify" and answers.answer_type(benchmark) == "boxed"
     grouped = problem_samples(samples)
+    computed = study_signals(signals)
     rows = []
     for chain in chains.itertuples():
         group = grouped.get(chain.problem_id)
@@ -222,7 +226,7 @@ def records_table(
                 # the share of the problem's answers that came from continuations cut by their budget
                 "cut_answer_share": n_cut / n_answered if n_answered else float("nan"),
                 "endpoint_answered": bool(prefix_answers and any(a is not None for a in prefix_answers[-1])),
-                **derived_columns(t, prefix_answers),
+                **derived_columns(t, prefix_answers, computed),
             }
         )
     records = pd.DataFrame(rows)

@@ -59,7 +59,7 @@ def risk_coverage_figure(records: pd.DataFrame, draws: int, seed: int) -> Figure
         rows = ex.analyzed(rows)
         y = rows["correct"].to_numpy(dtype=bool)
         coverage = np.arange(1, len(rows) + 1) / max(len(rows), 1)
-        for signal in ex.SIGNALS.values():
+        for signal in ex.in_records(rows.columns):
             if len(rows):
                 ax.plot(
                     coverage,

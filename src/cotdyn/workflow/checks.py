@@ -65,10 +65,41 @@ def check_token_budget(study: Study) -> None:
         raise StudyError(f"{study.source}: {e}") from None
 
 
-def check_before_planning(study: Study, is_main_process: bool, argv) -> None:
+def dry_run(argv) -> bool:
+    """Whether the command line asks for a dry run (``-n``, ``-np``, ``--dry-run``, ``--dryrun``)."""
+    return any(
+        arg in ("--dry-run", "--dryrun") or (arg[:1] == "-" and arg[1:2] != "-" and "n" in arg[1:]) for arg in argv
+    )
+
+
+def check_backend_dependencies(study: Study, argv) -> None:
+    """Each package the study's backends declare (``requires``), installed here in range: without
+    Snakemake's conda environments the generation jobs run in this one, and a missing package was a
+    traceback of the first generation job. A run stops here, naming it; a dry run names it on
+    stderr and plans on (a panel is planned on a laptop that will not run its vLLM jobs)."""
+    import sys
+
+    from cotdyn.generation.backends import registry
+    from cotdyn.plugins import MissingDependency
+
+    for key in sorted({cell.model_key for cell in study.cells.values()}):
+        model = next(cell.model for cell in study.cells.values() if cell.model_key == key)
+        try:
+            registry.check_requires(registry.spec(model["backend"]))
+        except MissingDependency as e:
+            problem = f"{study.source}: models.{key}: {e} (snakemake --sdm conda)"
+            if not dry_run(argv):
+                raise StudyError(problem) from None
+            print(f"cotdyn: a run here would stop: {problem}", file=sys.stderr)
+
+
+def check_before_planning(study: Study, is_main_process: bool, argv, in_conda_envs: bool = False) -> None:
     """Every check above, in the run's own process (a job's process was planned by it) and unless the
-    command line reviews the study."""
+    command line reviews the study; ``in_conda_envs``: the jobs run in the conda environments their
+    backends' declarations name (``--sdm conda``), so their packages are not this environment's."""
     if is_main_process and not reviewing(argv):
         check_plan_drift(study)
         check_local_benchmarks(study)
         check_token_budget(study)
+        if not in_conda_envs:
+            check_backend_dependencies(study, argv)

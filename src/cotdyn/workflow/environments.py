@@ -49,3 +49,12 @@ def infogain_env(traces: dict | None) -> str:
     """The environment of infogain_cell: torch's, for the supervisor's device (CPU when the config
     has no infogain.traces)."""
     return torch_env(traces["supervisor"].get("device", "cpu") if traces else "cpu")
+
+
+def in_conda_envs(workflow) -> bool:
+    """Whether the run deploys the rules' conda environments (``--sdm conda``, or a profile's
+    ``software-deployment-method``): its jobs then run in them, not in this environment."""
+    from snakemake.settings.types import DeploymentMethod
+
+    settings = getattr(workflow, "deployment_settings", None)
+    return settings is not None and DeploymentMethod.CONDA in settings.deployment_method

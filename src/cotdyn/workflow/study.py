@@ -12,8 +12,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from cotdyn import plugins
 from cotdyn.files.strict import UntrustedFileError, read_yaml
 from cotdyn.generation.backends import registry as backend_registry
+from cotdyn.generation.backends.validation import plugin_problems
 from cotdyn.plan.config import (
     Cell,
     ConfigError,
@@ -30,6 +32,7 @@ from cotdyn.plan.config import (
 from cotdyn.plan.load import load_plan, plan_sha256
 from cotdyn.plan.registration import sibling_paths
 from cotdyn.plan.schema import validate_config, validate_plan
+from cotdyn.protocol.signals import study_signals
 
 
 class StudyError(ValueError):
@@ -153,6 +156,9 @@ def read_study(config: dict, configfiles, config_settings, root: Path, schema: s
     ``root`` the checkout, ``schema`` the config schema's path."""
     source = config_source(configfiles)
     check_config_files(configfiles)
+    refused = plugin_problems(config)  # named before the schema, which knows no refused name
+    if refused:
+        raise StudyError(f"{source}: " + "; ".join(refused))
     typed_config(config, config_settings, root, schema, source)
     plan, sha256 = read_plan(config["plan"], source)
     try:
@@ -164,7 +170,8 @@ def read_study(config: dict, configfiles, config_settings, root: Path, schema: s
             backend_registry.check_entry(cell.model, f"{source}: model '{cell.model_key}'", dtype)
         cut = {v: cut_answers(config, v, source) for v in variants}
         check_study_wide(protocols, source)
-    except (ConfigError, ValueError) as e:
+        study_signals(config.get("signals", ()))
+    except (ConfigError, ValueError, plugins.PluginError) as e:
         raise StudyError(str(e)) from None
     return Study(config, source, config["plan"], plan, sha256, cells, variants, protocols, cut)
 

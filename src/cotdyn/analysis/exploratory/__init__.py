@@ -26,7 +26,7 @@ from cotdyn.analysis.exploratory.inputs import REQUIRED, analyzed, check_records
 from cotdyn.analysis.exploratory.ranking import TRUNCATED_COVERAGE, aurc, ranking_table, roc_area, selective_risk_curve
 from cotdyn.analysis.exploratory.sweeps import SWEEP_FIELDS, chain_length_stats, sweep_table
 from cotdyn.analysis.exploratory.variants import EPSILONS, early_exit, epsilon_sweep, min_grid_spacing, shape_at
-from cotdyn.protocol.signals import SIGNALS
+from cotdyn.protocol.signals import SIGNALS, in_records
 
 __all__ = [
     "CoverageCurve",
@@ -44,6 +44,7 @@ __all__ = [
     "coverage_curve",
     "coverage_rows",
     "early_exit",
+    "in_records",
     "epsilon_sweep",
     "label_coupling",
     "max_rise",

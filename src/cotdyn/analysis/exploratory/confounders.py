@@ -12,7 +12,7 @@ import pandas as pd
 from cotdyn.analysis.exploratory.inputs import _labels, analyzed, check_records
 from cotdyn.analysis.exploratory.ranking import roc_area
 from cotdyn.grading.answers import answers_or_none
-from cotdyn.protocol.signals import SIGNALS
+from cotdyn.protocol.signals import in_records
 
 LOGIT_TERMS = ("monotone", "n_points", "final_entropy")
 
@@ -145,7 +145,7 @@ def label_coupling(records: pd.DataFrame) -> dict:
         "accuracy_majority": float(maj.mean()) if len(rows) else None,
         "accuracy_chain": float(own.mean()) if len(rows) else None,
     }
-    for signal in SIGNALS.values():
+    for signal in in_records(rows.columns):
         name, score = signal.name, signal.score(rows)
         out[f"roc_{name}_majority"] = roc_area(score, maj) if len(rows) else None
         out[f"roc_{name}_chain"] = roc_area(score, own) if len(rows) else None

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from cotdyn.analysis.exploratory.inputs import _labels, analyzed
-from cotdyn.protocol.signals import SIGNALS
+from cotdyn.protocol.signals import in_records
 
 # The original's operating point: selective accuracy at 73.7% coverage (seed 003 Appendix F.2).
 TRUNCATED_COVERAGE = 0.737
@@ -72,7 +72,7 @@ def ranking_table(records: pd.DataFrame, draws: int, seed: int, label: str = "co
     rows = analyzed(records)
     y = _labels(rows[label])
     out = []
-    for signal in SIGNALS.values():
+    for signal in in_records(rows.columns):
         name, score = signal.name, signal.score(rows)
         curve = selective_risk_curve(score, y, draws, seed) if len(rows) else np.array([])
         k_trunc = math.floor(TRUNCATED_COVERAGE * curve.size + 1e-9)
