@@ -3,9 +3,10 @@ benchmark names) on the schema with the backends filled in (registry.config_sche
 lies below generation, so it cannot know the backends itself. Its own module: the generation jobs,
 which import the registry, need no jsonschema (tests/test_envs.py).
 
-``plugin_problems`` is read first, by ``cotdyn init``, the dry run and the audit: a backend, benchmark
-or signal the config names that two packages declare, or whose plugin does not load, is named with
-its packages and the fix, where the schema would only say the name is not one it knows."""
+``plugin_problems`` is read first, by the run as the workflow is read (a dry run too) and by the
+audit: a backend, benchmark or signal the config names that two packages declare, or whose plugin
+does not load, is named with its packages and the fix, where the schema would only say the name is
+not one it knows (``cotdyn init`` names a refused ``--backend`` or ``--benchmark`` the same way)."""
 
 from __future__ import annotations
 
