@@ -41,22 +41,18 @@ LOCK = ROOT / "requirements.lock"
 
 _SEAL = "the generation rules' seals read only file_sha256 of cotdyn.provenance.manifests; its config validation runs in the manifest rules"
 _HUB = "cotdyn.dataset.benchmarks.read_hub runs only in rule problems (analysis.yaml)"
-_API = "the Python API, loaded by cotdyn/__init__.py only on access to cotdyn.open_study, audit or analyze: no script does"
 # env file -> {module, or "module:distribution" for one lazy import of a module: why it never runs there}
 NEVER_RUN = {
     "analysis.yaml": {},
     "generate-cpu.yaml": {
-        "cotdyn.api": _API,
         "cotdyn.provenance.manifests:snakemake": _SEAL,
         "cotdyn.dataset.benchmarks:datasets": _HUB,
     },
     "generate-cuda.yaml": {
-        "cotdyn.api": _API,
         "cotdyn.provenance.manifests:snakemake": _SEAL,
         "cotdyn.dataset.benchmarks:datasets": _HUB,
     },
     "generate-vllm.yaml": {
-        "cotdyn.api": _API,
         "cotdyn.provenance.manifests:snakemake": _SEAL,
         "cotdyn.dataset.benchmarks:datasets": _HUB,
         "cotdyn.files.writers:matplotlib": "generation rules write parquet and JSON, no figures",

@@ -10,7 +10,9 @@ __all__ = ["open_study", "audit", "analyze", "__version__"]
 
 def __getattr__(name: str):
     if name in ("open_study", "audit", "analyze", "Study"):
-        from cotdyn import api
+        # importlib, not an import statement: every job's code hash follows the import statements of
+        # the modules it reaches (cotdyn.provenance.code), and no job reaches the API through here
+        import importlib
 
-        return getattr(api, name)
+        return getattr(importlib.import_module("cotdyn.api"), name)
     raise AttributeError(f"module 'cotdyn' has no attribute {name!r}")
