@@ -22,10 +22,13 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 
+from threadpoolctl import threadpool_limits
+from tqdm import tqdm
+
 from cotdyn import stats
 from cotdyn.analysis.calibration import PlantedCell, feature_population, simulate_panel
 from cotdyn.analysis.calibration_latent import grade_correlation
-from cotdyn.analysis.hypotheses.inputs import plan_key, registered_cells
+from cotdyn.analysis.hypotheses.inputs import Settings, plan_key, registered_cells
 from cotdyn.analysis.hypotheses.run import analyze
 from cotdyn.analysis.hypotheses.verdicts import VERDICTS
 from cotdyn.plan.config import split_cell
@@ -133,20 +136,21 @@ def assumed_effects(plan: dict, section: dict | None = None) -> AssumedEffects:
 
 def planted(law: dict, n: int, scale: float, where: str = SECTION) -> PlantedCell:
     """The cell law at ``scale`` times the assumed effect: the gap scaled, and each correct/incorrect
-    pair moved from its mean (the null, scale 0) by ``scale`` times its assumed difference."""
-    values = dict(law)
-    values[EFFECT] = scale * law[EFFECT]
-    for a, b in PAIRS:
-        mean, half = (law[a] + law[b]) / 2, scale * (law[a] - law[b]) / 2
-        values[a], values[b] = mean + half, mean - half
-    cell = PlantedCell.from_summary(n, **values)
-    for name in ("acc_monotone", "acc_non_monotone", *(k for pair in PAIRS for k in pair)):
-        value = getattr(cell, name)
-        if not 0.0 <= value <= 1.0:
-            raise PowerInputError(
-                f"{where}: impossible law at {scale:g} x the assumed effect: {name} = {value:.4g} is outside [0, 1] "
-                f"(accuracy {law['accuracy']:g}, {EFFECT} {values[EFFECT]:g}, coverage {law['coverage']:g})"
-            )
+    pair moved from its mean (the null, scale 0) to its assumed values (scale 1) and on."""
+    values = {**law, EFFECT: scale * law[EFFECT]}
+    for pair in PAIRS:
+        mean = (law[pair[0]] + law[pair[1]]) / 2
+        values.update({key: (1 - scale) * mean + scale * law[key] for key in pair})  # exact at 0 and at 1
+    impossible = [f"{key} = {values[key]:.4g}" for pair in PAIRS for key in pair if not 0 <= values[key] <= 1]
+    try:
+        cell = PlantedCell.from_summary(n, **values)
+    except ValueError as e:  # the monotone or non-monotone accuracy outside [0, 1]
+        impossible.append(str(e).removeprefix("PlantedCell."))
+    if impossible:
+        raise PowerInputError(
+            f"{where}: impossible law at {scale:g} x the assumed effect: {'; '.join(impossible)} (accuracy "
+            f"{law['accuracy']:g}, {EFFECT} {values[EFFECT]:g}, coverage {law['coverage']:g})"
+        )
     return cell
 
 
@@ -188,6 +192,11 @@ def replicate_seed(seed: int, scale: float, i: int) -> int:
 def _one(task, plan, effects, sizes):
     scale, i, seed = task
     return study_verdicts(plan, effects, sizes, scale, replicate_seed(seed, scale, i))
+
+
+def _one_blas_thread() -> None:
+    # a study's arrays are small: BLAS threads cost more than they give (H5's fit runs 3 times slower)
+    threadpool_limits(1)
 
 
 def share(count: int, total: int) -> dict:
@@ -240,6 +249,7 @@ def power_analysis(
     ``scales``; and the minimum detectable effect at the registered size for the plan's min_power."""
     if reps < 1:
         raise PowerInputError(f"reps: must be >= 1, got {reps}")
+    Settings.from_plan(plan)  # a plan the analysis cannot read fails here, by its key, not in every study
     scales = sorted({0.0, 1.0, *(float(s) for s in scales)})
     if scales[0] < 0:
         raise PowerInputError(f"scales: must be >= 0, got {scales[0]:g}")
@@ -256,21 +266,18 @@ def power_analysis(
             infeasible.append({"scale": s, "reason": str(e)})
     tasks = [(s, i, seed) for s in feasible for i in range(reps)]
     run = partial(_one, plan=plan, effects=effects, sizes=sizes)
-    from tqdm import tqdm
-
-    bar = tqdm(total=len(tasks), desc="power: simulated studies", unit="study", disable=not progress)
-    if workers > 1:
-        with ProcessPoolExecutor(workers) as pool:
-            runs = []
-            for r in pool.map(run, tasks, chunksize=max(1, len(tasks) // (8 * workers))):
-                runs.append(r)
-                bar.update()
-    else:
-        runs = []
-        for task in tasks:
-            runs.append(run(task))
-            bar.update()
-    bar.close()
+    runs = []
+    with tqdm(total=len(tasks), desc="power: simulated studies", unit="study", disable=not progress) as bar:
+        if workers > 1:
+            with ProcessPoolExecutor(workers, initializer=_one_blas_thread) as pool:
+                for r in pool.map(run, tasks, chunksize=max(1, len(tasks) // (8 * workers))):
+                    runs.append(r)
+                    bar.update()
+        else:
+            with threadpool_limits(1):
+                for task in tasks:
+                    runs.append(run(task))
+                    bar.update()
     by_scale = {s: runs[k * reps : (k + 1) * reps] for k, s in enumerate(feasible)}
     hypotheses = []
     for h in plan_key(plan, "hypotheses"):
