@@ -222,3 +222,13 @@ def test_cli_bad_input_is_a_named_error_not_a_traceback(tmp_path, capsys):
     assert main([*base, "--effects", str(tmp_path / "absent.yaml")]) == 1
     assert "absent.yaml" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_an_estimation_hypothesis_is_tallied_by_its_own_verdicts():
+    runs = [
+        {"H4": {"verdict": "estimated", "cells": {"d-b": "estimated"}}},
+        {"H4": {"verdict": "imprecise", "cells": {"d-b": "imprecise"}}},
+    ]
+    tally = power._tally(runs, "H4")
+    assert tally["verdicts"]["supported"]["rate"] == 0 and tally["verdicts"]["imprecise"]["rate"] == 0.5
+    assert tally["cells"]["d-b"]["estimated"] == {"rate": 0.5, "se": 0.5 / math.sqrt(2), "count": 1, "of": 2}

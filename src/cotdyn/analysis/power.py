@@ -205,16 +205,17 @@ def share(count: int, total: int) -> dict:
     return {"rate": rate, "se": math.sqrt(rate * (1 - rate) / total), "count": count, "of": total}
 
 
-def _tally(runs: list[dict], hypothesis: dict) -> dict:
-    hid = hypothesis["id"]
-    verdicts = [r[hid]["verdict"] for r in runs]
-    names = [*VERDICTS, *sorted(set(verdicts) - set(VERDICTS))]  # H4's estimation verdicts after
-    out = {"verdicts": {v: share(verdicts.count(v), len(runs)) for v in names if v in VERDICTS or v in verdicts}}
-    out["cells"] = {
-        cell: {v: share(sum(r[hid]["cells"][cell] == v for r in runs), len(runs)) for v in VERDICTS}
-        for cell in runs[0][hid]["cells"]
+def _tally(runs: list[dict], hid: str) -> dict:
+    """The share of each verdict of hypothesis ``hid`` over simulated studies, and of each of its cells'."""
+
+    def shares(verdicts: list[str]) -> dict:
+        names = [*VERDICTS, *sorted(set(verdicts) - set(VERDICTS))]  # an estimation hypothesis's verdicts after
+        return {v: share(verdicts.count(v), len(verdicts)) for v in names}
+
+    return {
+        "verdicts": shares([r[hid]["verdict"] for r in runs]),
+        "cells": {cell: shares([r[hid]["cells"][cell] for r in runs]) for cell in runs[0][hid]["cells"]},
     }
-    return out
 
 
 def truths_at(effects: AssumedEffects, cell: str, scale: float) -> dict:
@@ -289,11 +290,11 @@ def power_analysis(
             "statistic": h["statistic"],
             "criterion": h["criterion"],
             "powered": powered,
-            "effect": _tally(by_scale[1.0], h),
-            "null": _tally(by_scale[0.0], h),
+            "effect": _tally(by_scale[1.0], h["id"]),
+            "null": _tally(by_scale[0.0], h["id"]),
         }
         if powered:
-            curve = [(s, _tally(by_scale[s], h)["verdicts"]["supported"]["rate"]) for s in feasible]
+            curve = [(s, _tally(by_scale[s], h["id"])["verdicts"]["supported"]["rate"]) for s in feasible]
             entry["power"] = entry["effect"]["verdicts"]["supported"]
             entry["false_support"] = entry["null"]["verdicts"]["supported"]
             entry["curve"] = [{"scale": s, "power": p} for s, p in curve]
