@@ -231,4 +231,9 @@ def test_an_estimation_hypothesis_is_tallied_by_its_own_verdicts():
     ]
     tally = power._tally(runs, "H4")
     assert tally["verdicts"]["supported"]["rate"] == 0 and tally["verdicts"]["imprecise"]["rate"] == 0.5
-    assert tally["cells"]["d-b"]["estimated"] == {"rate": 0.5, "se": 0.5 / math.sqrt(2), "count": 1, "of": 2}
+    assert tally["cells"]["d-b"]["estimated"] == {
+        "rate": 0.5,
+        "se": pytest.approx(0.5 / math.sqrt(2)),
+        "count": 1,
+        "of": 2,
+    }
