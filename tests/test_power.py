@@ -6,6 +6,7 @@ determinism, and named errors for bad assumed effects."""
 import copy
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -176,7 +177,7 @@ def test_deterministic_from_its_seed_whatever_the_workers(plan):
 def test_bad_assumed_effects_are_named_errors(plan, entries, names):
     s = section(**entries)
     s["default"] = {k: v for k, v in s["default"].items() if v is not None}
-    with pytest.raises(power.PowerInputError, match="^" + __import__("re").escape(names)):
+    with pytest.raises(power.PowerInputError, match="^" + re.escape(names)):
         power.assumed_effects(plan, s)
 
 
