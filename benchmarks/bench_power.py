@@ -63,7 +63,7 @@ def main() -> None:
         plan = load_plan(PLANS[name])
         effects = power.assumed_effects(plan, sections[name]())
         start = time.perf_counter()
-        result = power.power_analysis(plan, effects, args.reps, args.seed, (0, 1), workers=args.workers)
+        result = power.power_analysis(plan, effects, args.reps, args.seed, (0, 1), workers=args.workers, progress=True)
         seconds = time.perf_counter() - start
         print("\n".join(power.table_lines(result)))
         load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
