@@ -238,3 +238,30 @@ def test_an_estimation_hypothesis_is_tallied_by_its_own_verdicts():
         "count": 1,
         "of": 2,
     }
+
+
+@pytest.mark.parametrize(
+    "law, names",
+    [
+        ({"gap_pp": 150.0}, "assumed_effects.default.gap_pp: 150 is outside its range"),
+        ({"coverage": None}, "assumed_effects.cells.smollm2-additions: missing value(s) ['coverage']"),
+        ({"accuracy": 0.95, "gap_pp": 20.0}, "assumed_effects.cells.smollm2-additions: impossible law"),
+    ],
+)
+def test_register_refuses_bad_assumed_effects_by_key(tmp_path, capsys, law, names):
+    assumed = section(**law)
+    assumed["default"] = {k: v for k, v in assumed["default"].items() if v is not None}
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(DEFAULT_PLAN.read_text() + yaml.safe_dump({"assumed_effects": assumed}))
+    args = ["register", "--plan", str(plan), "--registered", str(tmp_path / "REGISTERED"), "--date", "2026-12-07"]
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {plan}: {names}"), err
+    assert not (tmp_path / "REGISTERED").exists()
+
+
+def test_register_takes_a_plan_with_complete_assumed_effects(tmp_path):
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(DEFAULT_PLAN.read_text() + yaml.safe_dump({"assumed_effects": section()}))
+    assert main(["register", "--plan", str(plan), "--registered", str(tmp_path / "R"), "--date", "2026-12-07"]) == 0
+    assert (tmp_path / "R").exists()
