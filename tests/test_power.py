@@ -73,12 +73,19 @@ def test_power_rises_with_the_effect(curve):
         assert rates[-1] - rates[0] > 0.3, (hid, rates)  # and rises well beyond it over the curve
 
 
-def test_power_rises_with_n(plan, curve):
-    larger = power.power_analysis(plan, power.assumed_effects(plan, section()), 100, 11, (0, 1), n=160)
-    assert larger["sizes"] == {CELL: 160} and curve["sizes"] == {CELL: 40}
+def test_power_rises_with_n_and_the_problems_needed_reach_min_power(plan):
+    effects = power.assumed_effects(plan, section())
+    needed = power.problems_needed(plan, effects, (160, 40), 100, 11)
+    assert set(needed) == {"H1", "H3", "H5"}
     for hid in ("H1", "H3"):
-        small, big = by_id(curve)[hid]["power"], by_id(larger)[hid]["power"]
+        small, big = needed[hid]["power_by_n"]
+        assert (small["n"], big["n"]) == (40, 160)
         assert big["rate"] - small["rate"] > 2 * math.hypot(small["se"], big["se"]), (hid, small, big)
+    # a 30-point gap: 40 problems fall short of min_power 0.8, 160 reach it
+    h1 = needed["H1"]["power_by_n"]
+    assert h1[0]["rate"] < 0.8 <= h1[1]["rate"] and needed["H1"]["needed"] == 160
+    with pytest.raises(power.PowerInputError, match="give sizes >= 1"):
+        power.problems_needed(plan, effects, (0, 40), 1, 11)
 
 
 def test_minimum_detectable_effect_reads_the_curve(curve):
@@ -202,11 +209,13 @@ def test_cli_writes_the_table_json_and_figure(tmp_path, capsys):
     effects.write_text(yaml.safe_dump({"assumed_effects": section()}))
     out = tmp_path / "power"
     args = ["power", "--plan", str(DEFAULT_PLAN), "--effects", str(effects), "--reps", "3", "--scales", "0,1"]
-    assert main([*args, "--seed", "2", "--workers", "1", "--out", str(out)]) == 0
+    assert main([*args, "--seed", "2", "--workers", "1", "--out", str(out), "--needed", "20,40"]) == 0
     printed = capsys.readouterr().out
     assert "H1" in printed and "supported" in printed and "wrote" in printed
+    assert "H1: power by problems per cell 20: " in printed
     written = json.loads((out / "power.json").read_text())
     assert written["reps"] == 3 and written["seed"] == 2 and written["sizes"] == {CELL: 40}
+    assert [x["n"] for x in written["problems_needed"]["H1"]["power_by_n"]] == [20, 40]
     assert (out / "power.png").read_bytes()[:4] == b"\x89PNG"
 
 
@@ -222,6 +231,12 @@ def test_cli_bad_input_is_a_named_error_not_a_traceback(tmp_path, capsys):
     assert "missing value(s) ['coverage'" in capsys.readouterr().err
     assert main([*base, "--effects", str(tmp_path / "absent.yaml")]) == 1
     assert "absent.yaml" in capsys.readouterr().err
+    good = tmp_path / "good.yaml"
+    good.write_text(yaml.safe_dump(section()))  # the mapping itself, without the assumed_effects key
+    assert main([*base, "--effects", str(good), "--scales", "0,half"]) == 1
+    assert capsys.readouterr().err.startswith("error: --scales: '0,half' is not a comma-separated list of numbers")
+    assert main([*base, "--effects", str(good), "--needed", "40,many"]) == 1
+    assert capsys.readouterr().err.startswith("error: --needed: '40,many' is not a comma-separated list of numbers")
     assert not (tmp_path / "out").exists()
 
 

@@ -326,6 +326,25 @@ def power_analysis(
     }
 
 
+def problems_needed(
+    plan: dict, effects: AssumedEffects, sizes, reps: int, seed: int, workers: int = 1, progress: bool = False
+) -> dict:
+    """For a plan whose cells are user data of unknown size (``cotdyn init``): the power at the
+    assumed effect with each candidate number of problems per cell, and per powered hypothesis the
+    smallest candidate whose power reaches min_power (None: none of them does)."""
+    sizes = sorted({int(n) for n in sizes})
+    if not sizes or sizes[0] < 1:
+        raise PowerInputError(f"problems per cell: give sizes >= 1, got {sizes}")
+    by_n = {n: power_analysis(plan, effects, reps, seed, (0, 1), n, workers, progress) for n in sizes}
+    out = {}
+    for h in by_n[sizes[0]]["hypotheses"]:
+        if h["powered"]:
+            powers = [(n, next(x for x in by_n[n]["hypotheses"] if x["id"] == h["id"])["power"]) for n in sizes]
+            reached = [n for n, p in powers if p["rate"] >= effects.min_power]
+            out[h["id"]] = {"power_by_n": [{"n": n, **p} for n, p in powers], "needed": reached[0] if reached else None}
+    return out
+
+
 def _pct(x: dict) -> str:
     return f"{100 * x['rate']:5.1f} ({100 * x['se']:.1f})"
 

@@ -24,6 +24,15 @@ def _assumed(value: str) -> tuple[str, float]:
         raise argparse.ArgumentTypeError(f"--assume {value!r}: not KEY=NUMBER") from None
 
 
+def _numbers(option: str, value: str, kind=float) -> list:
+    from cotdyn.analysis.power import PowerInputError
+
+    try:
+        return [kind(x) for x in value.split(",")]
+    except ValueError:
+        raise PowerInputError(f"{option}: {value!r} is not a comma-separated list of numbers") from None
+
+
 def effects_section(plan: dict, effects_file: str | None, assume: list[tuple[str, float]]) -> dict | None:
     """The assumed effects: the plan's section, else the file's (its ``assumed_effects`` mapping or the
     whole file), with each ``--assume KEY=VALUE`` set in its ``default`` (``min_power`` at its top)."""
@@ -58,10 +67,12 @@ def cmd_power(args) -> int:
     try:
         plan = load_plan(args.plan)
         effects = power.assumed_effects(plan, effects_section(plan, args.effects, args.assume))
-        scales = [float(s) for s in args.scales.split(",")] if args.scales else power.DEFAULT_SCALES
-        result = power.power_analysis(
-            plan, effects, args.reps, args.seed, scales, args.n, args.workers or os.cpu_count() or 1, progress=True
-        )
+        scales = _numbers("--scales", args.scales) if args.scales else power.DEFAULT_SCALES
+        sizes = _numbers("--needed", args.needed, int) if args.needed else None
+        workers = args.workers or os.cpu_count() or 1
+        result = power.power_analysis(plan, effects, args.reps, args.seed, scales, args.n, workers, progress=True)
+        if sizes:
+            result["problems_needed"] = power.problems_needed(plan, effects, sizes, args.reps, args.seed, workers, True)
     except (ValueError, KeyError) as e:  # PowerInputError, the plan's and the analysis settings' named errors
         print(printable(f"error: {e.args[0] if e.args else e}"), file=sys.stderr)
         return 1
@@ -73,6 +84,10 @@ def cmd_power(args) -> int:
     (out / "power.json").write_text(json.dumps({"plan": str(args.plan), **result}, indent=1, sort_keys=True) + "\n")
     power.plot_curves(result, out / "power.png")
     print("\n".join(power.table_lines(result)))
+    for hid, needed in result.get("problems_needed", {}).items():
+        by_n = ", ".join(f"{x['n']}: {100 * x['rate']:.1f}% ({100 * x['se']:.1f})" for x in needed["power_by_n"])
+        reached = f"{needed['needed']} problems per cell" if needed["needed"] else "not reached at these sizes"
+        print(f"  {hid}: power by problems per cell {by_n}; min_power {result['min_power']:g}: {reached}")
     print(f"wrote {out / 'power.json'} and {out / 'power.png'}")
     return 0
 
@@ -101,6 +116,12 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
         help="effect sizes of the power curve, as multiples of the assumed effect (default 0,0.5,1,1.5; 0 and 1 always)",
     )
     p.add_argument("--n", type=int, help="problems per cell, for cells of unknown size (default: the registered n)")
+    p.add_argument(
+        "--needed",
+        metavar="N1,N2,...",
+        help="also the power at the assumed effect with each number of problems per cell, and the smallest that "
+        "reaches min_power",
+    )
     p.add_argument("--workers", type=int, help="processes (default: the CPUs here); the result does not depend on it")
     p.add_argument("--out", default="power", help="folder for power.json and power.png (default: power)")
     p.set_defaults(run=cmd_power)
