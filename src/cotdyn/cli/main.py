@@ -124,12 +124,14 @@ def parser() -> argparse.ArgumentParser:
     from cotdyn.cli.cache import add_subcommand as add_cache
     from cotdyn.cli.init import add_subcommand as add_init
     from cotdyn.cli.ls import add_subcommand as add_ls
+    from cotdyn.cli.power import add_subcommand as add_power
     from cotdyn.cli.prereg import add_subcommands
 
     add_subcommands(sub)
     add_init(sub)
     add_ls(sub)
     add_cache(sub)
+    add_power(sub)
     return p
 
 

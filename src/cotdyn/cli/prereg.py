@@ -19,6 +19,7 @@ def cmd_register(args) -> int:
         plan = load_plan(args.plan)
         validate_plan(plan, args.plan)  # a plan with m: five is never registered
         analysis_settings(plan, args.plan)  # nor one whose analysis misses a key its version needs
+        assumed_effects(plan, args.plan)  # nor one whose assumed effects are incomplete, out of range or impossible
         token = None
         if args.timestamp_url and args.timestamp_token:
             raise PreregistrationError("--timestamp-url and --timestamp-token: give one")
@@ -48,6 +49,20 @@ def analysis_settings(plan: dict, source) -> None:
         Settings.from_plan(plan)
     except (KeyError, ValueError, TypeError) as e:
         raise PreregistrationError(f"{source}: {e.args[0] if e.args else e}") from None
+
+
+def assumed_effects(plan: dict, source) -> None:
+    """A plan that states the effects it is powered for (``assumed_effects``, cotdyn.analysis.power)
+    states them complete, in range and possible, or a PreregistrationError naming the plan and the
+    key; plans v1-v4 state none."""
+    from cotdyn.analysis import power
+    from cotdyn.plan.registration import PreregistrationError
+
+    if power.SECTION in plan:
+        try:
+            power.assumed_effects(plan)
+        except power.PowerInputError as e:
+            raise PreregistrationError(f"{source}: {e}") from None
 
 
 def cmd_audit(args) -> int:
