@@ -55,6 +55,7 @@ def by_id(result: dict) -> dict:
     return {h["id"]: h for h in result["hypotheses"]}
 
 
+@pytest.mark.slow  # simulates hundreds of studies: the suite, not the inner loop
 def test_null_false_support_is_at_most_alpha_plus_two_mc_se(curve):
     alpha = curve["alpha"]
     for hid in ("H1", "H3", "H5"):
@@ -73,6 +74,7 @@ def test_power_rises_with_the_effect(curve):
         assert rates[-1] - rates[0] > 0.3, (hid, rates)  # and rises well beyond it over the curve
 
 
+@pytest.mark.slow  # simulates hundreds of studies: the suite, not the inner loop
 def test_power_rises_with_n_and_the_problems_needed_reach_min_power(plan):
     effects = power.assumed_effects(plan, section())
     needed = power.problems_needed(plan, effects, (160, 40), 100, 11)
@@ -119,6 +121,7 @@ def h1_only(plan: dict) -> dict:
     return p
 
 
+@pytest.mark.slow  # simulates hundreds of studies: the suite, not the inner loop
 def test_h1_power_agrees_with_statsmodels_two_proportion_power(plan):
     # A 95% interval above 0 is a two-sided test at 0.05 on its upper side; the one-sided Fisher test
     # at 0.05 is weaker, so the decision is the two-proportion comparison of monotone against
