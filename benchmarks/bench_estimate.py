@@ -1,12 +1,14 @@
 """The time estimate against the time each phase took (cotdyn.generation.estimate; issue 61 item 4).
 
-    python benchmarks/bench_estimate.py [--only default|simulated] [--threads 2]
+    python benchmarks/bench_estimate.py [--only default|simulated] [--limit N] [--threads 2]
 
 Two studies' generation phases, each run through ``cotdyn.generation.run`` into a fresh cache:
 
 - the embedded default (config/config.yaml: SmolLM2-135M on the transformers backend, the 40
   additions, its plan's budgets; the GGUF converted once into a temporary folder, not timed);
 - the simulated panel's shape (config/simulated.yaml's model on all of GSM8K and MATH-500).
+
+``--limit N`` takes the first N problems of each benchmark (a quicker, smaller run).
 
 For each phase it prints the seconds its generation took (generation.json), the estimate before
 it (its exact token bound at the backend's declared rate, ``estimate.RATES``: an upper bound) and
@@ -87,6 +89,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", choices=("default", "simulated"))
     parser.add_argument("--threads", type=int, default=2, help="torch threads")
+    parser.add_argument("--limit", type=int, default=None, help="the first N problems of each benchmark")
     options = parser.parse_args()
     import torch
 
@@ -103,12 +106,16 @@ def main() -> None:
         model = {k: v for k, v in entry.items() if k != "gguf"} | {"id": str(model_dir), "dtype": "float32"}
         protocol = effective_protocol(load_plan(ROOT / config["plan"]), {"dtype": "float32"})
         bench = {**config["benchmarks"]["additions"], "path": str(ROOT / "data" / "additions.jsonl")}
+        bench |= {"limit": options.limit} if options.limit else {}
         run_study("smollm2", model, {"additions": bench}, protocol, root)
     if options.only in (None, "simulated"):
         config = yaml.safe_load((ROOT / "config" / "simulated.yaml").read_text())
         model = config["models"]["qwen7b"]
         protocol = effective_protocol(load_plan(ROOT / config["plan"]))
-        benchmarks = {b: {"kind": b, "path": str(ROOT / "data" / f"{b}_test.jsonl")} for b in ("gsm8k", "math500")}
+        limit = {"limit": options.limit} if options.limit else {}
+        benchmarks = {
+            b: {"kind": b, "path": str(ROOT / "data" / f"{b}_test.jsonl"), **limit} for b in ("gsm8k", "math500")
+        }
         run_study("qwen7b", model, benchmarks, protocol, root)
     print(f"load average after {os.getloadavg()[0]:.1f}")
 

@@ -18,10 +18,11 @@ from cotdyn.plan.config import Cell, reference_id
 from cotdyn.protocol.segment import checkpoints
 
 # Tokens a second each backend draws on a device kind, for the time before a phase's first chunk: the
-# simulated backend on the development machine's 2 cores (benchmarks/bench_estimate.py), the
-# transformers backend on the embedded SmolLM2-135M there (the same benchmark), vLLM on a 7B model on
-# one H200 (docs/generation-cost.md). A backend not named has none; its first chunk tells its speed.
-RATES = {("simulated", "cpu"): 150_000.0, ("transformers", "cpu"): 90.0, ("vllm", "cuda"): 27_400.0}
+# simulated backend on the development machine's 2 cores (91k-321k by phase, benchmarks/bench_estimate.py,
+# 2026-12-07), the transformers backend on the embedded SmolLM2-135M there (70 on continuation-shaped
+# requests, 1 thread, batch 16, 2026-12-06), vLLM on a 7B model on one H200 (docs/generation-cost.md).
+# A backend not named has none; its first chunk tells its speed.
+RATES = {("simulated", "cpu"): 150_000.0, ("transformers", "cpu"): 70.0, ("vllm", "cuda"): 27_400.0}
 
 # The most tokens a study's generation may take at its upper bound unless its config raises it
 # (``token_budget``): 100 billion, some six times the largest shipped config's bound (the registered
