@@ -27,6 +27,7 @@ RUNS_A_STUDY = {
     "weak_model_dir",
     "local_study",
     "smollm2_study",
+    "later_version_study",
 }
 
 

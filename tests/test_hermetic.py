@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import ROOT
 from lab_plugins import install_neighbour
 
@@ -30,6 +31,7 @@ LISTING_TESTS = [
 ]
 
 
+@pytest.mark.slow  # starts a cotdyn and a pytest process
 def test_the_listing_tests_pass_with_another_labs_plugins_installed(tmp_path):
     site = install_neighbour(tmp_path / "site")
     src = Path(cotdyn.__file__).parents[1]  # the cotdyn under test, first

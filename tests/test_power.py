@@ -64,6 +64,7 @@ def test_null_false_support_is_at_most_alpha_plus_two_mc_se(curve):
         assert false["rate"] <= alpha + 2 * false["se"], (hid, false)
 
 
+@pytest.mark.slow  # simulates hundreds of studies
 def test_power_rises_with_the_effect(curve):
     for hid in ("H1", "H3"):
         points = by_id(curve)[hid]["curve"]
@@ -143,6 +144,7 @@ def test_h1_power_agrees_with_statsmodels_two_proportion_power(plan):
     assert abs(h1["false_support"]["rate"] - 0.025) <= 2 * math.sqrt(0.025 * 0.975 / 300)
 
 
+@pytest.mark.slow  # three power tables
 @pytest.mark.parametrize(
     "change, direction",
     [

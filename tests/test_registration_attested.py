@@ -440,6 +440,7 @@ def _made_up(plan, registered):
     register(plan, registered, "2026-12-06")
 
 
+@pytest.mark.slow  # builds two studies
 def test_an_earlier_registration_on_the_authors_word_neither_runs_nor_audits(tmp_path):
     """The run's first rule refuses it; a study generated under it anyway (the check skipped, as a
     modified cotdyn would) fails its audit, which names the earlier plan it could not find."""
