@@ -44,7 +44,6 @@ from rfc3161_client import (
 # wrong file (a plan, an archive) from being read whole, on the command line or from a server.
 MAX_TOKEN_BYTES = 1 << 20
 SHA256_OID = cryptography.x509.ObjectIdentifier("2.16.840.1.101.3.4.2.1")
-CONTENT_TYPE = "application/timestamp-query"
 
 
 class TimestampError(ValueError):

@@ -17,9 +17,9 @@ import time
 import urllib.parse
 
 SCHEMES = ("http", "https")
+CONTENT_TYPE = "application/timestamp-query"
 MAX_REDIRECTS = 3
 REDIRECTS = (301, 302, 303, 307, 308)
-CONTENT_TYPE = "application/timestamp-query"
 
 
 def _checked(url: str, error) -> urllib.parse.SplitResult:
