@@ -266,6 +266,7 @@ def test_a_tsa_that_misbehaves_is_named(tsa, path, match):
 def test_only_http_urls_and_a_plan_are_asked_for(tsa):
     refused(fetch_token, "file:///etc/passwd", PLAN, match="not an http")
     refused(fetch_token, "freetsa.org/tsr", PLAN, match="not an http")
+    refused(fetch_token, "http://127.0.0.1:abc/tsr", PLAN, match="http://127.0.0.1:abc/tsr: not a URL")
     refused(fetch_token, f"{tsa.url}/tsr", b"", match="cannot timestamp an empty plan")
 
 

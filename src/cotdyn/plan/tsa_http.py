@@ -23,7 +23,11 @@ REDIRECTS = (301, 302, 303, 307, 308)
 
 
 def _checked(url: str, error) -> urllib.parse.SplitResult:
-    parts = urllib.parse.urlsplit(url)
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # a port that is not a number raises here, not in the connection  # noqa: B018
+    except ValueError:
+        raise error(f"{url}: not a URL") from None
     if parts.scheme not in SCHEMES or not parts.hostname:
         raise error(f"{url}: not an http(s) URL")
     return parts
@@ -69,9 +73,8 @@ def _once(url: str, body: bytes, deadline: float, limit: int, error) -> tuple[in
     worker = threading.Thread(target=exchange.run, args=(body, limit), daemon=True)
     worker.start()
     worker.join(left)
-    stalled = worker.is_alive() or isinstance(
-        exchange.failure, TimeoutError
-    )  # the socket's own timeout is the deadline's
+    # the socket's own timeout is the deadline's too
+    stalled = worker.is_alive() or isinstance(exchange.failure, TimeoutError)
     exchange.close()
     if stalled:
         worker.join(5)
