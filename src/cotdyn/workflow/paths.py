@@ -46,6 +46,7 @@ def study_targets(study: Study) -> list[str]:
         for path in layout.study_targets(
             study.cell_names,
             study.variants,
+            layout.study_extras(study.config),
             has_secondary(study.plan),
             bool(study.config.get("dynamics_comparisons")),
             bool(study.infogain_traces),
