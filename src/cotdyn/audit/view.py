@@ -1,5 +1,5 @@
 """The study folder as the audit's admission found it, and its one reader after (issue 52 item 5;
-docs/design.md section 7).
+docs/reference.md section 7).
 
 The admission (``audit.untrusted.admit``) walks the folder once and refuses a link, a FIFO, a
 device, a socket or a file hard-linked from outside. ``study_view`` builds on that walk: each

@@ -1,4 +1,4 @@
-"""The benchmark registry (docs/design.md section 4): one declaration per benchmark a study may name.
+"""The benchmark registry (docs/reference.md section 4): one declaration per benchmark a study may name.
 
 A declaration (``Benchmark``) is all there is to know of a benchmark that is not a registered value:
 its name, where its rows come from (a hub dataset's repo, config and split; a local copy in the
@@ -13,7 +13,7 @@ as ``cotdyn.grading`` is imported), cotdyn's own (``cotdyn.grading.builtin_bench
 plugin package: ``ORIGINS`` records the package each came from. Every list of
 benchmark names is read from ``REGISTRY`` (``kinds``): the config schema's ``kind`` enum
 (``cotdyn.plan.schema``), the plan check, ``cotdyn init --benchmark`` and the ``--benchmark``
-choices of ``cotdyn extract``/``equivalent``. docs/developer-notes.md, "Adding a benchmark".
+choices of ``cotdyn extract``/``equivalent``. docs/developer-notes.md, "Adding a signal, benchmark or backend".
 
 A hub revision and a content sha256 are registered values: they live in a plan's ``panel``
 (``preregistration/plan.yaml`` pins GSM8K's and MATH-500's), never here, so each is pinned once.
