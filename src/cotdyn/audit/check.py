@@ -184,10 +184,10 @@ def unlisted_targets(config: dict, cells: dict, plan: dict, listed: dict[str, st
     targets = study_targets(
         cells,
         variants,
-        study_extras(config),
-        has_secondary(plan),
-        bool(config.get("dynamics_comparisons")),
-        bool(config.get("infogain", {}).get("traces")),
+        extras=study_extras(config),
+        secondary=has_secondary(plan),
+        interventions=bool(config.get("dynamics_comparisons")),
+        infogain_traces=bool(config.get("infogain", {}).get("traces")),
     )
     missing = [t for t in targets if t not in listed]
     return [f"study output {t} is not in the manifest" for t in missing]

@@ -70,6 +70,7 @@ def cell_manifest(cell: str) -> str:
 def study_targets(
     cells: Iterable[str],
     variants: Iterable[str],
+    *,
     extras: Iterable[str] = (),
     secondary: bool = False,
     interventions: bool = False,
