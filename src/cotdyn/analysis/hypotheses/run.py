@@ -64,11 +64,9 @@ def analyze(records: pd.DataFrame, plan: dict, plan_sha256: str) -> dict:
         for b in (plan_key(panel, "benchmarks", where="panel") if "distilled" in panel else [])
     }
     holm = holm_family(plan, cells, settings.undefined_p)
-    # from plan v3 on the analysis names its plan version (the report prints it); v1 and v2 keep their bytes
-    version = {"plan_version": int(plan["plan_version"])} if int(plan.get("plan_version", 1)) >= 3 else {}
     return {
         "plan_sha256": plan_sha256,
-        **version,
+        **({"plan_version": settings.plan_version} if settings.version.names_version else {}),
         "settings": {
             "bootstrap": {"resamples": settings.resamples, "level": settings.level, "seed": settings.seed},
             "h5": {
@@ -83,7 +81,7 @@ def analyze(records: pd.DataFrame, plan: dict, plan_sha256: str) -> dict:
             "alternatives": settings.alternatives,
             "groups": {"min_group_size": settings.min_group_size, "precise_group_size": settings.precise_group_size},
             "verdict_rule": {"supported_requires": list(settings.supported_requires)},
-            **(v4_settings(settings) if settings.plan_version >= 4 else {}),  # v1-v3 keep their bytes
+            **(registered_computations(settings) if settings.version.lists_computations else {}),
         },
         "cells": cells,
         "H4": h4,
@@ -92,8 +90,7 @@ def analyze(records: pd.DataFrame, plan: dict, plan_sha256: str) -> dict:
     }
 
 
-def v4_settings(s: Settings) -> dict:
-    """The computations plan version 4 registers that earlier versions left to the code."""
+def registered_computations(s: Settings) -> dict:
     return {
         "spearman_tests": s.spearman_tests,
         "interval": {"kind": s.interval, "quantile_rule": s.quantile_rule},

@@ -232,17 +232,6 @@ def interval_decides(block: dict) -> bool:
     return block.get("ci_trusted", True)
 
 
-def _check_over(hid: str, criterion: dict, s: Settings) -> None:
-    """criterion.over: named by plan versions 1-3 (all_cells | each_cell; it never changed a result,
-    every criterion being evaluated per cell and combined), absent from version 4 on."""
-    over = criterion.get("over")
-    if s.plan_version >= 4:
-        if over is not None:
-            raise ValueError(f"hypothesis {hid}: criterion.over is not a key of plan version {s.plan_version}")
-    elif over not in ("all_cells", "each_cell"):
-        raise ValueError(f"hypothesis {hid}: criterion.over must be all_cells or each_cell, got {over!r}")
-
-
 def hypothesis_verdict(hypothesis: dict, cells: dict, h4: dict, holm: list[dict], s: Settings) -> dict:
     """The verdict of one registered hypothesis, with the numbers and both parts that decided it.
 
@@ -267,7 +256,6 @@ def hypothesis_verdict(hypothesis: dict, cells: dict, h4: dict, holm: list[dict]
         entry["cells_supported"] = f"{verdicts.count('supported')} of {len(verdicts)}"
         entry["verdict"] = estimation["verdict"]
         return entry
-    _check_over(hid, criterion, s)
     per = {}
     for cell in hypothesis.get("cells", []):
         block = cells.get(cell, {}).get(block_id, {})
