@@ -9,7 +9,6 @@ from cotdyn import stats
 from cotdyn.analysis.hypotheses.cells import (
     H3_BUCKETS,
     MISSING_CELL,
-    _num,
     h1_shape_contrast,
     h2_magnitude_null,
     h3_graded_signal,
@@ -33,6 +32,7 @@ from cotdyn.analysis.hypotheses.verdicts import (
 )
 from cotdyn.files.columns import require_columns
 from cotdyn.plan.config import split_cell
+from cotdyn.stats import finite_or_none
 
 
 def analyze(records: pd.DataFrame, plan: dict, plan_sha256: str) -> dict:
@@ -105,8 +105,8 @@ def cell_counts(d: CellData) -> dict:
         "n_records": d.n_records,
         "n": d.n,
         "n_excluded": d.n_excluded,
-        "excluded_share": _num(d.n_excluded / d.n_records) if d.n_records else None,
-        "median_points": _num(np.median(d.n_points)) if d.n else None,
+        "excluded_share": finite_or_none(d.n_excluded / d.n_records) if d.n_records else None,
+        "median_points": finite_or_none(np.median(d.n_points)) if d.n else None,
         "truncation_rate": d.truncation_rate,
         "cap_hit_rate": d.cap_hit_rate,
     }

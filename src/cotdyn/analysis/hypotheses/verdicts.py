@@ -7,10 +7,10 @@ from typing import Iterable
 import numpy as np
 
 from cotdyn import stats
-from cotdyn.analysis.hypotheses.cells import MISSING_CELL, _num, _reason, kept_flags, zero_width_rule
+from cotdyn.analysis.hypotheses.cells import MISSING_CELL, _reason, kept_flags, zero_width_rule
 from cotdyn.analysis.hypotheses.inputs import Settings, plan_key
 from cotdyn.plan.config import split_cell
-from cotdyn.stats import Interval
+from cotdyn.stats import Interval, finite_or_none
 
 # Where each registered statistic lives in a cell's (or H4's) results.
 STATISTICS = {
@@ -93,8 +93,8 @@ def h4_distilled_contrast(
         "gap_pp": gap,
         "ci": d_h1["ci"] if d_h1 else [None, None],
         "ci_n_kept": d_h1["ci_n_kept"] if d_h1 else 0,
-        "standard_mean_gap_pp": _num(standard_mean),
-        "difference_pp": _num(difference),
+        "standard_mean_gap_pp": finite_or_none(standard_mean),
+        "difference_pp": finite_or_none(difference),
         "difference_ci": interval.as_list(),
         "difference_ci_n_kept": interval.n_kept,
         "group_sizes": groups,
@@ -137,8 +137,8 @@ def holm_family(plan: dict, cells: dict, undefined_p: float = 1.0) -> list[dict]
     reject, adjusted = stats.holm([undefined_p if m["p"] is None else m["p"] for m in members], alpha)
     for m, r, a in zip(members, reject, adjusted):
         m["alpha"] = alpha
-        m["p_entered"] = _num(undefined_p if m["p"] is None else m["p"])
-        m["p_adjusted"] = _num(a) if m["p"] is not None else None
+        m["p_entered"] = finite_or_none(undefined_p if m["p"] is None else m["p"])
+        m["p_adjusted"] = finite_or_none(a) if m["p"] is not None else None
         m["reject"] = bool(r) if m["p"] is not None else False
     return members
 
