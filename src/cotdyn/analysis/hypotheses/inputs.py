@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -17,9 +17,9 @@ ANALYSIS_COLUMNS = ("cell", "problem_id", "n_points", "monotone", "violations", 
 
 
 # The settings a plan file of each version does not name: what that version's code decided, read
-# only for a plan of that version, so that every version computes what it registered. Version 2
-# registers each of version 1's first seven (plan v2's "Deviations from the previous plan version");
-# version 3 the next three, version 4 the rest.
+# only for a plan of that version, so that every version computes what it registered. Each later
+# version names in its plan file what the earlier one left to the code (plan v2 lists its own under
+# "Deviations from the previous plan version"); a key missing from a version's row is one its plan must name.
 PLAN_V3_UNREGISTERED = {
     # every Spearman p-value was scipy.stats.spearmanr's t approximation (H3's entered Holm)
     "spearman_tests": {"H2": {"kind": "t_approximation"}, "H3": {"kind": "t_approximation"}},
@@ -73,8 +73,7 @@ PLAN_VERSIONS = {
 }
 
 
-def plan_version(plan: dict) -> PlanVersion:
-    number = int(plan.get("plan_version", 1))
+def version_rules(number: int) -> PlanVersion:
     if number < 1:
         raise ValueError(f"plan_version: must be >= 1, got {number}")
     return PLAN_VERSIONS[min(number, max(PLAN_VERSIONS))]
@@ -106,29 +105,25 @@ class Settings:
     tie_seed: int | None
     model: dict
     alternatives: dict
-    # None where the plan registers no such rule (version 1): no group is held to a size then
-    min_group_size: int | None = None
-    precise_group_size: int | None = None
-    min_kept_fraction: float | None = None
-    supported_requires: tuple[str, ...] = ("ci_criterion",)
-    estimation_verdicts: bool = False
-    undefined_p: float = 1.0
-    ci_resampling: str = "stratified_split"
-    # below it, H5's interval is flagged imprecise and decides nothing (plan version 3)
-    min_discordant_minority: int | None = None
-    degenerate: str = "not_estimable"
-    # how each Spearman p-value is computed (analysis.p_values.spearman_tests, plan version 4)
-    spearman_tests: dict = field(default_factory=lambda: dict(PLAN_V3_UNREGISTERED["spearman_tests"]))
-    interval: str = "percentile"
-    quantile_rule: str = "linear"
-    # the hypotheses whose interval [x, x] is a value fixed by construction (verdict_rule.zero_width)
-    zero_width: tuple[str, ...] = ("H1", "H2", "H3", "H4")
-    perfect_separation: str = "not_estimable"
-    plan_version: int = 1
+    min_group_size: int | None  # None: the plan holds no group to a size
+    precise_group_size: int | None
+    min_kept_fraction: float | None
+    supported_requires: tuple[str, ...]
+    estimation_verdicts: bool
+    undefined_p: float
+    ci_resampling: str
+    min_discordant_minority: int | None  # below it, H5's interval is flagged imprecise and decides nothing
+    degenerate: str
+    spearman_tests: dict  # how each Spearman p-value is computed
+    interval: str
+    quantile_rule: str
+    zero_width: tuple[str, ...]  # the hypotheses whose interval [x, x] is a value fixed by construction
+    perfect_separation: str
+    plan_version: int
 
     @property
     def version(self) -> PlanVersion:
-        return plan_version({"plan_version": self.plan_version})
+        return version_rules(self.plan_version)
 
     @classmethod
     def from_plan(cls, plan: dict) -> "Settings":
@@ -136,7 +131,8 @@ class Settings:
         h5 = plan_key(plan, "analysis", "h5")
         analysis = plan["analysis"]
         rule = plan.get("verdict_rule", {})
-        version = plan_version(plan)
+        number = int(plan.get("plan_version", 1))
+        version = version_rules(number)
 
         def registered(mapping: dict, key: str, where: str):
             if key in mapping:
@@ -159,7 +155,7 @@ class Settings:
         zero_width = tuple(registered(rule, "zero_width", "verdict_rule"))
         for hid in zero_width:
             _known(hid, ZERO_WIDTH_HYPOTHESES, "verdict_rule.zero_width")
-        _check_criterion_over(plan, version)
+        _check_criterion_over(plan, number, version)
         return cls(
             resamples=int(plan_key(boot, "resamples", where="analysis.bootstrap")),
             level=float(plan_key(boot, "level", where="analysis.bootstrap")),
@@ -200,7 +196,7 @@ class Settings:
                 PERFECT_SEPARATION_RULES,
                 "verdict_rule.perfect_separation",
             ),
-            plan_version=int(plan.get("plan_version", 1)),
+            plan_version=number,
         )
 
 
@@ -226,13 +222,13 @@ def _spearman_tests(tests: Any) -> dict:
     return out
 
 
-def _check_criterion_over(plan: dict, version: PlanVersion) -> None:
+def _check_criterion_over(plan: dict, number: int, version: PlanVersion) -> None:
     for h in plan_key(plan, "hypotheses"):
         criterion, hid = h.get("criterion", {}), h.get("id", "?")
         if not version.criterion_over:
             if "over" in criterion:
                 raise ValueError(
-                    f"hypothesis {hid}: criterion.over is not a key of plan version {plan.get('plan_version')} "
+                    f"hypothesis {hid}: criterion.over is not a key of plan version {number} "
                     "(each criterion is evaluated per cell and combined by verdict_rule.combine)"
                 )
         elif criterion.get("kind") != "estimation" and criterion.get("over") not in ("all_cells", "each_cell"):
