@@ -11,9 +11,12 @@ import pytest
 from conftest import ROOT
 from packaging.specifiers import SpecifierSet
 
-from cotdyn.generation.backends import make_backend, registry, vllm_standin
+from cotdyn.generation.backends import make_backend, registry
 from cotdyn.generation.backends.base import describe_problems
 from cotdyn.plugins import installed_version
+
+sys.path.insert(0, str(ROOT / "scripts"))  # the vLLM stand-in (scripts/vllm_standin.py)
+import vllm_standin  # noqa: E402
 
 REVISION = "0123abcd" * 5
 

@@ -153,7 +153,13 @@ def test_the_first_chunk_is_real_work_its_forecast_is_printed_and_no_sample_chan
     table.to_parquet(problems, index=False)
     protocol = effective_protocol(plan, {"reference_max_tokens": 24, "continuation_max_tokens": 6, "m": 2})
     # chunks of 2 requests: the reference phase's 3 chains take two chunks, so a forecast follows the first
-    model = {"backend": "transformers", "id": str(tiny_model_dir), "dtype": "float32", "batch_size": 4, "chunk_size": 2}
+    model = {
+        "backend": "transformers",
+        "id": str(tiny_model_dir),
+        "dtype": "float32",
+        "transformers": {"batch_size": 4},
+        "chunk_size": 2,
+    }
 
     def run(out: Path, observer) -> tuple[bytes, bytes, int, int]:
         backend = CountingBackend(_backend(model, read_problems(problems), "gsm8k"))

@@ -339,9 +339,8 @@ def test_a_regeneration_with_no_requests_does_not_pass():
 
 
 def test_stored_requests_are_read_back_as_the_seal_holds_them(small_simulated_study):
-    from cotdyn.audit.derive import study_protocols
     from cotdyn.audit.raw import raw_files
-    from cotdyn.plan.config import resolve_cells
+    from cotdyn.plan.config import resolve_cells, study_protocols
     from cotdyn.plan.load import load_plan
 
     study = small_simulated_study.root / "results" / "t"

@@ -27,7 +27,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from cotdyn.audit.raw import raw_files
 from cotdyn.audit.registration import SEEDS_VERIFIED, regenerated_lock
 from cotdyn.audit.study_model import cost_line, study_model, weights_problem
 from cotdyn.audit.untrusted import Admitted, Refused, admit
@@ -35,7 +34,7 @@ from cotdyn.files.terminal import printable
 from cotdyn.generation.backends.base import Request
 from cotdyn.generation.sealing import chains_requests, samples_requests
 from cotdyn.grading import answers
-from cotdyn.plan.config import ConfigError, resolve_cells
+from cotdyn.plan.config import ConfigError
 
 TOLERANCES = ("exact", "answers")
 # ``--tolerance answers`` fails when fewer regenerated answers agree with the stored ones than the
@@ -202,13 +201,13 @@ def _golds_and_options(study_dir: Path, spec) -> tuple[dict, dict]:
     return {p.question: p.gold for p in problems}, {p.problem_id: p.options for p in problems if p.options}
 
 
-def regenerate(study: Admitted, study_dir: Path, cells, protocols: dict, count, seed=0, tolerance="exact", model=None):
+def regenerate(study: Admitted, study_dir: Path, count, seed=0, tolerance="exact", model=None):
     """Regenerate ``count`` requests of the admitted study (None: all), see the module docstring."""
     from cotdyn.audit.bounds import admit_raw, seal_problem
     from cotdyn.generation.backends import make_backend
     from cotdyn.provenance.seal import read_seal
 
-    raw = raw_files(study.config, protocols, cells)
+    cells, protocols, raw = study.cells, study.protocols, study.raw
     unsafe = admit_raw(study_dir, list(raw))
     unsafe |= {p: s for p in raw if p not in unsafe and (study_dir / p).exists() and (s := seal_problem(study_dir / p))}
     items, unread = stored_requests(study_dir, raw, protocols, unsafe)
@@ -279,18 +278,14 @@ def regenerate_into(report, study_dir, plan_path, cache, count: int | None, seed
     its model check line, and a problem for each differing sample (exact) or a failed answer test.
     The folder is admitted as the audit admits it (cotdyn.audit.untrusted) before anything is read;
     a refused folder is not regenerated (the audit's problems already name why)."""
-    from cotdyn.audit.derive import study_protocols
-
     study_dir = Path(study_dir)
     try:
         study = admit(study_dir, plan_path, cache)
-        cells = resolve_cells(study.config, study.plan, "manifest config")
-        protocols = study_protocols(study.config, study.plan)
-    except (Refused, ConfigError):
+    except Refused:
         report.model_check = "regenerated: nothing (the study folder was refused)"
         return
     try:
-        result = regenerate(study, study_dir, cells, protocols, count, seed, tolerance, model)
+        result = regenerate(study, study_dir, count, seed, tolerance, model)
     except FAILURES as e:
         report.problems.append(f"regeneration failed: {type(e).__name__}: {printable(str(e))[:500]}")
         report.model_check = "regenerated: nothing"

@@ -1,11 +1,14 @@
 """A study folder handed to a reviewer is untrusted input (docs/tamper-evidence.md, "Threat model").
 
-Before the audit reads anything else it admits the folder (``admit``): no symlink, FIFO, device,
-socket or file hard-linked from outside anywhere in it (``report/`` and ``logs/`` included), at most
-MAX_STUDY_FILES entries, a manifest read strictly (``cotdyn.files.strict``) that is a JSON object with a config, a config
-that passes the run's own schema (``cotdyn.plan.schema``), and a plan and a cache that lie inside
-the folders the reviewer trusts (``trusted_roots``) unless the reviewer named them. Each refusal
-names the file, the field and what was expected.
+Before the audit reads anything else it admits the folder, once (``admit``): no symlink, FIFO,
+device, socket or file hard-linked from outside anywhere in it (``report/`` and ``logs/`` included),
+at most MAX_STUDY_FILES entries, a manifest read strictly (``cotdyn.files.strict``) that is a JSON
+object with a config, a config that passes the run's own schema (``cotdyn.plan.schema``), a plan
+that lies inside the folders the reviewer trusts (``trusted_roots``) unless the reviewer named it,
+loaded with its time lock, the cells and protocols the config resolves to under it, and a cache
+inside the trusted folders unless named. Each refusal names the file, the field and what was
+expected. Everything the audit checks afterwards it reads from the admission and through the view
+built on its walk (``cotdyn.audit.view``).
 """
 
 from __future__ import annotations
@@ -18,17 +21,18 @@ from pathlib import Path
 
 from cotdyn.audit.locate import locate_plan, not_found_message
 from cotdyn.audit.plugins import pinned_plugin_problems
+from cotdyn.audit.raw import raw_files
 from cotdyn.files.layout import STUDY_MANIFEST
 from cotdyn.files.strict import MissingFile, UntrustedFileError, kind_of, read_json
 from cotdyn.files.terminal import printable
+from cotdyn.generation.backends.registry import options_moved
 from cotdyn.generation.backends.validation import plugin_problems, validate_config
-from cotdyn.plan.config import ConfigError
+from cotdyn.plan.config import ConfigError, resolve_cells, study_protocols
 from cotdyn.plan.load import load_plan
 from cotdyn.plan.registration import sibling_paths
 from cotdyn.plan.schema import CHECKOUT
 from cotdyn.plugins import PluginError
 from cotdyn.protocol.signals import study_signals
-from cotdyn.provenance.manifests import EXCLUDED_DIRS, file_sha256
 
 MAX_MANIFEST_BYTES = 64 << 20  # a manifest lists hashes: a large study's is a few MB
 MANIFEST_FIELDS = {"config": dict, "files": dict, "plan_sha256": str, "config_sha256": str}
@@ -43,11 +47,14 @@ class Admitted:
     manifest: dict
     config: dict
     plan_path: Path
-    plan: dict
+    plan: dict  # loaded with its time lock (cotdyn.plan.load)
+    cells: dict  # the config's cells under the plan (cotdyn.plan.config.resolve_cells)
+    protocols: dict[str, dict]  # each variant's effective protocol
+    raw: dict[str, tuple[str, str, str | None]]  # the raw files these name (cotdyn.audit.raw.raw_files)
     cache_dir: Path | None  # None: no cache to compare with (see cache_note)
     cache_note: str
     # the admission's one walk of the folder: every entry (relative posix path) and its lstat, which
-    # every later step reads instead of listing the folder again (``stored_hashes``)
+    # every later step reads instead of listing the folder again (cotdyn.audit.view)
     entries: dict[str, os.stat_result] = field(default_factory=dict)
 
 
@@ -72,11 +79,6 @@ def _walk(study_dir: Path):
                 yield Path(entry.path).relative_to(study_dir).as_posix(), st
                 if stat.S_ISDIR(st.st_mode):
                     folders.append(Path(entry.path))
-
-
-def study_links(study_dir: Path) -> list[str]:
-    """Every symlink inside the study folder (files and folders, never followed), relative."""
-    return sorted(rel for rel, st in _walk(study_dir) if stat.S_ISLNK(st.st_mode))
 
 
 def _shown(paths: list[str]) -> str:
@@ -115,20 +117,6 @@ def refuse_links(study_dir: Path) -> dict[str, os.stat_result]:
             "their bytes can change from there; nothing was read (replace each with a copy: cp, not cp -l)"
         )
     return dict(entries)
-
-
-def stored_hashes(study_dir: Path, entries: dict[str, os.stat_result]) -> dict[str, str]:
-    """The sha256 of every regular file the admission's walk found, as ``output_hashes`` gives them
-    for a manifest (logs, report pages and the manifest itself aside), without listing the folder
-    again. A file that is gone since the walk is left out, so the comparison names it missing."""
-    hashes = {}
-    for rel, st in sorted(entries.items()):
-        if stat.S_ISREG(st.st_mode) and rel.split("/")[0] not in EXCLUDED_DIRS and rel != STUDY_MANIFEST:
-            try:
-                hashes[rel] = file_sha256(study_dir / rel)
-            except FileNotFoundError:
-                continue
-    return hashes
 
 
 def read_manifest(path: Path) -> dict:
@@ -211,7 +199,7 @@ def admitted_cache(study_dir: Path, config: dict, cache) -> tuple[Path | None, s
 
 
 def admit(study_dir, plan_path=None, cache=None) -> Admitted:
-    """The study's manifest, config, plan and cache, each checked before anything else is read."""
+    """The study's manifest, config, plan, cells and cache, each checked before anything else is read."""
     study_dir = Path(study_dir)
     if not study_dir.is_dir():
         raise Refused(f"{study_dir}: not a folder")
@@ -223,7 +211,7 @@ def admit(study_dir, plan_path=None, cache=None) -> Admitted:
         raise Refused("; ".join(missing))
     try:
         # the run's schema, with the backend registry filled in
-        config = validate_config(manifest["config"], f"{manifest_path} (config)")
+        config = validate_config(options_moved(manifest["config"]), f"{manifest_path} (config)")
         study_signals(config.get("signals", ()))  # a manifest from before plugins were pinned
     except (ConfigError, PluginError) as e:
         raise Refused(printable(str(e))) from None
@@ -232,5 +220,11 @@ def admit(study_dir, plan_path=None, cache=None) -> Admitted:
         plan = load_plan(path)
     except (ValueError, OSError) as e:
         raise Refused(f"plan not read: {printable(str(e))}") from None
+    try:
+        cells = resolve_cells(config, plan, "manifest config")
+        protocols = study_protocols(config, plan)
+    except ConfigError as e:
+        raise Refused(str(e)) from None
     cache_dir, note = admitted_cache(study_dir, config, cache)
-    return Admitted(manifest, config, path, plan, cache_dir, note, entries)
+    raw = raw_files(config, protocols, cells)
+    return Admitted(manifest, config, path, plan, cells, protocols, raw, cache_dir, note, entries)
