@@ -138,9 +138,9 @@ class CountingBackend:
     def __getattr__(self, name):
         return getattr(self.backend, name)
 
-    def generate(self, requests, desc=""):
+    def generate(self, requests, desc="", done=None, on_done=None):
         self.rows += sum(r.n for r in requests)
-        return self.backend.generate(requests, desc=desc)
+        return self.backend.generate(requests, desc=desc, done=done, on_done=on_done)
 
 
 def test_the_first_chunk_is_real_work_its_forecast_is_printed_and_no_sample_changes(

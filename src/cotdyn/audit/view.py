@@ -1,18 +1,10 @@
-"""The study folder as the audit's admission found it, and its one reader after (issue 52 item 5;
-docs/design.md section 7).
+"""The study folder as the audit's admission found it (``audit.untrusted.admit``), and its one
+reader after (docs/design.md section 7).
 
-The admission (``audit.untrusted.admit``) walks the folder once and refuses a link, a FIFO, a
-device, a socket or a file hard-linked from outside. ``study_view`` builds on that walk: each
-regular file hashed once (``stored_hashes``), each raw table bounded before a row of it is
-parsed (``audit.bounds.admit_raw``: its size, footer, records contract and longest text) and its
-seal checked against that hash. The re-derivation, the raw-file checks and the pages then read the
-study's tables through the view alone: whether a file is there (``holds``), a raw table (``table``),
-a stored problems table (``problems``, bounded), a raw table's seal (``seal``), or the path a
-rule's own reader takes (``current``). A file the walk did not find as a regular file is not
-there; one changed since the walk (another inode, size or modification time) is refused by name
-rather than read; a raw table the bounds refused reads as None, and its refusal fails its line of
-the report. The registration check reads the generation logs once ``current`` says they are the
-files the walk found (``audit.registration.generation_began``).
+Each regular file the admission's walk found is hashed once; each raw table is bounded
+(``audit.bounds.admit_raw``) and its seal checked before a row of it is parsed. A file the walk did
+not find as a regular file is not there, and one changed since the walk (another inode, size or
+modification time) is refused by name rather than read.
 """
 
 from __future__ import annotations

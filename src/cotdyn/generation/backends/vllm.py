@@ -51,7 +51,6 @@ vLLM is imported lazily: it needs CUDA and is absent from the CPU environments.
 from __future__ import annotations
 
 import enum
-import hashlib
 import inspect
 from contextlib import contextmanager
 from typing import Sequence
@@ -132,7 +131,7 @@ class VLLMBackend:
             "prefix_caching": True,
             "stop_token_ids": list(self.stop_ids),
             "chat_template_sha256": self.tokenizer.template_sha256(),
-            "tokenizer_sha256": tokenizer_sha256(self.tokenizer.hf),
+            "tokenizer_sha256": self.tokenizer.vocab_sha256(),
         }
 
     def generate(self, requests: Sequence[Request], desc: str = "", done=None, on_done=None) -> list[list[Completion]]:
@@ -390,8 +389,3 @@ def _model_eos_ids(model_id: str, revision: str) -> list[int]:
     except OSError:
         return []
     return [int(i) for i in (eos if isinstance(eos, list) else [eos]) if i is not None]
-
-
-def tokenizer_sha256(hf_tokenizer) -> str:
-    vocab = sorted(hf_tokenizer.get_vocab().items())
-    return hashlib.sha256(repr(vocab).encode()).hexdigest()
