@@ -19,7 +19,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cotdyn.audit.locate import locate_plan, not_found_message
 from cotdyn.audit.plugins import pinned_plugin_problems
 from cotdyn.audit.raw import raw_files
 from cotdyn.files.layout import STUDY_MANIFEST
@@ -28,7 +27,7 @@ from cotdyn.files.terminal import printable
 from cotdyn.generation.backends.registry import options_moved
 from cotdyn.generation.backends.validation import plugin_problems, validate_config
 from cotdyn.plan.config import ConfigError, resolve_cells, study_protocols
-from cotdyn.plan.load import load_plan
+from cotdyn.plan.load import load_plan, plan_sha256
 from cotdyn.plan.registration import sibling_paths
 from cotdyn.plan.schema import CHECKOUT
 from cotdyn.plugins import PluginError
@@ -163,6 +162,30 @@ def outside_message(what: str, named, field: str) -> str:
     )
 
 
+def plan_candidates(study_dir, named) -> list[Path]:
+    """The paths tried for the plan ``named`` (relative to the workflow's folder, as a config names
+    it): as given, then relative to each folder above the study, without duplicates."""
+    named = Path(named)
+    if named.is_absolute():
+        return [named]
+    out = [named]
+    for folder in Path(study_dir).resolve().parents:
+        if folder / named not in out:
+            out.append(folder / named)
+    return out
+
+
+def locate_plan(study_dir, named, sha256: str | None, roots: list[Path] | None = None) -> Path | None:
+    """The first candidate file whose sha256 is the one the study ran under; failing that, the first
+    found (the audit then reports its hash mismatch); failing that, None. ``roots``: only a file that
+    resolves (links followed) inside one of these folders is taken."""
+    found = [p for p in plan_candidates(study_dir, named) if p.is_file()]
+    if roots is not None:
+        found = [p for p in found if any(p.resolve().is_relative_to(root) for root in roots)]
+    matching = [p for p in found if sha256 is not None and plan_sha256(p) == sha256]
+    return (matching or found or [None])[0]
+
+
 def admitted_plan(study_dir: Path, config: dict, manifest: dict, plan_path) -> Path:
     """The plan the reviewer named, or the config's plan if it lies inside the trusted roots."""
     if plan_path is not None:  # the reviewer's own choice
@@ -172,10 +195,12 @@ def admitted_plan(study_dir: Path, config: dict, manifest: dict, plan_path) -> P
     roots = trusted_roots(study_dir)
     found = locate_plan(study_dir, config["plan"], manifest.get("plan_sha256"), roots)
     if found is None:
-        anywhere = locate_plan(study_dir, config["plan"], None)
-        if anywhere is not None:
+        if locate_plan(study_dir, config["plan"], None) is not None:
             raise Refused(outside_message("plan", config["plan"], "config.plan") + "; name it with --plan")
-        raise Refused(not_found_message(study_dir, printable(config["plan"])))
+        raise Refused(
+            f"plan {printable(config['plan'])} not found (looked in the current folder and in every folder "
+            f"above {study_dir}); name it with --plan"
+        )
     outside = [p for p in sibling_paths(found) if p.exists() and not inside(p, roots)]
     if outside:
         raise Refused(outside_message("the plan's sibling", outside[0], "config.plan") + "; name the plan with --plan")

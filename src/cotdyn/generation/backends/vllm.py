@@ -51,7 +51,6 @@ vLLM is imported lazily: it needs CUDA and is absent from the CPU environments.
 from __future__ import annotations
 
 import enum
-import inspect
 from contextlib import contextmanager
 from typing import Sequence
 
@@ -341,12 +340,9 @@ OFF = {
 
 
 def sampling_fields(params_class) -> frozenset[str]:
-    """The keyword fields the installed ``vllm.SamplingParams`` accepts: a msgspec struct's fields
-    (vLLM 0.26.0 through 0.32.0), else its constructor's parameters (older releases)."""
-    fields = getattr(params_class, "__struct_fields__", None)
-    if fields is None:
-        fields = [p for p in inspect.signature(params_class).parameters if p != "self"]
-    return frozenset(fields)
+    """The keyword fields the installed ``vllm.SamplingParams`` accepts: its msgspec struct's fields
+    (vLLM 0.26.0 through 0.32.0)."""
+    return frozenset(params_class.__struct_fields__)
 
 
 def fit_to_fields(wanted: dict, fields: frozenset[str], version: str) -> tuple[dict, list[str]]:
