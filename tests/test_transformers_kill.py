@@ -29,8 +29,12 @@ class Killed(Exception):
 
 def _backend(model_dir, share_prefill: bool):
     backend = make_backend(
-        {"backend": "transformers", "id": str(model_dir), "dtype": "float32", "transformers": {"batch_size": 8}}
-        | {"share_prefill": share_prefill}
+        {
+            "backend": "transformers",
+            "id": str(model_dir),
+            "dtype": "float32",
+            "transformers": {"batch_size": 8, "share_prefill": share_prefill},
+        }
     )
     # a twentieth of the vocabulary stops a row: rows end at different steps, some at the budget
     backend.stop_ids = set(range(2, len(backend.tokenizer.hf), 20)) | backend.stop_ids
