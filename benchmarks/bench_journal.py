@@ -23,7 +23,7 @@ from cotdyn.generation.cache import GenerationCache, generate
 
 
 class ChunkAtOnce:
-    """The backend as the cache called it before issue 53: no ``on_done``, so nothing is journaled."""
+    """The backend told of no finished sample (``on_done`` dropped), so nothing is journaled."""
 
     def __init__(self, backend):
         self.backend = backend
@@ -31,7 +31,7 @@ class ChunkAtOnce:
     def __getattr__(self, name):
         return getattr(self.backend, name)
 
-    def generate(self, requests, desc=""):
+    def generate(self, requests, desc="", done=None, on_done=None):
         return self.backend.generate(requests, desc=desc)
 
 

@@ -62,9 +62,9 @@ def share_equal(a, b) -> float:
 def backend_checks(model_dir: Path, dtype: str, device: str) -> dict:
     from cotdyn.generation.backends import Request, Sampling, make_backend
 
-    spec = {"backend": "transformers", "id": str(model_dir), "dtype": dtype, "device": device, "batch_size": 16}
-    backend = make_backend(spec)
-    full = make_backend({**spec, "share_prefill": False})
+    spec = {"backend": "transformers", "id": str(model_dir), "dtype": dtype, "device": device}
+    backend = make_backend({**spec, "transformers": {"batch_size": 16}})
+    full = make_backend({**spec, "transformers": {"batch_size": 16, "share_prefill": False}})
     base = tuple(backend.tokenizer.chat_prompt_ids("Solve.", "What is 2+3?"))
     other = tuple(backend.tokenizer.chat_prompt_ids("Solve.", "What is 7*6?"))
     # nested prompts, as one chain's prefix requests are, plus another problem's prompt
@@ -113,7 +113,8 @@ def study_check(model_dir: Path, n_problems: int, device: str, dtype: str, scrat
         plan,
         {"reference_max_tokens": 96, "continuation_max_tokens": 32, "checkpoints": "tokens", "checkpoint_stride": 16},
     )
-    model = {"backend": "transformers", "id": str(model_dir), "dtype": dtype, "device": device, "batch_size": 64}
+    model = {"backend": "transformers", "id": str(model_dir), "dtype": dtype, "device": device}
+    model["transformers"] = {"batch_size": 64}
     problems = scratch / "problems.parquet"
     write_parquet(problems_table(arithmetic(n_problems, seed=7)), problems)
 

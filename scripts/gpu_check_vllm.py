@@ -426,14 +426,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--dry-run",
         action="store_true",
-        help="on CPU against cotdyn.generation.backends.vllm_standin (no tokenizer written; 4 problems)",
+        help="on CPU against scripts/vllm_standin.py (no tokenizer written; 4 problems)",
     )
     args = parser.parse_args(argv)
     out, config_path, tokenizer_dir = args.out.resolve(), args.config.resolve(), args.tokenizer.resolve()
     model_dir = args.model_dir.resolve() if args.model_dir else None
     os.chdir(ROOT)  # the config's own relative paths (plan, data, model) are the workflow's, from the root
     if args.dry_run:  # a stand-in with the fields of vLLM 0.26.0, the release the GPU run uses
-        from cotdyn.generation.backends import vllm_standin
+        import vllm_standin  # beside this script
 
         sys.modules["vllm"] = vllm_standin.module(fields=vllm_standin.FIELDS_0_26, version="0.26.0-standin")
     import vllm

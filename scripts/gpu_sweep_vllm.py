@@ -170,7 +170,7 @@ def run_setting(work: dict, setting: dict, out: Path) -> dict:
 
 def child_main(args) -> int:
     if args.dry_run:  # the stand-in with vLLM 0.26.0's fields, as gpu_check_vllm's dry run
-        from cotdyn.generation.backends import vllm_standin
+        import vllm_standin  # beside this script
 
         sys.modules["vllm"] = vllm_standin.module(fields=vllm_standin.FIELDS_0_26, version="0.26.0-standin")
     os.chdir(ROOT)
@@ -288,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget-s", type=float, default=540.0, help="the whole sweep's time (default 540 s)")
     parser.add_argument("--peak-tflops", type=float, default=check.H200_DENSE_BF16_TFLOPS)
     parser.add_argument("--target-utilisation", type=float, default=0.6)
-    parser.add_argument("--dry-run", action="store_true", help="on CPU against cotdyn.generation.backends.vllm_standin")
+    parser.add_argument("--dry-run", action="store_true", help="on CPU against scripts/vllm_standin.py")
     parser.add_argument("--child", dest="setting", help=argparse.SUPPRESS)  # one setting's own process
     parser.add_argument("--row", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

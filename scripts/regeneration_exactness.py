@@ -19,13 +19,11 @@ from pathlib import Path
 
 import torch
 
-from cotdyn.audit.derive import study_protocols
-from cotdyn.audit.raw import raw_files
 from cotdyn.audit.regenerate import compare, stored_requests
 from cotdyn.audit.study_model import study_model
 from cotdyn.audit.untrusted import admit
+from cotdyn.audit.view import study_view
 from cotdyn.generation.backends import make_backend
-from cotdyn.plan.config import resolve_cells
 
 
 def batches(items, chunk_size: int, alone: bool) -> list[list]:
@@ -61,9 +59,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     study_dir = Path(args.study_dir)
     study = admit(study_dir)
-    cells = resolve_cells(study.config, study.plan, "manifest config")
-    protocols = study_protocols(study.config, study.plan)
-    items, unread = stored_requests(study_dir, raw_files(study.config, protocols, cells), protocols, {})
+    cells, protocols = study.cells, study.protocols
+    items, unread = stored_requests(study_view(study_dir, study.entries, list(study.raw)), study.raw, protocols)
     if unread:
         print(f"not read: {unread}", file=sys.stderr)
         return 1

@@ -124,14 +124,28 @@ FILLED_BEFORE = {"batch_size": 16, "share_prefill": True, "decode": "compacting"
 
 def test_the_embedded_defaults_model_is_built_with_the_settings_it_had():
     entry = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["models"]["smollm2"]
-    before = {k: v for k, v in entry.items() if k != "transformers"} | FILLED_BEFORE | {"batch_size": 64}
-    assert registry.options(entry) == registry.options(before) == {**FILLED_BEFORE, "batch_size": 64}
+    assert registry.options(entry) == {**FILLED_BEFORE, "batch_size": 64}
+
+
+def test_a_backend_option_at_the_top_of_a_model_entry_is_refused_naming_its_block():
+    from cotdyn.generation.backends.validation import validate_config as validate_all
+
+    with pytest.raises(ConfigError, match=r"field models.toy_model.batch_size: an option of backend transformers, "
+                       r"which lives in its block \(models.toy_model.transformers.batch_size\)"):  # fmt: skip
+        validate_all(study_config({"backend": "transformers", "id": "x", "batch_size": 8}), "config.yaml")
+    with pytest.raises(ValueError, match="toy: batch_size is an option of backend transformers: it lives under"):
+        registry.options({"backend": "transformers", "id": "x", "batch_size": 8}, "toy")
 
 
 def test_a_manifest_config_written_before_backends_were_declared_still_validates():
     from cotdyn.generation.backends.validation import validate_config as validate_all
 
     old = study_config({"backend": "simulated", "device": "cpu", "chunk_size": 0, **FILLED_BEFORE})
-    validate_all(old, "manifest.json (config)")
-    with pytest.raises(ConfigError, match="field models.toy_model.batch_size: 0 is less than the minimum of 1"):
-        validate_all(study_config({"backend": "transformers", "id": "x", "batch_size": 0}), "manifest.json (config)")
+    assert (
+        "batch_size" not in validate_all(registry.options_moved(old), "manifest.json (config)")["models"]["toy_model"]
+    )
+    old = study_config({"backend": "transformers", "id": "x", **FILLED_BEFORE, "batch_size": 64})
+    entry = validate_all(registry.options_moved(old), "manifest.json (config)")["models"]["toy_model"]
+    assert registry.options(entry) == {**FILLED_BEFORE, "batch_size": 64}
+    with pytest.raises(ConfigError, match="field models.toy_model.transformers.batch_size: 0 is less than the minimum"):
+        validate_all(study_config({"backend": "transformers", "id": "x", "transformers": {"batch_size": 0}}), "m")

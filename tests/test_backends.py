@@ -15,7 +15,9 @@ def test_request_seeds_are_spaced_for_per_sample_offsets():
 
 @pytest.fixture(scope="module")
 def tiny(tiny_model_dir):
-    return make_backend({"backend": "transformers", "id": str(tiny_model_dir), "dtype": "float32", "batch_size": 8})
+    return make_backend(
+        {"backend": "transformers", "id": str(tiny_model_dir), "dtype": "float32", "transformers": {"batch_size": 8}}
+    )
 
 
 def test_chat_prompt_has_one_bos(tiny):
@@ -143,8 +145,7 @@ def test_shared_prefill_gives_the_samples_of_a_full_prefill_and_reads_each_chain
             "backend": "transformers",
             "id": str(tiny_model_dir),
             "dtype": "float32",
-            "batch_size": 8,
-            "share_prefill": False,
+            "transformers": {"batch_size": 8, "share_prefill": False},
         }
     )
     other = tuple(tiny.tokenizer.chat_prompt_ids("Solve.", "What is 7*6?"))
@@ -193,9 +194,7 @@ def test_compacting_decode_gives_generates_samples_byte_for_byte(tiny_model_dir,
                 "backend": "transformers",
                 "id": str(tiny_model_dir),
                 "dtype": "float32",
-                "batch_size": 8,
-                "share_prefill": share_prefill,
-                "decode": decode,
+                "transformers": {"batch_size": 8, "share_prefill": share_prefill, "decode": decode},
             }
         )
         for decode in ("generate", "compacting")

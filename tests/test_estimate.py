@@ -138,9 +138,9 @@ class CountingBackend:
     def __getattr__(self, name):
         return getattr(self.backend, name)
 
-    def generate(self, requests, desc=""):
+    def generate(self, requests, desc="", done=None, on_done=None):
         self.rows += sum(r.n for r in requests)
-        return self.backend.generate(requests, desc=desc)
+        return self.backend.generate(requests, desc=desc, done=done, on_done=on_done)
 
 
 def test_the_first_chunk_is_real_work_its_forecast_is_printed_and_no_sample_changes(
@@ -153,7 +153,13 @@ def test_the_first_chunk_is_real_work_its_forecast_is_printed_and_no_sample_chan
     table.to_parquet(problems, index=False)
     protocol = effective_protocol(plan, {"reference_max_tokens": 24, "continuation_max_tokens": 6, "m": 2})
     # chunks of 2 requests: the reference phase's 3 chains take two chunks, so a forecast follows the first
-    model = {"backend": "transformers", "id": str(tiny_model_dir), "dtype": "float32", "batch_size": 4, "chunk_size": 2}
+    model = {
+        "backend": "transformers",
+        "id": str(tiny_model_dir),
+        "dtype": "float32",
+        "transformers": {"batch_size": 4},
+        "chunk_size": 2,
+    }
 
     def run(out: Path, observer) -> tuple[bytes, bytes, int, int]:
         backend = CountingBackend(_backend(model, read_problems(problems), "gsm8k"))

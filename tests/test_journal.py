@@ -59,8 +59,12 @@ def test_transformers_tells_each_row_as_it_stops_and_a_resumed_batch_redraws_non
     tiny_model_dir, share_prefill
 ):
     backend = make_backend(
-        {"backend": "transformers", "id": str(tiny_model_dir), "dtype": "float32", "batch_size": 8}
-        | {"share_prefill": share_prefill}
+        {
+            "backend": "transformers",
+            "id": str(tiny_model_dir),
+            "dtype": "float32",
+            "transformers": {"batch_size": 8, "share_prefill": share_prefill},
+        }
     )
     # a twentieth of the vocabulary stops a row (as in test_backends): rows end at different steps
     backend.stop_ids = set(range(2, len(backend.tokenizer.hf), 20)) | backend.stop_ids

@@ -31,7 +31,14 @@ def study_config(tmp_path, model_dir, data) -> dict:
         "cells": CELLS,
         # budgets cut from 600/150 tokens to keep the test to minutes; the model's chains are short
         "protocol": {"dtype": "float32", "reference_max_tokens": 120, "continuation_max_tokens": 40},
-        "models": {"weak": {"backend": "transformers", "id": str(model_dir), "device": "cpu", "batch_size": 64}},
+        "models": {
+            "weak": {
+                "backend": "transformers",
+                "id": str(model_dir),
+                "device": "cpu",
+                "transformers": {"batch_size": 64},
+            }
+        },
         "benchmarks": {
             "gsm8k": {"kind": "gsm8k", "path": str(data / "gsm8k_test.jsonl"), "limit": PROBLEMS},
             "math500": {"kind": "math500", "path": str(data / "math500_test.jsonl"), "limit": PROBLEMS},

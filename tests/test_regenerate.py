@@ -339,18 +339,13 @@ def test_a_regeneration_with_no_requests_does_not_pass():
 
 
 def test_stored_requests_are_read_back_as_the_seal_holds_them(small_simulated_study):
-    from cotdyn.audit.derive import study_protocols
-    from cotdyn.audit.raw import raw_files
-    from cotdyn.plan.config import resolve_cells
-    from cotdyn.plan.load import load_plan
+    from cotdyn.audit.untrusted import admit
+    from cotdyn.audit.view import study_view
 
     study = small_simulated_study.root / "results" / "t"
-    from cotdyn.files.layout import STUDY_MANIFEST
-
-    config = json.loads((study / STUDY_MANIFEST).read_text())["config"]
-    plan = load_plan(config["plan"])
-    protocols, cells = study_protocols(config, plan), resolve_cells(config, plan)
-    items, unread = stored_requests(study, raw_files(config, protocols, cells), protocols, {})
+    admitted = admit(study)
+    view = study_view(study, admitted.entries, list(admitted.raw))
+    items, unread = stored_requests(view, admitted.raw, admitted.protocols)
     revision = read_seal(study / SAMPLES)["model_revision"]
     sealed = [k for k, _ in read_seal(study / SAMPLES)["requests"]]
     assert unread == {} and [i.request.key(revision) for i in items if i.path == SAMPLES] == sealed

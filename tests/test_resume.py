@@ -216,7 +216,7 @@ def test_transformers_backend_resumes_byte_identically(tiny_model_dir, data_dir,
         "id": str(tiny_model_dir),
         "dtype": "float32",
         "device": "cpu",
-        "batch_size": 4,
+        "transformers": {"batch_size": 4},
         "chunk_size": 1,
     }
     base = {

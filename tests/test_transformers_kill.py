@@ -29,8 +29,12 @@ class Killed(Exception):
 
 def _backend(model_dir, share_prefill: bool):
     backend = make_backend(
-        {"backend": "transformers", "id": str(model_dir), "dtype": "float32", "batch_size": 8}
-        | {"share_prefill": share_prefill}
+        {
+            "backend": "transformers",
+            "id": str(model_dir),
+            "dtype": "float32",
+            "transformers": {"batch_size": 8, "share_prefill": share_prefill},
+        }
     )
     # a twentieth of the vocabulary stops a row: rows end at different steps, some at the budget
     backend.stop_ids = set(range(2, len(backend.tokenizer.hf), 20)) | backend.stop_ids
@@ -141,7 +145,12 @@ def test_a_transformers_study_killed_at_random_moments_generates_no_request_twic
     problems = load_benchmark({"kind": "gsm8k", "path": str(data_dir / "gsm8k_test.jsonl"), "limit": 3})
     problems_table(problems).to_parquet(tmp_path / "problems.parquet", index=False)
     protocol = effective_protocol(plan, {"reference_max_tokens": 40, "continuation_max_tokens": 8, "dtype": "float32"})
-    model = {"backend": "transformers", "id": str(tiny_model_dir), "dtype": "float32", "batch_size": 16}
+    model = {
+        "backend": "transformers",
+        "id": str(tiny_model_dir),
+        "dtype": "float32",
+        "transformers": {"batch_size": 16},
+    }
     base = {"problems": str(tmp_path / "problems.parquet"), "model": model, "protocol": protocol}
     base |= {"delay": 0.02}
     baseline = {**base, "out": str(tmp_path / "baseline" / "out"), "cache": str(tmp_path / "baseline" / "cache")}

@@ -99,7 +99,7 @@ def verdict_table(result: dict) -> pd.DataFrame:
 
 def open_study(path: str | Path, plan: str | Path | None = None) -> Study:
     """The finished study at ``path`` (``results/<study>``), admitted as the audit admits it;
-    ``plan``: the plan file, where the one its config names is not found (cotdyn.audit.locate).
+    ``plan``: the plan file, where the one its config names is not found (cotdyn.audit.untrusted.locate_plan).
     A folder that cannot be read as a study raises ValueError naming why."""
     return Study(Path(path), admit(Path(path), plan, None))
 

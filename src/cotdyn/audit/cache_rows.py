@@ -9,7 +9,7 @@ from array import array
 from pathlib import Path
 from typing import Collection
 
-from cotdyn.generation.shard_file import shard_samples, shards
+from cotdyn.generation.cache import shard_samples, shards
 
 
 def content_digest(ids: bytes, text) -> bytes:
@@ -42,7 +42,7 @@ def cached_row(token_ids, text, finish_reason) -> tuple[bytes | Exception, objec
 def folder_rows(folder: Path, keys: Collection[str]) -> dict[str, list[tuple[bytes | Exception, object]]]:
     """The cached rows of ``keys`` in one cache folder, each key's from the last shard, in load order,
     that holds it (as a cache loaded whole holds it), read a shard at a time; a damaged shard is
-    ignored (``shard_file.shard_samples``)."""
+    ignored (``cotdyn.generation.cache.shard_samples``)."""
     wanted, rows = set(keys), {}
     for shard in shards(folder):
         samples = shard_samples(shard)

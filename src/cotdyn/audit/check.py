@@ -16,27 +16,25 @@ from cotdyn.audit.derive import (  # noqa: F401  (the workflow's rules import th
     benchmark_hash_problems,
     derive_analysis,
     rederive,
-    study_protocols,
     write_plan_check,
 )
 from cotdyn.audit.derive_outputs import derive_grading
 from cotdyn.audit.diff import changed_rows
 from cotdyn.audit.expected import expected_checks, expected_files
 from cotdyn.audit.pages import check_pages
-from cotdyn.audit.raw import apply_raw_checks, raw_checks, raw_files
+from cotdyn.audit.raw import apply_raw_checks, raw_checks
 from cotdyn.audit.registration import registration_check, seeds_honoured, time_lock_status
 from cotdyn.audit.untrusted import Admitted, Refused, admit
 from cotdyn.audit.view import study_view
-from cotdyn.files.layout import PLAN_CHECK, study_extras, study_targets
+from cotdyn.files.layout import PLAN_CHECK
 from cotdyn.files.terminal import printable
 from cotdyn.files.writers import write_json
-from cotdyn.plan.config import ConfigError, limited_scope, resolve_cells, study_limit
+from cotdyn.plan.config import ConfigError, limited_scope, study_limit
 from cotdyn.plan.load import plan_sha256
 from cotdyn.plan.registration import PreregistrationError
 from cotdyn.plan.timelock import plan_version
 from cotdyn.provenance.integrity import MATCH, MISMATCH, MISSING, UNLISTED, AuditReport, FileCheck
 from cotdyn.provenance.manifests import config_sha256, output_hashes
-from cotdyn.report.secondary_tables import has_secondary
 
 # --- the report ------------------------------------------------------------------------------
 
@@ -116,32 +114,30 @@ def failed(e: Exception) -> str:
 
 def audit(study_dir, plan_path=None, scratch=None, cache=None, pages: bool = True, tsa_ca=None) -> AuditReport:
     """Audit a finished study directory against its manifest (see the module docstring). The
-    folder is admitted first (cotdyn.audit.untrusted: links, manifest, config, plan, cache), each
-    raw file bounded and its seal checked before it is parsed (cotdyn.audit.bounds); a refusal is
-    a named FAIL. ``cache``: the generation cache the reviewer names (default: the config's, when
-    it lies in the folders the audit trusts); ``tsa_ca``: the timestamp authority's CA certificate
-    the reviewer trusts (cotdyn.audit.registration)."""
+    folder is admitted once (cotdyn.audit.untrusted: links, manifest, config, plan and its lock,
+    cells, cache) and read after only through the view built on that admission (cotdyn.audit.view:
+    each raw file bounded and its seal checked before it is parsed); a refusal is a named FAIL.
+    ``cache``: the generation cache the reviewer names (default: the config's, when it lies in the
+    folders the audit trusts); ``tsa_ca``: the timestamp authority's CA certificate the reviewer
+    trusts (cotdyn.audit.registration)."""
     study_dir = Path(study_dir)
     report = AuditReport(str(study_dir))
     try:
         study = admit(study_dir, plan_path, cache)
-        cells = resolve_cells(study.config, study.plan, "manifest config")
-        protocols = study_protocols(study.config, study.plan)
-    except (Refused, ConfigError) as e:
+    except Refused as e:
         report.problems.append(str(e))
         return report
+    view = study_view(study_dir, study.entries, list(study.raw))  # every later read of the study goes through it
+    cells, protocols = study.cells, study.protocols
     limit = study_limit(study.config)
     report.scope = limited_scope(limit) if limit else None
-    raw = raw_files(study.config, protocols, cells)
-    view = study_view(study_dir, study.entries, list(raw))  # every later read of the study goes through it
     report.registration, earlier, problems = registration_check(study.plan_path, study.plan, view, tsa_ca)
     report.problems += problems + plan_problems(study)
-    lock: list[str] = []
     with tempfile.TemporaryDirectory(prefix="cotdyn-audit-") as tmp:
         derived_dir = (Path(scratch) if scratch else Path(tmp)) / "derived"
         problems = []
         try:
-            rederive(view, derived_dir, study.config, study.plan_path, cells, problems)
+            rederive(view, derived_dir, study, problems)
         except DERIVATION_ERRORS as e:
             problems.append(failed(e))
         try:  # the grading page too where the analysis could not be re-derived
@@ -150,9 +146,9 @@ def audit(study_dir, plan_path=None, scratch=None, cache=None, pages: bool = Tru
             problems.append(failed(e))
         seeds: dict[str, tuple[int, str | None]] = {}  # checked with the raw files: their requests read once
         models = {name: spec.model_key for name, spec in cells.items()}
-        checked = raw_checks(view, raw, protocols, study.cache_dir, study.cache_note, models, seeds,
+        checked = raw_checks(view, study.raw, protocols, study.cache_dir, study.cache_note, models, seeds,
                              seeds_honoured(cells))  # fmt: skip
-        lock += [seeds[path][1] for path in sorted(seeds) if seeds[path][1]]  # in the raw files' path order
+        lock = [seeds[path][1] for path in sorted(seeds) if seeds[path][1]]  # in the raw files' path order
         report.problems += lock + problems
         report.time_lock = time_lock_status(
             protocols, sum(rows for rows, _ in seeds.values()), lock, earlier, plan_version(study.plan)
@@ -175,22 +171,6 @@ def with_changed_rows(check: FileCheck, study_dir: Path, derived_dir: Path) -> F
         return check
     rows = changed_rows(stored, derived)
     return FileCheck(check.path, check.status, f"{check.detail}; {rows}") if rows else check
-
-
-def unlisted_targets(config: dict, cells: dict, plan: dict, listed: dict[str, str]) -> list[str]:
-    """The study's final outputs (cotdyn.files.layout.study_targets) that its manifest does not hash;
-    the audit fails each of them as an expected file (cotdyn.audit.expected), named once there."""
-    variants = config.get("variants", {"registered": {}})
-    targets = study_targets(
-        cells,
-        variants,
-        extras=study_extras(config),
-        secondary=has_secondary(plan),
-        interventions=bool(config.get("dynamics_comparisons")),
-        infogain_traces=bool(config.get("infogain", {}).get("traces")),
-    )
-    missing = [t for t in targets if t not in listed]
-    return [f"study output {t} is not in the manifest" for t in missing]
 
 
 def write_report(report: AuditReport, path, within=None) -> None:

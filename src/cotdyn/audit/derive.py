@@ -37,7 +37,7 @@ from cotdyn.files.layout import problems as problems_file
 from cotdyn.files.strict import read_json
 from cotdyn.files.writers import write_parquet
 from cotdyn.grading import answers
-from cotdyn.plan.config import confirmatory_cells, cut_answers, reference_id, samples_variant, study_protocols
+from cotdyn.plan.config import confirmatory_cells, cut_answers, reference_id, samples_variant
 from cotdyn.plan.load import load_plan, plan_sha256
 from cotdyn.plan.registration import (  # noqa: F401  (write_plan_check: the audit's callers import it from here)
     PreregistrationError,
@@ -234,12 +234,11 @@ def preregistration_problems(view: StudyView, scratch: Path, config: dict, plan:
     return problems
 
 
-def rederive(view: StudyView, scratch: Path, config: dict, plan_path: Path, cells: dict, problems: list[str]) -> None:
-    """Write into ``scratch`` every derived file: records, summaries, plan check, analyses, dynamics,
-    exploratory tables, Math-Shepherd labels, sweeps and the sample pages (the grading page:
-    cotdyn.audit.derive_outputs.derive_grading)."""
-    plan = load_plan(plan_path)
-    protocols = study_protocols(config, plan)
+def rederive(view: StudyView, scratch: Path, study, problems: list[str]) -> None:
+    """Write into ``scratch`` every derived file of the admitted ``study`` (cotdyn.audit.untrusted):
+    records, summaries, plan check, analyses, dynamics, exploratory tables, Math-Shepherd labels,
+    sweeps and the sample pages (the grading page: cotdyn.audit.derive_outputs.derive_grading)."""
+    config, plan, plan_path, cells, protocols = study.config, study.plan, study.plan_path, study.cells, study.protocols
     extras = study_extras(config)
     secondary = has_secondary(plan) and "secondary" in extras
     problems += preregistration_problems(view, scratch, config, plan, plan_path, protocols)

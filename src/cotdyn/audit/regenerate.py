@@ -27,15 +27,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from cotdyn.audit.raw import raw_files
 from cotdyn.audit.registration import SEEDS_VERIFIED, regenerated_lock
 from cotdyn.audit.study_model import cost_line, study_model, weights_problem
 from cotdyn.audit.untrusted import Admitted, Refused, admit
+from cotdyn.audit.view import StudyView, study_view
 from cotdyn.files.terminal import printable
 from cotdyn.generation.backends.base import Request
 from cotdyn.generation.sealing import chains_requests, samples_requests
 from cotdyn.grading import answers
-from cotdyn.plan.config import ConfigError, resolve_cells
+from cotdyn.plan.config import ConfigError
 
 TOLERANCES = ("exact", "answers")
 # ``--tolerance answers`` fails when fewer regenerated answers agree with the stored ones than the
@@ -91,28 +91,24 @@ class Regeneration:
         return out
 
 
-def stored_requests(study_dir: Path, raw: dict, protocols: dict[str, dict], unsafe: dict[str, str]):
-    """Every request of every raw file present, with its rows, as the seal check reads them; and
-    each raw file not read, with why. ``unsafe``: the files the audit's bounds or seal check refused
-    (cotdyn.audit.bounds), never parsed here either."""
-    from cotdyn.audit.bounds import long_text
-
+def stored_requests(view: StudyView, raw: dict, protocols: dict[str, dict]):
+    """Every request of every raw file the study holds, with its rows, as the seal check reads them;
+    and each raw file not read, with why. A file the view's bounds or seal check refused
+    (cotdyn.audit.view) is never parsed here either."""
+    unsafe = view.refused | {p: why for p, why in view.sealed.items() if why}
     out, unread = [], {}
     for path, (cell, variant, chains) in sorted(raw.items()):
-        if path in unsafe or (chains is not None and chains in unsafe):
+        if path in unsafe or chains in unsafe:
             unread[path] = unsafe.get(path) or f"{chains}: {unsafe[chains]}"
             continue
-        if not (study_dir / path).exists() or (chains is not None and not (study_dir / chains).exists()):
+        if not view.holds(path) or (chains is not None and not view.holds(chains)):
             continue
         try:
-            table = pd.read_parquet(study_dir / path)
-            if long_text(table, path):
-                unread[path] = long_text(table, path)
-                continue
+            table = view.table(path)
             if chains is None:
                 requests, phase = chains_requests(table, protocols[variant], cell), "reference"
             else:
-                requests = samples_requests(table, pd.read_parquet(study_dir / chains), protocols[variant], cell)
+                requests = samples_requests(table, view.table(chains), protocols[variant], cell)
                 phase = "continuations"
         except (OSError, ValueError, KeyError, TypeError) as e:
             unread[path] = f"unreadable as a raw table: {type(e).__name__}: {printable(str(e))[:300]}"
@@ -192,26 +188,21 @@ def answer_agreement(pairs: list[tuple[list, list]]) -> dict:
 # --- the run ----------------------------------------------------------------------------------
 
 
-def _golds_and_options(study_dir: Path, spec) -> tuple[dict, dict]:
-    from cotdyn.audit.derive import read_problems
+def _golds_and_options(view: StudyView, spec) -> tuple[dict, dict]:
     from cotdyn.dataset.benchmarks import problems_from_table
-    from cotdyn.files.layout import problems as problems_file
 
-    path = study_dir / problems_file(spec.benchmark_key)
-    problems = problems_from_table(read_problems(path)) if path.exists() else []  # bounded: audit.derive
+    table = view.problems(spec.benchmark_key)
+    problems = problems_from_table(table) if table is not None else []
     return {p.question: p.gold for p in problems}, {p.problem_id: p.options for p in problems if p.options}
 
 
-def regenerate(study: Admitted, study_dir: Path, cells, protocols: dict, count, seed=0, tolerance="exact", model=None):
+def regenerate(study: Admitted, study_dir: Path, count, seed=0, tolerance="exact", model=None):
     """Regenerate ``count`` requests of the admitted study (None: all), see the module docstring."""
-    from cotdyn.audit.bounds import admit_raw, seal_problem
     from cotdyn.generation.backends import make_backend
-    from cotdyn.provenance.seal import read_seal
 
-    raw = raw_files(study.config, protocols, cells)
-    unsafe = admit_raw(study_dir, list(raw))
-    unsafe |= {p: s for p in raw if p not in unsafe and (study_dir / p).exists() and (s := seal_problem(study_dir / p))}
-    items, unread = stored_requests(study_dir, raw, protocols, unsafe)
+    cells, protocols = study.cells, study.protocols
+    view = study_view(study_dir, study.entries, list(study.raw))
+    items, unread = stored_requests(view, study.raw, protocols)
     result = Regeneration(tolerance=tolerance)
     result.problems += [f"{printable(p)}: not regenerated: {why}" for p, why in sorted(unread.items())]
     chosen = select(items, count, seed)
@@ -221,12 +212,12 @@ def regenerate(study: Admitted, study_dir: Path, cells, protocols: dict, count, 
     for n, (cell, items) in enumerate(sorted(by_cell.items()), 1):
         spec = cells[cell]
         print(f"regenerate {cell} ({n}/{len(by_cell)}): {cost_line(items, spec.model)}")
-        golds, options = _golds_and_options(study_dir, spec)
+        golds, options = _golds_and_options(view, spec)
         backend = make_backend(study_model(spec, protocols, model), golds, spec.answer_rule)
         described = backend.describe()
         refused = None
         for path in sorted({i.path for i in items}):
-            log, revision = (study_dir / path).parent / "generation.json", read_seal(study_dir / path)["model_revision"]
+            log, revision = (study_dir / path).parent / "generation.json", view.seal(path)["model_revision"]
             refused = refused or weights_problem(described, log, revision)
         if refused:
             result.problems.append(f"cell {cell}: {refused}")
@@ -279,18 +270,14 @@ def regenerate_into(report, study_dir, plan_path, cache, count: int | None, seed
     its model check line, and a problem for each differing sample (exact) or a failed answer test.
     The folder is admitted as the audit admits it (cotdyn.audit.untrusted) before anything is read;
     a refused folder is not regenerated (the audit's problems already name why)."""
-    from cotdyn.audit.derive import study_protocols
-
     study_dir = Path(study_dir)
     try:
         study = admit(study_dir, plan_path, cache)
-        cells = resolve_cells(study.config, study.plan, "manifest config")
-        protocols = study_protocols(study.config, study.plan)
-    except (Refused, ConfigError):
+    except Refused:
         report.model_check = "regenerated: nothing (the study folder was refused)"
         return
     try:
-        result = regenerate(study, study_dir, cells, protocols, count, seed, tolerance, model)
+        result = regenerate(study, study_dir, count, seed, tolerance, model)
     except FAILURES as e:
         report.problems.append(f"regeneration failed: {type(e).__name__}: {printable(str(e))[:500]}")
         report.model_check = "regenerated: nothing"

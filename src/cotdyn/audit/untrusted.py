@@ -1,11 +1,14 @@
 """A study folder handed to a reviewer is untrusted input (docs/tamper-evidence.md, "Threat model").
 
-Before the audit reads anything else it admits the folder (``admit``): no symlink, FIFO, device,
-socket or file hard-linked from outside anywhere in it (``report/`` and ``logs/`` included), at most
-MAX_STUDY_FILES entries, a manifest read strictly (``cotdyn.files.strict``) that is a JSON object with a config, a config
-that passes the run's own schema (``cotdyn.plan.schema``), and a plan and a cache that lie inside
-the folders the reviewer trusts (``trusted_roots``) unless the reviewer named them. Each refusal
-names the file, the field and what was expected.
+Before the audit reads anything else it admits the folder, once (``admit``): no symlink, FIFO,
+device, socket or file hard-linked from outside anywhere in it (``report/`` and ``logs/`` included),
+at most MAX_STUDY_FILES entries, a manifest read strictly (``cotdyn.files.strict``) that is a JSON
+object with a config, a config that passes the run's own schema (``cotdyn.plan.schema``), a plan
+that lies inside the folders the reviewer trusts (``trusted_roots``) unless the reviewer named it,
+loaded with its time lock, the cells and protocols the config resolves to under it, and a cache
+inside the trusted folders unless named. Each refusal names the file, the field and what was
+expected. Everything the audit checks afterwards it reads from the admission and through the view
+built on its walk (``cotdyn.audit.view``).
 """
 
 from __future__ import annotations
@@ -16,19 +19,19 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cotdyn.audit.locate import locate_plan, not_found_message
 from cotdyn.audit.plugins import pinned_plugin_problems
+from cotdyn.audit.raw import raw_files
 from cotdyn.files.layout import STUDY_MANIFEST
 from cotdyn.files.strict import MissingFile, UntrustedFileError, kind_of, read_json
 from cotdyn.files.terminal import printable
+from cotdyn.generation.backends.registry import options_moved
 from cotdyn.generation.backends.validation import plugin_problems, validate_config
-from cotdyn.plan.config import ConfigError
-from cotdyn.plan.load import load_plan
+from cotdyn.plan.config import ConfigError, resolve_cells, study_protocols
+from cotdyn.plan.load import load_plan, plan_sha256
 from cotdyn.plan.registration import sibling_paths
 from cotdyn.plan.schema import CHECKOUT
 from cotdyn.plugins import PluginError
 from cotdyn.protocol.signals import study_signals
-from cotdyn.provenance.manifests import EXCLUDED_DIRS, file_sha256
 
 MAX_MANIFEST_BYTES = 64 << 20  # a manifest lists hashes: a large study's is a few MB
 MANIFEST_FIELDS = {"config": dict, "files": dict, "plan_sha256": str, "config_sha256": str}
@@ -43,11 +46,14 @@ class Admitted:
     manifest: dict
     config: dict
     plan_path: Path
-    plan: dict
+    plan: dict  # loaded with its time lock (cotdyn.plan.load)
+    cells: dict  # the config's cells under the plan (cotdyn.plan.config.resolve_cells)
+    protocols: dict[str, dict]  # each variant's effective protocol
+    raw: dict[str, tuple[str, str, str | None]]  # the raw files these name (cotdyn.audit.raw.raw_files)
     cache_dir: Path | None  # None: no cache to compare with (see cache_note)
     cache_note: str
     # the admission's one walk of the folder: every entry (relative posix path) and its lstat, which
-    # every later step reads instead of listing the folder again (``stored_hashes``)
+    # every later step reads instead of listing the folder again (cotdyn.audit.view)
     entries: dict[str, os.stat_result] = field(default_factory=dict)
 
 
@@ -72,11 +78,6 @@ def _walk(study_dir: Path):
                 yield Path(entry.path).relative_to(study_dir).as_posix(), st
                 if stat.S_ISDIR(st.st_mode):
                     folders.append(Path(entry.path))
-
-
-def study_links(study_dir: Path) -> list[str]:
-    """Every symlink inside the study folder (files and folders, never followed), relative."""
-    return sorted(rel for rel, st in _walk(study_dir) if stat.S_ISLNK(st.st_mode))
 
 
 def _shown(paths: list[str]) -> str:
@@ -115,20 +116,6 @@ def refuse_links(study_dir: Path) -> dict[str, os.stat_result]:
             "their bytes can change from there; nothing was read (replace each with a copy: cp, not cp -l)"
         )
     return dict(entries)
-
-
-def stored_hashes(study_dir: Path, entries: dict[str, os.stat_result]) -> dict[str, str]:
-    """The sha256 of every regular file the admission's walk found, as ``output_hashes`` gives them
-    for a manifest (logs, report pages and the manifest itself aside), without listing the folder
-    again. A file that is gone since the walk is left out, so the comparison names it missing."""
-    hashes = {}
-    for rel, st in sorted(entries.items()):
-        if stat.S_ISREG(st.st_mode) and rel.split("/")[0] not in EXCLUDED_DIRS and rel != STUDY_MANIFEST:
-            try:
-                hashes[rel] = file_sha256(study_dir / rel)
-            except FileNotFoundError:
-                continue
-    return hashes
 
 
 def read_manifest(path: Path) -> dict:
@@ -175,6 +162,30 @@ def outside_message(what: str, named, field: str) -> str:
     )
 
 
+def plan_candidates(study_dir, named) -> list[Path]:
+    """The paths tried for the plan ``named`` (relative to the workflow's folder, as a config names
+    it): as given, then relative to each folder above the study, without duplicates."""
+    named = Path(named)
+    if named.is_absolute():
+        return [named]
+    out = [named]
+    for folder in Path(study_dir).resolve().parents:
+        if folder / named not in out:
+            out.append(folder / named)
+    return out
+
+
+def locate_plan(study_dir, named, sha256: str | None, roots: list[Path] | None = None) -> Path | None:
+    """The first candidate file whose sha256 is the one the study ran under; failing that, the first
+    found (the audit then reports its hash mismatch); failing that, None. ``roots``: only a file that
+    resolves (links followed) inside one of these folders is taken."""
+    found = [p for p in plan_candidates(study_dir, named) if p.is_file()]
+    if roots is not None:
+        found = [p for p in found if any(p.resolve().is_relative_to(root) for root in roots)]
+    matching = [p for p in found if sha256 is not None and plan_sha256(p) == sha256]
+    return (matching or found or [None])[0]
+
+
 def admitted_plan(study_dir: Path, config: dict, manifest: dict, plan_path) -> Path:
     """The plan the reviewer named, or the config's plan if it lies inside the trusted roots."""
     if plan_path is not None:  # the reviewer's own choice
@@ -184,10 +195,12 @@ def admitted_plan(study_dir: Path, config: dict, manifest: dict, plan_path) -> P
     roots = trusted_roots(study_dir)
     found = locate_plan(study_dir, config["plan"], manifest.get("plan_sha256"), roots)
     if found is None:
-        anywhere = locate_plan(study_dir, config["plan"], None)
-        if anywhere is not None:
+        if locate_plan(study_dir, config["plan"], None) is not None:
             raise Refused(outside_message("plan", config["plan"], "config.plan") + "; name it with --plan")
-        raise Refused(not_found_message(study_dir, printable(config["plan"])))
+        raise Refused(
+            f"plan {printable(config['plan'])} not found (looked in the current folder and in every folder "
+            f"above {study_dir}); name it with --plan"
+        )
     outside = [p for p in sibling_paths(found) if p.exists() and not inside(p, roots)]
     if outside:
         raise Refused(outside_message("the plan's sibling", outside[0], "config.plan") + "; name the plan with --plan")
@@ -211,7 +224,7 @@ def admitted_cache(study_dir: Path, config: dict, cache) -> tuple[Path | None, s
 
 
 def admit(study_dir, plan_path=None, cache=None) -> Admitted:
-    """The study's manifest, config, plan and cache, each checked before anything else is read."""
+    """The study's manifest, config, plan, cells and cache, each checked before anything else is read."""
     study_dir = Path(study_dir)
     if not study_dir.is_dir():
         raise Refused(f"{study_dir}: not a folder")
@@ -223,7 +236,7 @@ def admit(study_dir, plan_path=None, cache=None) -> Admitted:
         raise Refused("; ".join(missing))
     try:
         # the run's schema, with the backend registry filled in
-        config = validate_config(manifest["config"], f"{manifest_path} (config)")
+        config = validate_config(options_moved(manifest["config"]), f"{manifest_path} (config)")
         study_signals(config.get("signals", ()))  # a manifest from before plugins were pinned
     except (ConfigError, PluginError) as e:
         raise Refused(printable(str(e))) from None
@@ -232,5 +245,11 @@ def admit(study_dir, plan_path=None, cache=None) -> Admitted:
         plan = load_plan(path)
     except (ValueError, OSError) as e:
         raise Refused(f"plan not read: {printable(str(e))}") from None
+    try:
+        cells = resolve_cells(config, plan, "manifest config")
+        protocols = study_protocols(config, plan)
+    except ConfigError as e:
+        raise Refused(str(e)) from None
     cache_dir, note = admitted_cache(study_dir, config, cache)
-    return Admitted(manifest, config, path, plan, cache_dir, note, entries)
+    raw = raw_files(config, protocols, cells)
+    return Admitted(manifest, config, path, plan, cells, protocols, raw, cache_dir, note, entries)

@@ -1,18 +1,10 @@
-"""The study folder as the audit's admission found it, and its one reader after (issue 52 item 5;
-docs/design.md section 7).
+"""The study folder as the audit's admission found it (``audit.untrusted.admit``), and its one
+reader after (docs/design.md section 7).
 
-The admission (``audit.untrusted.admit``) walks the folder once and refuses a link, a FIFO, a
-device, a socket or a file hard-linked from outside. ``study_view`` builds on that walk: each
-regular file hashed once (``untrusted.stored_hashes``), each raw table bounded before a row of it is
-parsed (``audit.bounds.admit_raw``: its size, footer, records contract and longest text) and its
-seal checked against that hash. The re-derivation, the raw-file checks and the pages then read the
-study's tables through the view alone: whether a file is there (``holds``), a raw table (``table``),
-a stored problems table (``problems``, bounded), a raw table's seal (``seal``), or the path a
-rule's own reader takes (``current``). A file the walk did not find as a regular file is not
-there; one changed since the walk (another inode, size or modification time) is refused by name
-rather than read; a raw table the bounds refused reads as None, and its refusal fails its line of
-the report. The registration check reads the generation logs once ``current`` says they are the
-files the walk found (``audit.registration.generation_began``).
+Each regular file the admission's walk found is hashed once; each raw table is bounded
+(``audit.bounds.admit_raw``) and its seal checked before a row of it is parsed. A file the walk did
+not find as a regular file is not there, and one changed since the walk (another inode, size or
+modification time) is refused by name rather than read.
 """
 
 from __future__ import annotations
@@ -25,10 +17,11 @@ from pathlib import Path
 import pandas as pd
 
 from cotdyn.audit.bounds import admit_raw, decoded_problem, seal_problem
-from cotdyn.audit.untrusted import stored_hashes
+from cotdyn.files.layout import STUDY_MANIFEST
 from cotdyn.files.layout import problems as problems_file
 from cotdyn.files.strict import UntrustedFileError, regular_file
 from cotdyn.files.terminal import printable
+from cotdyn.provenance.manifests import EXCLUDED_DIRS, file_sha256
 from cotdyn.provenance.seal import read_seal, seal_path
 
 MAX_PROBLEMS_BYTES = 1 << 30  # a stored problems table, on disk and decoded: MATH-500's is under 1 MB
@@ -107,6 +100,20 @@ def study_view(root: Path, entries: dict[str, os.stat_result], raw: list[str]) -
     hashes = stored_hashes(root, entries)
     sealed = {p: seal_problem(root / p, hashes[p]) for p in raw if p not in refused and p in hashes}
     return StudyView(Path(root), entries, hashes, refused, sealed)
+
+
+def stored_hashes(study_dir: Path, entries: dict[str, os.stat_result]) -> dict[str, str]:
+    """The sha256 of every regular file the admission's walk found, as ``output_hashes`` gives them
+    for a manifest (logs, report pages and the manifest itself aside), without listing the folder
+    again. A file that is gone since the walk is left out, so the comparison names it missing."""
+    hashes = {}
+    for rel, st in sorted(entries.items()):
+        if stat.S_ISREG(st.st_mode) and rel.split("/")[0] not in EXCLUDED_DIRS and rel != STUDY_MANIFEST:
+            try:
+                hashes[rel] = file_sha256(study_dir / rel)
+            except FileNotFoundError:
+                continue
+    return hashes
 
 
 def read_problems(path: Path) -> pd.DataFrame:

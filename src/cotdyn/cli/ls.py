@@ -49,9 +49,7 @@ def backends() -> list[dict]:
                 "summary": declared.summary,
             }
         )
-    for name, error in registry.BROKEN.items():
-        rows.append({"name": name, "package": None, "error": str(error)})
-    return rows
+    return rows + _broken(registry.BROKEN)
 
 
 def _broken(broken: dict) -> list[dict]:

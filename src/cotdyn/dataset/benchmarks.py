@@ -141,10 +141,6 @@ def read_jsonl_lines(path: str | Path) -> list[tuple[int, dict]]:
     return rows
 
 
-def read_jsonl(path: str | Path) -> list[dict]:
-    return [row for _, row in read_jsonl_lines(path)]
-
-
 def check_local_rows(spec: dict) -> int:
     """How many problems a benchmark entry's local file (``path``) holds, read as the problems job
     reads it (a line that is not a JSON object, a key twice, a missing field, a gold that does not

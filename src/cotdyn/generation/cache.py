@@ -17,7 +17,6 @@ in flight restart from their prompt.
 from __future__ import annotations
 
 import hashlib
-import inspect
 import json
 import os
 import socket
@@ -29,9 +28,9 @@ from typing import Callable, Sequence
 
 from tqdm import tqdm
 
+from cotdyn.files.strict import parse_json, read_text
 from cotdyn.generation import journal as J
 from cotdyn.generation.backends.base import Backend, Completion, GenerationStats, Request, request_keys
-from cotdyn.generation.shard_file import shard_samples, shards
 
 
 def revision_folder(cache_dir, model_revision: str) -> Path:
@@ -72,8 +71,39 @@ def stale_temporaries(directory: Path, now: float | None = None) -> list[Path]:
     return [tmp for tmp in sorted(directory.glob("*.tmp")) if _abandoned(tmp, now)]
 
 
+# A shard holds one chunk of a run's results; with chunk_size 0 a whole cell's samples (token ids and
+# texts): some hundreds of MB for the largest studies. Beyond this it is refused, not read into memory.
+MAX_SHARD_BYTES = 2 << 30
+
+
+def shards(directory: Path) -> list[Path]:
+    """A cache folder's shards, in the order they are loaded."""
+    return sorted(Path(directory).glob("*.json"))
+
+
+def shard_samples(shard: Path) -> dict[str, list[tuple[tuple, object, object]]] | str:
+    """One shard's samples by key, each (token ids, text, finish reason) as written, or why it is
+    ignored (a torn write or tampering: its requests are generated again, never trusted)."""
+    try:
+        if shard.is_symlink():  # a shard is a file the cache wrote, never a link elsewhere
+            raise ValueError("a symlink, not a shard")
+        # strictly (cotdyn.files.strict): a regular file, bounded, no key twice, nested as a
+        # shard nests; a refusal is a ValueError naming the shard, so it is ignored like a torn one
+        payload = parse_json(read_text(shard, max_bytes=MAX_SHARD_BYTES), shard)
+        body = payload["body"]
+        if hashlib.sha256(body.encode()).hexdigest() != payload["sha256"]:
+            raise ValueError("checksum mismatch")
+        return {
+            key: [(tuple(ids), text, reason) for ids, text, reason in samples]
+            for key, samples in parse_json(body, shard).items()
+        }
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        print(f"generation cache: ignoring damaged shard {shard} ({e})", file=sys.stderr)
+        return f"{shard.name}: {e}"
+
+
 def read_shard(shard: Path) -> dict[str, list[Completion]] | str:
-    """One shard's completions by key, or why it is ignored (``shard_file.shard_samples``). A cache
+    """One shard's completions by key, or why it is ignored (``shard_samples``). A cache
     holds each key's completions from the last shard, in name order, that holds it."""
     samples = shard_samples(shard)
     if isinstance(samples, str):
@@ -160,24 +190,11 @@ class GenerationCache:
                 del self._journals[path]
 
 
-def _parameters(backend) -> frozenset[str]:
-    """The keywords ``backend.generate`` takes (a wrapper written before ``done`` and ``on_done`` lacks them)."""
-    try:
-        return frozenset(inspect.signature(backend.generate).parameters)
-    except (TypeError, ValueError):
-        return frozenset()
-
-
-def _reports_progress(backend) -> bool:
-    """Whether ``backend.generate`` takes ``done`` and ``on_done``."""
-    return {"done", "on_done"} <= _parameters(backend)
-
-
 def _draw(backend, requests: list[Request], keys: list[str], cache, desc: str):
     """One chunk's completions from the backend, each sample journaled as it finishes; the samples
     an earlier run journaled are handed over as ``done`` and not drawn again. Returns the
     completions, the samples that came from journals, and the chunk's journal (None without one)."""
-    if cache is None or not _reports_progress(backend):
+    if cache is None:
         return backend.generate(requests, desc=desc), {}, None
     done = {(i, j): c for i, k in enumerate(keys) for j, c in cache.journaled.get(k, {}).items() if j < requests[i].n}
     journal = cache.journal()

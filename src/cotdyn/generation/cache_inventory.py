@@ -24,7 +24,7 @@ from pathlib import Path
 
 from cotdyn.files.strict import UntrustedFileError, parse_json, read_json, read_text
 from cotdyn.generation import journal as J
-from cotdyn.generation.shard_file import MAX_SHARD_BYTES
+from cotdyn.generation.cache import MAX_SHARD_BYTES
 from cotdyn.provenance.seal import MAX_SEAL_BYTES, SEAL, requests_sha256
 
 UNFINISHED = (J.SUFFIX, ".tmp")  # a run's work not yet in a shard

@@ -91,13 +91,22 @@ class Unobserved:
         pass
 
 
-def _generate(job: GenerationJob, model: dict, observer):
+def _generate(phase: str, model: dict, protocol: dict, cell: str, benchmark: str, cache_dir, backend, problems: int,
+              requests: list, label: str, observer):  # fmt: skip
+    """The phase's completions through the cache, its observer told before, after the first chunk
+    and after (``Unobserved`` when none), and its stats."""
+    job = GenerationJob(phase, cell, model, benchmark, protocol, problems, Path(cache_dir), backend,
+                        _cache(cache_dir, backend), requests, label)  # fmt: skip
+    observer = observer or Unobserved()
+    observer.before(job)
+
     def first_chunk(rows: int, pending_rows: int, seconds: float) -> None:
         observer.first_chunk(job, rows, pending_rows, seconds)
 
-    return generate(
-        job.backend, job.requests, job.cache, model.get("chunk_size", 0), desc=job.label, on_first_chunk=first_chunk
+    completions, stats = generate(
+        backend, requests, job.cache, model.get("chunk_size", 0), desc=label, on_first_chunk=first_chunk
     )
+    return completions, stats, lambda: observer.after(job, stats)
 
 
 def run_reference(
@@ -121,26 +130,11 @@ def run_reference(
     backend = backend or _backend(model, problems, benchmark)
     prompts = [backend.tokenizer.chat_prompt_ids(protocol["system_prompt"], p.question) for p in problems]
     requests = P.reference_requests(problems, prompts, protocol, cell)
-    cache = _cache(cache_dir, backend)
-    job = GenerationJob(
-        phase="reference",
-        cell=cell,
-        model=model,
-        benchmark=benchmark,
-        protocol=protocol,
-        problems=len(problems),
-        cache_dir=Path(cache_dir),
-        backend=backend,
-        cache=cache,
-        requests=requests,
-        label=f"{cell} reference chains",
-    )
-    observer = observer or Unobserved()
-    observer.before(job)
-    completions, stats = _generate(job, model, observer)
+    completions, stats, after = _generate("reference", model, protocol, cell, benchmark, cache_dir, backend,
+                                          len(problems), requests, f"{cell} reference chains", observer)  # fmt: skip
     write_parquet(P.chains_table(problems, prompts, completions, benchmark), chains_out)
     write_json(_generation_log(backend, stats, P.reference_sampling(protocol), "reference"), log_out)
-    observer.after(job, stats)
+    after()
 
 
 def run_continuations(
@@ -165,25 +159,10 @@ def run_continuations(
     requests = P.continuation_requests(chains, plan, protocol, cell, n)
     # n overrides m (the m sweep's N): an observer sees the samples per prefix actually drawn
     drawn = {**protocol, "m": n or protocol["m"]}
-    cache = _cache(cache_dir, backend)
-    job = GenerationJob(
-        phase="continuations",
-        cell=cell,
-        model=model,
-        benchmark=benchmark,
-        protocol=drawn,
-        problems=len(chains),
-        cache_dir=Path(cache_dir),
-        backend=backend,
-        cache=cache,
-        requests=requests,
-        label=f"{cell} continuations",
-    )
-    observer = observer or Unobserved()
-    observer.before(job)
-    completions, stats = _generate(job, model, observer)
+    completions, stats, after = _generate("continuations", model, drawn, cell, benchmark, cache_dir, backend,
+                                          len(chains), requests, f"{cell} continuations", observer)  # fmt: skip
     options = {p.problem_id: p.options for p in problems if p.options}
     honoured = getattr(backend, "seeds_honoured", None)  # a served model's sampler may honour fewer seeds
     write_parquet(P.samples_table(plan, requests, completions, benchmark, options, honoured), samples_out)
     write_json(_generation_log(backend, stats, P.continuation_sampling(protocol), "continuations"), log_out)
-    observer.after(job, stats)
+    after()

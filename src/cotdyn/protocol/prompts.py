@@ -33,6 +33,14 @@ class ChatTokenizer:
     def template_sha256(self) -> str:
         return hashlib.sha256(self.hf.chat_template.encode()).hexdigest()
 
+    def vocab_sha256(self) -> str:
+        return tokenizer_sha256(self.hf)
+
+
+def tokenizer_sha256(hf_tokenizer) -> str:
+    """The sha256 of a tokenizer's vocabulary, as a backend's description records it."""
+    return hashlib.sha256(repr(sorted(hf_tokenizer.get_vocab().items())).encode()).hexdigest()
+
 
 def drop_double_bos(ids: list[int], bos_token_id: int | None) -> list[int]:
     """Templates that write BOS themselves plus a tokenizer that adds one give two; keep one."""

@@ -15,7 +15,7 @@ from pathlib import Path
 from cotdyn import plugins
 from cotdyn.files.strict import UntrustedFileError, read_yaml
 from cotdyn.generation.backends import registry as backend_registry
-from cotdyn.generation.backends.validation import plugin_problems
+from cotdyn.generation.backends.validation import plugin_problems, validate_config
 from cotdyn.plan.config import (
     Cell,
     ConfigError,
@@ -31,7 +31,7 @@ from cotdyn.plan.config import (
 )
 from cotdyn.plan.load import load_plan, plan_sha256
 from cotdyn.plan.registration import sibling_paths
-from cotdyn.plan.schema import validate_config, validate_plan
+from cotdyn.plan.schema import validate_plan
 from cotdyn.protocol.signals import study_signals
 
 
@@ -123,8 +123,7 @@ def typed_config(config: dict, config_settings, root: Path, schema: str, source:
         update_config(config, {key: value for key, (_, value) in overrides.items()})
         config.update(with_bundled_paths(dict(config), root))
         where = f"invalid config ({source})"
-        with backend_registry.schema_file(schema) as filled:
-            validate_config(config, where, filled, lambda path: override_source(overrides, path, where))
+        validate_config(config, where, schema, lambda path: override_source(overrides, path, where))
     except ConfigError as e:
         raise StudyError(str(e)) from None
 

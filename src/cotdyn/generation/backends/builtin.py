@@ -82,7 +82,6 @@ _TRANSFORMERS_OPTIONS = {
     summary="transformers: CPU or GPU, small models; the embedded SmolLM2-135M unless --model-id",
     options_schema={"type": "object", "additionalProperties": False, "properties": _TRANSFORMERS_OPTIONS},
     defaults={"batch_size": 16, "share_prefill": True, "decode": "compacting"},
-    flat_options=tuple(_TRANSFORMERS_OPTIONS),
     needs_id=True,
     requires=(TORCH, TRANSFORMERS, TOKENIZERS),
     runs_in={"cpu": "generate-cpu", "cuda": "generate-cuda"},  # torch's build for the entry's device

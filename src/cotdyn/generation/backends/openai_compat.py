@@ -220,7 +220,7 @@ class OpenAICompatBackend:
     name = "openai_compat"
 
     def __init__(self, model_id: str, revision: str, options: dict, dtype: str | None = None, sleep=time.sleep):
-        from cotdyn.generation.backends.vllm import _model_eos_ids, stop_token_ids, tokenizer_sha256
+        from cotdyn.generation.backends.vllm import _model_eos_ids, stop_token_ids
         from cotdyn.protocol.prompts import ChatTokenizer
 
         if not revision:
@@ -237,7 +237,6 @@ class OpenAICompatBackend:
         hf_tokenizer = AutoTokenizer.from_pretrained(model_id, **({} if local else {"revision": revision}))
         self.tokenizer = ChatTokenizer(hf_tokenizer)
         self.stop_ids = stop_token_ids(hf_tokenizer, [] if local else _model_eos_ids(model_id, revision))
-        self._tokenizer_sha256 = tokenizer_sha256(hf_tokenizer)
         self.listed = self._served_model()
 
     def _post(self, path: str, body: dict | None) -> dict:
@@ -287,7 +286,7 @@ class OpenAICompatBackend:
             "stop_token_ids": list(self.stop_ids),
             "seeds_honoured": self.seeds_honoured,
             "chat_template_sha256": self.tokenizer.template_sha256(),
-            "tokenizer_sha256": self._tokenizer_sha256,
+            "tokenizer_sha256": self.tokenizer.vocab_sha256(),
         }
 
     def sent_seed(self, request: Request, j: int) -> int:

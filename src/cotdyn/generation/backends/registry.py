@@ -14,8 +14,8 @@ import, whose declaration registers the backend, and the registry records the pa
 A model entry holds the settings every backend shares (``backend``, ``id``, ``revision``, ``gguf``,
 ``device``, ``chunk_size``, ``resources``; ``dtype`` comes from the protocol) and the backend's own
 options in one mapping under the backend's ``options_key`` (its name, but for the simulated model,
-whose options have always been ``planted:``). A backend may also accept some options at the entry's
-top level (``flat_options``), as configs written before its block gave them.
+whose options have always been ``planted:``). An option given at the entry's top level is refused
+by name, saying the block it belongs in (``misplaced_options``).
 """
 
 from __future__ import annotations
@@ -61,7 +61,6 @@ class BackendSpec:
     options_key: str = ""  # the entry's key holding the options; "" = the backend's name
     options_schema: dict = field(default_factory=lambda: {"type": "object", "additionalProperties": False})
     defaults: dict = field(default_factory=dict)  # options left unset take these
-    flat_options: tuple[str, ...] = ()  # options also accepted at the entry's top level (older configs)
     needs_id: bool = False  # the entry names ``id`` (or ``gguf``) unless it is a panel model of the plan
     needs_revision: bool = False  # the entry pins ``revision`` (part of every cache key)
     # the packages it needs beyond cotdyn's own: checked as it is built, listed by `cotdyn ls`, recorded
@@ -198,16 +197,59 @@ def package_versions(name: str) -> dict[str, str | None]:
 
 
 def options(entry: dict, where: str = "") -> dict:
-    """The entry's backend options: its block laid over any flat ones, over the declared defaults."""
+    """The entry's backend options: its block laid over the declared defaults."""
     declared = spec(entry.get("backend"), where)
     block = entry.get(declared.key, {})
     if not isinstance(block, dict):
         raise ValueError(f"{where or 'model'}: '{declared.key}' must be a mapping of options, not {block!r}")
-    flat = {k: entry[k] for k in declared.flat_options if k in entry}
-    twice = sorted(set(flat) & set(block))
-    if twice:
-        raise ValueError(f"{where or 'model'}: {', '.join(twice)} given both at the top and under '{declared.key}'")
-    return {**declared.defaults, **flat, **block}
+    for key in _misplaced(declared, entry):
+        raise ValueError(
+            f"{where or 'model'}: {key} is an option of backend {declared.name}: it lives under {declared.key}:"
+        )
+    return {**declared.defaults, **block}
+
+
+def _misplaced(declared: BackendSpec, entry: dict) -> list[str]:
+    own = declared.options_schema.get("properties", {})
+    return [key for key in entry if key in own]
+
+
+def misplaced_options(config) -> list[str]:
+    """Each backend option a config gives at a model entry's top level, as configs did before the
+    backend's block: named with the block it lives in."""
+    models = config.get("models") if isinstance(config, dict) else None
+    misplaced = []
+    for name, entry in models.items() if isinstance(models, dict) else ():
+        declared = REGISTRY.get(entry.get("backend")) if isinstance(entry, dict) else None
+        misplaced += [
+            f"field models.{name}.{key}: an option of backend {declared.name}, which lives in its block "
+            f"(models.{name}.{declared.key}.{key})"
+            for key in (_misplaced(declared, entry) if declared else ())
+        ]
+    return misplaced
+
+
+# the transformers options the schema filled in at the top of every model entry before backends were
+# declared (main 95f8a77): a study manifest written then holds them, and still audits
+FILLED_AT_THE_TOP = ("batch_size", "share_prefill", "decode")
+
+
+def options_moved(config: dict) -> dict:
+    """A manifest's config with each model entry's ``FILLED_AT_THE_TOP`` options moved into its
+    backend's block, where its backend takes them (a simulated entry's filled-in batch size goes)."""
+    models = config.get("models")
+    if not isinstance(models, dict):
+        return config
+    moved = {}
+    for name, entry in models.items():
+        declared = REGISTRY.get(entry.get("backend")) if isinstance(entry, dict) else None
+        top = [k for k in FILLED_AT_THE_TOP if declared and k in entry]
+        if top:
+            own = declared.options_schema.get("properties", {})
+            block = {k: entry[k] for k in top if k in own} | entry.get(declared.key, {})
+            entry = {k: v for k, v in entry.items() if k not in top} | ({declared.key: block} if block else {})
+        moved[name] = entry
+    return {**config, "models": moved}
 
 
 def seeds_honoured(entry: dict) -> int | None:
@@ -237,14 +279,12 @@ def check_entry(entry: dict, where: str, dtype: str | None = None) -> None:
 
 def config_schema(base: dict) -> dict:
     """The config schema (workflow/schemas/config.schema.yaml, loaded) with the registry filled in:
-    the model entry's ``backend`` enum, each backend's options block, and its flat options."""
+    the model entry's ``backend`` enum and each backend's options block."""
     schema = copy.deepcopy(base)
     entry = schema["properties"]["models"]["additionalProperties"]
     entry["properties"]["backend"] = {**entry["properties"].get("backend", {}), "enum": list(REGISTRY)}
     for declared in REGISTRY.values():
         entry["properties"][declared.key] = declared.options_schema
-        for name in declared.flat_options:
-            entry["properties"][name] = declared.options_schema["properties"][name]
     return schema
 
 

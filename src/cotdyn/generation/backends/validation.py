@@ -10,16 +10,21 @@ not one it knows (``cotdyn init`` names a refused ``--backend`` or ``--benchmark
 
 from __future__ import annotations
 
-from cotdyn.generation.backends.registry import schema_file
+from cotdyn.generation.backends.registry import misplaced_options, schema_file
 
 
-def validate_config(config, source: str, schema_path=None) -> dict:
-    """``config`` validated, its defaults filled in; else ConfigError naming ``source`` and the field."""
+def validate_config(config, source: str, schema_path=None, source_of=None) -> dict:
+    """``config`` validated, its defaults filled in; else ConfigError naming ``source`` (or
+    ``source_of(path)``: cotdyn.plan.schema.validate_config) and the field."""
+    from cotdyn.plan.config import ConfigError
     from cotdyn.plan.schema import SCHEMA
     from cotdyn.plan.schema import validate_config as validate_on
 
+    misplaced = misplaced_options(config)
+    if misplaced:
+        raise ConfigError(f"{source}: {misplaced[0]}")
     with schema_file(schema_path or SCHEMA) as schema:
-        return validate_on(config, source, schema)
+        return validate_on(config, source, schema, source_of)
 
 
 def plugin_problems(config) -> list[str]:

@@ -51,8 +51,6 @@ vLLM is imported lazily: it needs CUDA and is absent from the CPU environments.
 from __future__ import annotations
 
 import enum
-import hashlib
-import inspect
 from contextlib import contextmanager
 from typing import Sequence
 
@@ -132,7 +130,7 @@ class VLLMBackend:
             "prefix_caching": True,
             "stop_token_ids": list(self.stop_ids),
             "chat_template_sha256": self.tokenizer.template_sha256(),
-            "tokenizer_sha256": tokenizer_sha256(self.tokenizer.hf),
+            "tokenizer_sha256": self.tokenizer.vocab_sha256(),
         }
 
     def generate(self, requests: Sequence[Request], desc: str = "", done=None, on_done=None) -> list[list[Completion]]:
@@ -342,12 +340,9 @@ OFF = {
 
 
 def sampling_fields(params_class) -> frozenset[str]:
-    """The keyword fields the installed ``vllm.SamplingParams`` accepts: a msgspec struct's fields
-    (vLLM 0.26.0 through 0.32.0), else its constructor's parameters (older releases)."""
-    fields = getattr(params_class, "__struct_fields__", None)
-    if fields is None:
-        fields = [p for p in inspect.signature(params_class).parameters if p != "self"]
-    return frozenset(fields)
+    """The keyword fields the installed ``vllm.SamplingParams`` accepts: its msgspec struct's fields
+    (vLLM 0.26.0 through 0.32.0)."""
+    return frozenset(params_class.__struct_fields__)
 
 
 def fit_to_fields(wanted: dict, fields: frozenset[str], version: str) -> tuple[dict, list[str]]:
@@ -390,8 +385,3 @@ def _model_eos_ids(model_id: str, revision: str) -> list[int]:
     except OSError:
         return []
     return [int(i) for i in (eos if isinstance(eos, list) else [eos]) if i is not None]
-
-
-def tokenizer_sha256(hf_tokenizer) -> str:
-    vocab = sorted(hf_tokenizer.get_vocab().items())
-    return hashlib.sha256(repr(vocab).encode()).hexdigest()

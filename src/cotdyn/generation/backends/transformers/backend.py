@@ -16,7 +16,7 @@ from transformers.cache_utils import DynamicLayer
 from cotdyn.generation.backends import row_sizes
 from cotdyn.generation.backends.base import Completion, Request, Sampling
 from cotdyn.generation.backends.transformers.sampler import SeededSampler
-from cotdyn.generation.backends.transformers.weights import loaded_weights, local_revision, tokenizer_sha256
+from cotdyn.generation.backends.transformers.weights import loaded_weights, local_revision
 from cotdyn.protocol.prompts import ChatTokenizer
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -69,7 +69,7 @@ class TransformersBackend:
             "share_prefill": self.share_prefill,
             "decode": self.decode,
             "chat_template_sha256": self.tokenizer.template_sha256(),
-            "tokenizer_sha256": tokenizer_sha256(self.tokenizer.hf),
+            "tokenizer_sha256": self.tokenizer.vocab_sha256(),
             **self.weights,
         }
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import torch
 
 from cotdyn.files.writers import write_text
+from cotdyn.provenance.manifests import file_sha256
 
 
 def locate_gguf(package: str, filename: str) -> Path:
@@ -43,7 +44,7 @@ def convert_gguf(package: str, filename: str, out_dir: str | Path) -> Path:
     model.load_state_dict(loaded.state_dict(), strict=True)
     model.save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)
-    write_text(f"{package}/{filename} sha256={_sha256(gguf)}\n", out_dir / "SOURCE")
+    write_text(f"{package}/{filename} sha256={file_sha256(gguf)}\n", out_dir / "SOURCE")
     return out_dir
 
 
@@ -81,7 +82,7 @@ def folder_sha256(folder: str | Path) -> str:
     sorted path order (links followed, as from_pretrained follows a hub snapshot's links to blobs)."""
     folder, h = Path(folder), hashlib.sha256()
     for path in sorted(p for p in folder.rglob("*") if p.is_file() and ".cache" not in p.relative_to(folder).parts):
-        h.update(path.relative_to(folder).as_posix().encode() + b"\0" + _sha256(path).encode() + b"\n")
+        h.update(path.relative_to(folder).as_posix().encode() + b"\0" + file_sha256(path).encode() + b"\n")
     return h.hexdigest()
 
 
@@ -96,24 +97,11 @@ def loaded_weights(model_id: str, revision: str | None) -> dict:
     return {"weights_sha256": folder_sha256(snapshot), "weights_commit": snapshot.name}
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def local_revision(path: Path) -> str:
     """A local model's revision: the sha256 of its weight and config files."""
     h = hashlib.sha256()
     for f in sorted(path.glob("*")) if path.is_dir() else []:
         if f.suffix in (".safetensors", ".json", ".bin") or f.name == "SOURCE":
             h.update(f.name.encode())
-            h.update(_sha256(f).encode())
+            h.update(file_sha256(f).encode())
     return "local-" + h.hexdigest()[:16] if path.is_dir() else "unresolved"
-
-
-def tokenizer_sha256(hf_tokenizer) -> str:
-    vocab = sorted(hf_tokenizer.get_vocab().items())
-    return hashlib.sha256(repr(vocab).encode()).hexdigest()
