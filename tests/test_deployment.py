@@ -17,74 +17,117 @@ from cotdyn.plan.config import with_bundled_paths
 
 DEFAULT_PLAN = ROOT / "preregistration/examples/default/plan.yaml"
 
+TAG = "v0.1.0"
 
-def deployment_snakefile() -> str:
-    """The deployment's Snakefile as docs/deployment.md gives it, with this checkout's path."""
-    doc = (ROOT / "docs/deployment.md").read_text()
-    (block,) = re.findall(r"```snakemake\n(.*?)```", doc, re.S)
-    assert '"/path/to/cotdyn/Snakefile"' in block
-    return block.replace("/path/to/cotdyn", str(ROOT))
+
+def clean(environ=os.environ) -> dict:
+    """The environment without a checkout's variables: only what the command line names is used."""
+    return {k: v for k, v in environ.items() if k not in ("COTDYN_ROOT", "PYTHONPATH")}
 
 
 @pytest.fixture(scope="module")
-def deployment(tmp_path_factory) -> Path:
-    """A folder as snakedeploy lays it out (config/, workflow/Snakefile), outside the checkout."""
-    folder = tmp_path_factory.mktemp("my-study")
+def release(tmp_path_factory) -> Path:
+    """A release as a user's git remote holds it: a clone of this checkout's commit, tagged."""
+    clone = tmp_path_factory.mktemp("release") / "cotdyn"
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True, timeout=300)
+    subprocess.run(["git", "-C", str(clone), "tag", TAG], check=True, timeout=60)
+    return clone
+
+
+def deployment_snakefile(release: Path) -> str:
+    """The deployment's Snakefile as docs/deployment.md gives it, its module the release's tag."""
+    doc = (ROOT / "docs/deployment.md").read_text()
+    (block,) = re.findall(r"```snakemake\n(.*?)```", doc, re.S)
+    named = f'github("<owner>/cotdyn", path="workflow/Snakefile", tag="{TAG}")'
+    assert named in block
+    return block.replace(named, f'gitfile("{release}", "workflow/Snakefile", tag="{TAG}")')
+
+
+def deploy(release: Path, folder: Path) -> Path:
+    """A folder as docs/deployment.md lays it out, outside the checkout: the Snakefile, the profile
+    and the configs, nothing else of the release."""
+    (folder / "workflow").mkdir(parents=True)
+    (folder / "workflow/Snakefile").write_text(deployment_snakefile(release))
+    shutil.copytree(release / "profiles/default", folder / "profiles/default")
     (folder / "config").mkdir()
     for name in ("config.yaml", "simulated.yaml"):
-        shutil.copy(ROOT / "config" / name, folder / "config" / name)
-    (folder / "workflow").mkdir()
-    (folder / "workflow/Snakefile").write_text(deployment_snakefile())
+        shutil.copy(release / "config" / name, folder / "config" / name)
     return folder
 
 
-def run_in(folder: Path, *args):
-    """snakemake as a user runs it in the deployment: its own Snakefile found there, no --snakefile."""
-    env = {k: v for k, v in os.environ.items() if k != "COTDYN_ROOT"}
+@pytest.fixture(scope="module")
+def deployment(release, tmp_path_factory) -> Path:
+    return deploy(release, tmp_path_factory.mktemp("deployed") / "my-study")
+
+
+def run_in(folder: Path, *args, code: Path):
+    """A command as a user runs it in the deployment (snakemake finds its own Snakefile there), with
+    ``code`` (a src/ folder) as the installed cotdyn."""
     result = subprocess.run(
-        [sys.executable, "-m", "snakemake", "--workflow-profile", "none", *args],
+        [sys.executable, "-m", *args],
         cwd=folder,
         capture_output=True,
         text=True,
         timeout=600,
-        env=env,
+        env={**clean(), "PYTHONPATH": str(code)},
     )
     result.output = result.stdout + result.stderr
     return result
 
 
 @pytest.mark.slow
-def test_the_module_dry_runs_the_default_and_the_simulated_config_in_another_folder(deployment):
+def test_a_release_dry_runs_the_default_and_the_simulated_config_in_another_folder(release, deployment):
     default, simulated = side_by_side(
-        lambda: run_in(deployment, "-n"),
-        lambda: run_in(deployment, "-n", "--configfile", "config/simulated.yaml"),
+        lambda: run_in(deployment, "snakemake", "-n", code=release / "src"),
+        lambda: run_in(deployment, "snakemake", "-n", "--configfile", "config/simulated.yaml", code=release / "src"),
     )
     for result in (default, simulated):
         assert result.returncode == 0, result.output[-3000:]
         assert "reference" in result.output and "continuations" in result.output
-    # the bundled plan and data are the checkout's, read from there
-    assert str(DEFAULT_PLAN) in default.output and str(ROOT / "data/additions.jsonl") in default.output
-    assert str(ROOT / "data/gsm8k_test.jsonl") in simulated.output
+        assert str(ROOT) not in result.output
+    # the bundled plan and data are the release's package data
+    assert str(release / "preregistration/examples/default/plan.yaml") in default.output
+    assert str(release / "data/additions.jsonl") in default.output
+    assert str(release / "data/gsm8k_test.jsonl") in simulated.output
     assert not (deployment / "results").exists()  # a dry run writes no result
 
 
 @pytest.mark.slow
-def test_the_modules_start_of_run_is_shown_by_the_deployments_onstart(deployment, tmp_path):
-    folder = tmp_path / "study"
-    shutil.copytree(deployment, folder)
-    # what a job sees of ${COTDYN_ROOT}, which the env files name and the workflow sets (not the user)
-    with open(folder / "workflow/Snakefile", "a") as snakefile:
-        snakefile.write(
-            '\n\nrule show_root:\n    output:\n        "root.txt"\n    shell:\n        "echo $COTDYN_ROOT > {output}"\n'
-        )
-    result = run_in(folder, "--cores", "1", "results/default/checks/plan_check.json", "root.txt")
-    assert result.returncode == 0, result.output[-3000:]
-    assert (folder / "root.txt").read_text().strip() == str(ROOT)
-    assert "cotdyn: the paths of this run, resolved:" in result.output
-    assert f"  plan: {DEFAULT_PLAN}" in result.output
-    assert f"  study: {folder / 'results/default'}" in result.output
-    assert "cotdyn: study 'default'" in result.output  # the generation summary (cotdyn.generation.estimate)
-    assert (folder / "results/default/checks/plan_check.json").exists()
+def test_a_release_refuses_the_code_trigger_and_conda_by_name(release, deployment):
+    code = run_in(deployment, "snakemake", "-n", "--workflow-profile", "none", code=release / "src")
+    assert code.returncode != 0 and "--rerun-triggers mtime params input software-env" in code.output
+    conda = run_in(deployment, "snakemake", "-n", "--sdm", "conda", code=release / "src")
+    assert conda.returncode != 0 and "install cotdyn from a checkout" in conda.output
+
+
+def every_text(folder: Path) -> str:
+    return "".join(p.read_text(errors="replace") for p in folder.rglob("*") if p.is_file() and not p.is_symlink())
+
+
+@pytest.mark.slow
+def test_a_study_deployed_from_a_release_audits_pass_with_its_code_and_the_checkouts(release, tmp_path):
+    """docs/your-study.md's four steps in a deployed folder, the release's code installed; nothing of the
+    checkout is read, and the checkout's own cotdyn audits the study alike."""
+    from test_your_study import additions, walkthrough
+
+    folder = deploy(release, tmp_path / "my-study")
+    (folder / "studies/mine").mkdir(parents=True)
+    (folder / "studies/mine/problems.jsonl").write_text(additions(60))
+    for line in walkthrough():
+        words = line.split()
+        if words[:2] == ["cotdyn", "init"]:
+            words.append("--backend=simulated")
+        module = "cotdyn.cli.main" if words[0] == "cotdyn" else "snakemake"
+        result = run_in(folder, module, *words[1:], code=release / "src")
+        assert result.returncode == 0, f"{line}\n{result.output[-3000:]}"
+        assert str(ROOT) not in result.output, line
+    assert "audit of results/mine: PASS" in result.output
+    # the plan copied the shipped registered plan's protocol; the run's files name no checkout path
+    assert str(release / "preregistration/plan.yaml") in (folder / "studies/mine/plan.yaml").read_text()
+    assert str(ROOT) not in every_text(folder)
+    checkout = run_in(folder, "cotdyn.cli.main", "audit", "results/mine", code=ROOT / "src")
+    assert checkout.returncode == 0, checkout.output[-3000:]
+    assert checkout.output == result.output  # same verdict, the same registration and hashes checked
 
 
 def test_a_relative_path_is_the_working_directorys_then_the_checkouts(tmp_path):

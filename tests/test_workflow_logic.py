@@ -19,7 +19,7 @@ from cotdyn.provenance.seal import seal_path, write_seal
 from cotdyn.workflow import checks, environments, params, paths, requests, seals, snakemake_fixes, start
 from cotdyn.workflow.study import StudyError, check_infogain_traces, read_study
 
-SCHEMA = str(ROOT / "workflow" / "schemas" / "config.schema.yaml")
+SCHEMA = str(ROOT / "src" / "cotdyn" / "plan" / "config.schema.yaml")
 NO_OVERRIDES = SimpleNamespace(config_args=None, config={})
 
 
@@ -159,14 +159,15 @@ def test_the_model_param_leaves_out_what_no_sample_depends_on(tmp_path):
 
 def test_a_code_hash_is_made_by_the_process_that_records_params_only():
     expected = code_hash(ROOT / "workflow" / "scripts" / "records.py", ROOT / "src")
+    scripts = lambda name: ROOT / "workflow" / "scripts" / name  # noqa: E731
     main = SimpleNamespace(is_main_process=True, remote_execution_settings=SimpleNamespace(immediate_submit=False))
-    assert params.CodeHashes(main, ROOT).of("records.py")(None) == expected
+    assert params.CodeHashes(main, scripts, ROOT / "src").of("records.py")(None) == expected
     job_process = SimpleNamespace(
         is_main_process=False, remote_execution_settings=SimpleNamespace(immediate_submit=False)
     )
-    assert params.CodeHashes(job_process, ROOT).of("records.py")(None) == params.NOT_HASHED
+    assert params.CodeHashes(job_process, scripts, ROOT / "src").of("records.py")(None) == params.NOT_HASHED
     immediate = SimpleNamespace(is_main_process=False, remote_execution_settings=SimpleNamespace(immediate_submit=True))
-    assert params.CodeHashes(immediate, ROOT).of("records.py")(None) == expected
+    assert params.CodeHashes(immediate, scripts, ROOT / "src").of("records.py")(None) == expected
 
 
 # --- seals -----------------------------------------------------------------------------------------

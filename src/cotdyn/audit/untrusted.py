@@ -22,10 +22,9 @@ from cotdyn.files.layout import STUDY_MANIFEST
 from cotdyn.files.strict import MissingFile, UntrustedFileError, kind_of, read_json
 from cotdyn.files.terminal import printable
 from cotdyn.generation.backends.validation import plugin_problems, validate_config
-from cotdyn.plan.config import ConfigError
+from cotdyn.plan.config import ConfigError, bundled_roots
 from cotdyn.plan.load import load_plan
 from cotdyn.plan.registration import sibling_paths
-from cotdyn.plan.schema import CHECKOUT
 from cotdyn.plugins import PluginError
 from cotdyn.protocol.signals import study_signals
 from cotdyn.provenance.manifests import EXCLUDED_DIRS, file_sha256
@@ -155,9 +154,10 @@ def read_manifest(path: Path) -> dict:
 
 def trusted_roots(study_dir: Path) -> list[Path]:
     """Where a path a study names may lead: the study folder, the folder its ``results/`` lies in
-    (the workflow folder the reviewer placed it in) and the checkout of the code auditing it."""
+    (the workflow folder the reviewer placed it in) and the registered plans and data the auditing
+    cotdyn ships (``cotdyn.plan.config.bundled_roots``)."""
     study = study_dir.resolve()
-    roots = [study, CHECKOUT]
+    roots = [study, *bundled_roots()]
     if study.parent.name == "results":
         roots.append(study.parents[1])
     return roots
@@ -171,7 +171,7 @@ def inside(path: Path, roots: list[Path]) -> bool:
 def outside_message(what: str, named, field: str) -> str:
     return (
         f"{what} {printable(str(named))} (field {field} of {STUDY_MANIFEST}) lies outside the study folder, "
-        "the folder its results/ lies in and the checkout: not opened"
+        "the folder its results/ lies in and the bundled plans and data: not opened"
     )
 
 
