@@ -93,9 +93,10 @@ def test_a_release_dry_runs_the_default_and_the_simulated_config_in_another_fold
 
 
 @pytest.mark.slow
-def test_a_release_refuses_the_code_trigger_and_conda_by_name(release, deployment):
+def test_a_release_plans_with_snakemakes_code_trigger_and_refuses_conda_by_name(release, deployment):
+    # without the profile, Snakemake's own code trigger joins each script to the git source
     code = run_in(deployment, "snakemake", "-n", "--workflow-profile", "none", code=release / "src")
-    assert code.returncode != 0 and "--rerun-triggers mtime params input software-env" in code.output
+    assert code.returncode == 0 and "continuations" in code.output, code.output[-3000:]
     conda = run_in(deployment, "snakemake", "-n", "--sdm", "conda", code=release / "src")
     assert conda.returncode != 0 and "install cotdyn from a checkout" in conda.output
 

@@ -360,3 +360,17 @@ def test_a_limited_study_holds_no_cell_confirmatory_when_the_workflow_is_read(tm
     checks.check_plan_drift(
         study_of(tmp_path, simulated(tmp_path, confirmatory=["sim-gsm8k"], protocol={"m": 4}, limit=2))
     )
+
+
+def test_a_git_source_joins_a_rules_script_as_the_code_trigger_asks():
+    from snakemake.sourcecache import GithubFile, LocalGitFile, LocalSourceFile
+
+    snakemake_fixes.join_source_files_in_git_sources()  # as common.smk does; a second call finds nothing to correct
+    assert not snakemake_fixes.git_sources_refuse_source_files()
+    assert snakemake_fixes.join_source_files_in_git_sources() is False
+    script = LocalSourceFile("../scripts/records.py")
+    local = LocalGitFile("/repo", "workflow/rules", tag="v0.1.0").join(script)
+    assert (local.path, local.tag) == ("workflow/scripts/records.py", "v0.1.0")
+    hosted = GithubFile("owner/cotdyn", "workflow/rules", tag="v0.1.0").join(script)
+    assert (hosted.path, hosted.repo) == ("workflow/scripts/records.py", "owner/cotdyn")
+    assert LocalGitFile("/repo", "workflow/rules", tag="v0.1.0").join("x.py").path == "workflow/rules/x.py"

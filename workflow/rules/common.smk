@@ -4,7 +4,6 @@ import sys
 from functools import partial
 from pathlib import Path
 
-from snakemake.settings.enums import RerunTrigger
 from snakemake.sourcecache import LocalSourceFile
 
 # The checkout the rules were read from (the folder above workflow/; workflow.current_basedir is this
@@ -37,13 +36,8 @@ elif environments.in_conda_envs(workflow):
         "--sdm conda: the environments (envs/*.yaml) install cotdyn from a checkout, and this workflow "
         "is read from a git tag; run in the environment cotdyn is installed in (docs/deployment.md)"
     )
-elif RerunTrigger.CODE in workflow.rerun_triggers:
-    # Snakemake 9.27's code trigger cannot join a git module's script paths (a TypeError as it plans)
-    raise WorkflowError(
-        "a workflow read from a git tag runs with --rerun-triggers mtime params input software-env, as the "
-        "study's profiles/default/config.yaml gives them (docs/deployment.md)"
-    )
 snakemake_fixes.list_only_changed_params()  # `--list-changes params` lists what changed, only
+snakemake_fixes.join_source_files_in_git_sources()  # the code trigger of a workflow read from a git tag
 try:  # the config typed and the plan read (cotdyn.workflow.study), then the checks before planning
     STUDY = read_study(
         config,
