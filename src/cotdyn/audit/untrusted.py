@@ -156,11 +156,14 @@ def trusted_roots(study_dir: Path) -> list[Path]:
     """Where a path a study names may lead: the study folder, the folder its ``results/`` lies in
     (the workflow folder the reviewer placed it in) and the registered plans and data the auditing
     cotdyn ships (``cotdyn.plan.config.bundled_roots``)."""
+    folder = workflow_folder(study_dir)
+    return [study_dir.resolve(), *([folder] if folder else []), *bundled_roots()]
+
+
+def workflow_folder(study_dir: Path) -> Path | None:
+    """The folder the study's ``results/`` lies in (where its run's relative paths were read), if any."""
     study = study_dir.resolve()
-    roots = [study, *bundled_roots()]
-    if study.parent.name == "results":
-        roots.append(study.parents[1])
-    return roots
+    return study.parents[1] if study.parent.name == "results" else None
 
 
 def inside(path: Path, roots: list[Path]) -> bool:
@@ -200,10 +203,10 @@ def admitted_cache(study_dir: Path, config: dict, cache) -> tuple[Path | None, s
     if cache is not None:
         return Path(cache), ""
     named = Path(config.get("cache", "results/cache"))
-    roots = trusted_roots(study_dir)
-    if not named.is_absolute() and len(roots) > 2:  # relative to the workflow folder, as a run saw it
-        named = roots[2] / named
-    if not inside(named, roots):
+    folder = workflow_folder(study_dir)
+    if not named.is_absolute() and folder is not None:  # relative to the workflow folder, as a run saw it
+        named = folder / named
+    if not inside(named, trusted_roots(study_dir)):
         return None, outside_message(
             "generation cache", config.get("cache"), "config.cache"
         ) + " (name it with --cache)"
