@@ -6,6 +6,8 @@ import re
 import shutil
 import subprocess
 import sys
+import tarfile
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
@@ -105,30 +107,72 @@ def every_text(folder: Path) -> str:
     return "".join(p.read_text(errors="replace") for p in folder.rglob("*") if p.is_file() and not p.is_symlink())
 
 
-@pytest.mark.slow
-def test_a_study_deployed_from_a_release_audits_pass_with_its_code_and_the_checkouts(release, tmp_path):
-    """docs/your-study.md's four steps in a deployed folder, the release's code installed; nothing of the
-    checkout is read, and the checkout's own cotdyn audits the study alike."""
+def walkthrough_in(folder: Path, command) -> subprocess.CompletedProcess:
+    """docs/your-study.md's four steps in ``folder`` on the simulated backend, each line run by
+    ``command(folder, module, *args)``; the last step's result (the audit)."""
     from test_your_study import additions, walkthrough
 
-    folder = deploy(release, tmp_path / "my-study")
     (folder / "studies/mine").mkdir(parents=True)
     (folder / "studies/mine/problems.jsonl").write_text(additions(60))
     for line in walkthrough():
         words = line.split()
         if words[:2] == ["cotdyn", "init"]:
             words.append("--backend=simulated")
-        module = "cotdyn.cli.main" if words[0] == "cotdyn" else "snakemake"
-        result = run_in(folder, module, *words[1:], code=release / "src")
+        result = command(folder, "cotdyn.cli.main" if words[0] == "cotdyn" else "snakemake", *words[1:])
         assert result.returncode == 0, f"{line}\n{result.output[-3000:]}"
         assert str(ROOT) not in result.output, line
     assert "audit of results/mine: PASS" in result.output
+    return result
+
+
+@pytest.mark.slow
+def test_a_study_deployed_from_a_release_audits_pass_with_its_code_and_the_checkouts(release, tmp_path):
+    """The four steps in a deployed folder, the release's code installed; nothing of the checkout is
+    read, and the checkout's own cotdyn audits the study alike."""
+    folder = deploy(release, tmp_path / "my-study")
+    audit = walkthrough_in(folder, lambda folder, *args: run_in(folder, *args, code=release / "src"))
     # the plan copied the shipped registered plan's protocol; the run's files name no checkout path
     assert str(release / "preregistration/plan.yaml") in (folder / "studies/mine/plan.yaml").read_text()
     assert str(ROOT) not in every_text(folder)
     checkout = run_in(folder, "cotdyn.cli.main", "audit", "results/mine", code=ROOT / "src")
     assert checkout.returncode == 0, checkout.output[-3000:]
-    assert checkout.output == result.output  # same verdict, the same registration and hashes checked
+    assert checkout.output == audit.output  # the same registration, hashes and verdict
+
+
+@pytest.mark.slow
+def test_the_wheel_installed_in_a_clean_venv_runs_a_deployed_study_to_its_audit(release, tmp_path):
+    """The release's sdist and wheel, made by setuptools' build hooks (what `python -m build` calls);
+    the wheel installed in a venv that sees the lock's packages; the four steps run by its interpreter
+    in a deployed folder, with no PYTHONPATH."""
+    dist = tmp_path / "dist"
+    build = "from setuptools import build_meta as b; import sys; print(b.build_sdist(sys.argv[1]), b.build_wheel(sys.argv[1]))"
+    subprocess.run([sys.executable, "-c", build, str(dist)], cwd=release, check=True, capture_output=True, timeout=300)
+    (sdist,), (wheel,) = dist.glob("*.tar.gz"), dist.glob("*.whl")
+    with tarfile.open(sdist) as tar:  # the bundled files as copies, not links
+        shipped = {m.name.split("/", 1)[1]: m for m in tar.getmembers()}
+    assert shipped["src/cotdyn/bundled/preregistration/plan.yaml"].isfile()
+    assert shipped["src/cotdyn/plan/config.schema.yaml"].isfile()
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=300)
+    python = venv / "bin/python"
+    install = [python, "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)]
+    subprocess.run(install, check=True, capture_output=True, timeout=300)
+    folder = deploy(release, tmp_path / "my-study")
+
+    def installed(folder, *args):
+        result = subprocess.run(
+            [python, "-m", *args], cwd=folder, capture_output=True, text=True, timeout=600, env=clean()
+        )
+        result.output = result.stdout + result.stderr
+        return result
+
+    where = installed(folder, "cotdyn.cli.main", "--version")
+    assert where.returncode == 0 and where.stdout.strip() == f"cotdyn {version('cotdyn')}", where.output
+    origin = subprocess.run([python, "-c", "import cotdyn; print(cotdyn.__file__)"], cwd=folder, env=clean(),
+                            capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert origin.stdout.strip().startswith(str(venv)), origin.stdout + origin.stderr
+    walkthrough_in(folder, installed)
+    assert str(ROOT) not in every_text(folder)
 
 
 def test_a_relative_path_is_the_working_directorys_then_the_checkouts(tmp_path):
