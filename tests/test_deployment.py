@@ -1,6 +1,7 @@
 """The workflow used from another folder as a Snakemake module (docs/deployment.md), the catalog's
 usage file, --containerize and the env files' paths."""
 
+import json
 import os
 import re
 import shutil
@@ -15,6 +16,7 @@ import yaml
 from conftest import ROOT
 from test_workflow import side_by_side
 
+from cotdyn.files.layout import STUDY_MANIFEST
 from cotdyn.plan.config import with_bundled_paths
 
 DEFAULT_PLAN = ROOT / "preregistration/examples/default/plan.yaml"
@@ -137,6 +139,8 @@ def test_a_study_deployed_from_a_release_audits_pass_with_its_code_and_the_check
     checkout = run_in(folder, "cotdyn.cli.main", "audit", "results/mine", code=ROOT / "src")
     assert checkout.returncode == 0, checkout.output[-3000:]
     assert checkout.output == audit.output  # the same registration, hashes and verdict
+    manifest = json.loads((folder / "results/mine" / STUDY_MANIFEST).read_text())
+    assert manifest["cotdyn"] == version("cotdyn")  # the release that made it
 
 
 @pytest.mark.slow
