@@ -149,7 +149,10 @@ def test_the_wheel_installed_in_a_clean_venv_runs_a_deployed_study_to_its_audit(
     the wheel installed in a venv that sees the lock's packages; the four steps run by its interpreter
     in a deployed folder, with no PYTHONPATH."""
     dist = tmp_path / "dist"
-    build = "from setuptools import build_meta as b; import sys; print(b.build_sdist(sys.argv[1]), b.build_wheel(sys.argv[1]))"
+    # the folder read first: the build hooks rewrite sys.argv as they run
+    build = (
+        "from setuptools import build_meta as b; import sys; out = sys.argv[1]; b.build_sdist(out), b.build_wheel(out)"
+    )
     subprocess.run([sys.executable, "-c", build, str(dist)], cwd=release, check=True, capture_output=True, timeout=300)
     (sdist,), (wheel,) = dist.glob("*.tar.gz"), dist.glob("*.whl")
     with tarfile.open(sdist) as tar:  # the bundled files as copies, not links
