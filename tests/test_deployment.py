@@ -127,12 +127,17 @@ def walkthrough_in(folder: Path, command) -> subprocess.CompletedProcess:
     return result
 
 
+@pytest.fixture(scope="module")
+def deployed_study(release, tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
+    """The four steps in a deployed folder, the release's code installed: the folder and its audit."""
+    folder = deploy(release, tmp_path_factory.mktemp("deployed-study") / "my-study")
+    return folder, walkthrough_in(folder, lambda folder, *args: run_in(folder, *args, code=release / "src"))
+
+
 @pytest.mark.slow
-def test_a_study_deployed_from_a_release_audits_pass_with_its_code_and_the_checkouts(release, tmp_path):
-    """The four steps in a deployed folder, the release's code installed; nothing of the checkout is
-    read, and the checkout's own cotdyn audits the study alike."""
-    folder = deploy(release, tmp_path / "my-study")
-    audit = walkthrough_in(folder, lambda folder, *args: run_in(folder, *args, code=release / "src"))
+def test_a_study_deployed_from_a_release_audits_pass_with_its_code_and_the_checkouts(release, deployed_study):
+    """Nothing of the checkout is read, and the checkout's own cotdyn audits the study alike."""
+    folder, audit = deployed_study
     # the plan copied the shipped registered plan's protocol; the run's files name no checkout path
     assert str(release / "preregistration/plan.yaml") in (folder / "studies/mine/plan.yaml").read_text()
     assert str(ROOT) not in every_text(folder)
@@ -141,6 +146,24 @@ def test_a_study_deployed_from_a_release_audits_pass_with_its_code_and_the_check
     assert checkout.output == audit.output  # the same registration, hashes and verdict
     manifest = json.loads((folder / "results/mine" / STUDY_MANIFEST).read_text())
     assert manifest["cotdyn"] == version("cotdyn")  # the release that made it
+
+
+@pytest.mark.slow
+def test_the_checkout_runs_the_deployed_studys_files_to_the_same_results(release, deployed_study, tmp_path):
+    """The deployed study's own files (config, plan, registration, problems) run at a checkout's
+    Snakefile give the same stored files, hash for hash, and the release's code audits that study."""
+    deployed, _ = deployed_study
+    folder = tmp_path / "from-checkout"
+    shutil.copytree(deployed / "studies", folder / "studies")
+    result = run_in(
+        folder, "snakemake", "--snakefile", str(ROOT / "Snakefile"), "--cores", "2",
+        "--configfile", "studies/mine/config.yaml", code=ROOT / "src",
+    )  # fmt: skip
+    assert result.returncode == 0, result.output[-3000:]
+    audit = run_in(folder, "cotdyn.cli.main", "audit", "results/mine", code=release / "src")
+    assert audit.returncode == 0 and "audit of results/mine: PASS" in audit.output, audit.output[-3000:]
+    files = [json.loads((f / "results/mine" / STUDY_MANIFEST).read_text())["files"] for f in (deployed, folder)]
+    assert files[0] == files[1]
 
 
 @pytest.mark.slow
@@ -156,7 +179,7 @@ def test_the_wheel_installed_in_a_clean_venv_runs_a_deployed_study_to_its_audit(
     subprocess.run([sys.executable, "-c", build, str(dist)], cwd=release, check=True, capture_output=True, timeout=300)
     (sdist,), (wheel,) = dist.glob("*.tar.gz"), dist.glob("*.whl")
     with tarfile.open(sdist) as tar:  # the bundled files as copies, not links
-        shipped = {m.name.split("/", 1)[1]: m for m in tar.getmembers()}
+        shipped = {m.name.partition("/")[2]: m for m in tar.getmembers()}
     assert shipped["src/cotdyn/bundled/preregistration/plan.yaml"].isfile()
     assert shipped["src/cotdyn/plan/config.schema.yaml"].isfile()
     venv = tmp_path / "venv"
