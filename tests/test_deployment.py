@@ -145,7 +145,9 @@ def test_a_study_deployed_from_a_release_audits_pass_with_its_code_and_the_check
     assert checkout.returncode == 0, checkout.output[-3000:]
     assert checkout.output == audit.output  # the same registration, hashes and verdict
     manifest = json.loads((folder / "results/mine" / STUDY_MANIFEST).read_text())
-    assert manifest["cotdyn"] == version("cotdyn")  # the release that made it
+    assert manifest["cotdyn"] == version("cotdyn")  # the release that made it, in the report's header too
+    header = (folder / "results/mine/report/registered/header.html").read_text()
+    assert f'Made by cotdyn <span class="pre">{version("cotdyn")}</span>' in header, header
 
 
 @pytest.mark.slow
