@@ -10,6 +10,7 @@ import sys
 import tarfile
 from importlib.metadata import version
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -234,6 +235,25 @@ def test_a_relative_path_is_the_working_directorys_then_the_checkouts(tmp_path):
         and mine["benchmarks"]["b"]["path"] == "data/mine.jsonl"
     )
     assert with_bundled_paths(config, ROOT, cwd=ROOT) == config  # in the checkout nothing changes
+
+
+def test_init_and_ls_read_the_shipped_plans_where_the_working_directory_has_none(tmp_path, monkeypatch, capsys):
+    from cotdyn.cli.init import REGISTERED_PLAN, write_skeleton
+    from cotdyn.cli.ls import cmd_ls
+
+    monkeypatch.chdir(tmp_path)
+    data = tmp_path / "problems.jsonl"
+    data.write_text('{"question": "What is 1 + 1?", "gold": "2"}\n')
+    fields = {"question": "question", "gold": "gold"}
+    write_skeleton(tmp_path / "mine", str(data), "number", fields, backend="simulated")
+    assert f"({ROOT / REGISTERED_PLAN})" in (tmp_path / "mine/plan.yaml").read_text()
+    args = SimpleNamespace(kinds=["plans"], json=True, preregistration="preregistration")
+    capsys.readouterr()
+    assert cmd_ls(args) == 0
+    paths = {row["path"] for row in json.loads(capsys.readouterr().out)["plans"]}
+    assert str(ROOT / REGISTERED_PLAN) in paths and all(p.startswith(str(ROOT / "preregistration")) for p in paths)
+    (tmp_path / "preregistration").mkdir()  # a folder of the working directory wins, though it holds none
+    assert cmd_ls(args) == 0 and json.loads(capsys.readouterr().out)["plans"] == []
 
 
 @pytest.mark.slow
