@@ -1,5 +1,6 @@
-"""The workflow used from another folder as a Snakemake module (docs/deployment.md), the catalog's
-usage file, --containerize and the env files' paths."""
+"""A release (a git tag) deployed into a folder of its own as a Snakemake module, and its wheel
+installed in a clean venv, each running a study to its audit PASS (docs/deployment.md); the shipped
+plans read outside a checkout; the catalog's usage file, --containerize and the env files' paths."""
 
 import json
 import os
@@ -148,7 +149,7 @@ def test_a_study_deployed_from_a_release_audits_pass_with_its_code_and_the_check
     manifest = json.loads((folder / "results/mine" / STUDY_MANIFEST).read_text())
     assert manifest["cotdyn"] == version("cotdyn")  # the release that made it, in the report's header too
     header = (folder / "results/mine/report/registered/header.html").read_text()
-    assert f'Made by cotdyn <span class="pre">{version("cotdyn")}</span>' in header, header
+    assert f'Made by cotdyn <span class="docutils literal">{version("cotdyn")}</span>' in header, header
 
 
 @pytest.mark.slow
