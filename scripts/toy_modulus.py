@@ -20,9 +20,9 @@ import pandas as pd
 
 from cotdyn.files.writers import write_csv
 from cotdyn.methods.infogain import toy
-from cotdyn.methods.infogain.experiment import detection_table, resolve_size, run_model, table1_frame
-from cotdyn.methods.infogain.experiment.presets import _seed
-from cotdyn.methods.infogain.experiment.summaries import _fall_margin
+from cotdyn.methods.infogain.experiment.models import run_model
+from cotdyn.methods.infogain.experiment.presets import _seed, resolve_size
+from cotdyn.methods.infogain.experiment.summaries import _fall_margin, detection_table, table1_frame
 from cotdyn.methods.infogain.gain import largest_fall_step
 
 LLM3 = 3

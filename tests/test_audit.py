@@ -48,9 +48,12 @@ DEVIATION = {
 }
 
 
-def build_study(root: Path, data: Path, protocol: dict, deviations: list[dict], registration=None) -> Path:
+def build_study(
+    root: Path, data: Path, protocol: dict, deviations: list[dict], registration=None, extras: bool = True
+) -> Path:
     """A one-cell confirmatory study under root/results/t, built by the workflow's steps in order.
-    ``registration(plan_path, registered_path)``: how its plan is registered (default: an author's date)."""
+    ``registration(plan_path, registered_path)``: how its plan is registered (default: an author's date);
+    ``extras``: every extra (a config without ``extras``) or the registered study only (``extras: []``)."""
     prereg = root / "preregistration"
     prereg.mkdir(parents=True)
     # Fewer bootstrap resamples than registered keep the tests fast; the copy is registered afresh.
@@ -77,6 +80,7 @@ def build_study(root: Path, data: Path, protocol: dict, deviations: list[dict], 
                 "protocol": protocol,
                 "models": {"qwen7b": {"backend": "simulated"}},
                 "benchmarks": {"gsm8k": {"kind": "gsm8k", "path": str(data / "gsm8k_test.jsonl"), "limit": 100}},
+                **({} if extras else {"extras": []}),
             },
             schema,
         )
@@ -121,8 +125,9 @@ def build_study(root: Path, data: Path, protocol: dict, deviations: list[dict], 
         cell_dir / "summary.json",
     )
     derive_analysis([cell_dir / "records.parquet"], plan_path, study / PLAN_CHECK, study / "analysis" / "registered")
-    derive_further_analyses(study, cell_dir, plan, protocol_used)
-    write_hash_checked_outputs(study, ref / "chains.parquet", cell_dir, plan, protocol_used)
+    if extras:
+        derive_further_analyses(study, cell_dir, plan, protocol_used)
+        write_hash_checked_outputs(study, ref / "chains.parquet", cell_dir, plan, protocol_used)
     generation = {"registered": cell_dir / "generation.json", f"reference/{ref.name}": ref / "generation.json"}
     write_cell_manifest(
         spec,

@@ -18,7 +18,7 @@ from cotdyn.audit.check import audit
 
 @pytest.fixture(scope="module")
 def registered_study(tmp_path_factory, data_dir) -> Path:
-    return build_study(tmp_path_factory.mktemp("admission"), data_dir, {}, [])
+    return build_study(tmp_path_factory.mktemp("admission"), data_dir, {}, [], extras=False)
 
 
 def test_the_audit_lists_each_folder_of_the_study_once(registered_study, monkeypatch):

@@ -15,6 +15,8 @@ from scipy import stats as sps
 
 from cotdyn import stats
 from cotdyn.analysis import calibration_grid as grid
+from cotdyn.analysis import calibration_latent as latent_law
+from cotdyn.analysis import calibration_size as size
 from cotdyn.analysis.hypotheses import Settings
 from cotdyn.plan.load import load_plan
 
@@ -29,7 +31,7 @@ def test_grade_correlation_of_an_empirical_law_is_scipys_spearman():
     y = rng.random(300) < 0.3 + 0.1 * (x == 0)
     law = pd.DataFrame({"violations": x, "correct": y}).value_counts().rename("mass").reset_index()
     law["mass"] /= len(x)
-    assert grid.grade_correlation(law, "violations") == pytest.approx(sps.spearmanr(x, y).statistic, abs=1e-12)
+    assert latent_law.grade_correlation(law, "violations") == pytest.approx(sps.spearmanr(x, y).statistic, abs=1e-12)
 
 
 def test_latent_law_is_its_draws_and_its_truths_are_scipys_on_a_large_sample():
@@ -37,17 +39,19 @@ def test_latent_law_is_its_draws_and_its_truths_are_scipys_on_a_large_sample():
     law = setting.population
     assert law["mass"].sum() == pytest.approx(1.0, abs=1e-12)
     assert law.loc[law["correct"], "mass"].sum() == pytest.approx(0.5, abs=1e-12)
-    assert law.loc[law["violations"] == 0, "mass"].sum() == pytest.approx(grid.VIOLATION_CUTS[0], abs=1e-12)
+    assert law.loc[law["violations"] == 0, "mass"].sum() == pytest.approx(latent_law.VIOLATION_CUTS[0], abs=1e-12)
     # the latents themselves, drawn (not the table): one common factor, cut at the same quantiles
     rng = np.random.default_rng(7)
-    n, loads = 400_000, grid.LatentLaw.signal(0.5)
+    n, loads = 400_000, latent_law.LatentLaw.signal(0.5)
     f = rng.standard_normal(n)
 
     def latent(a):
         return a * f + np.sqrt(1 - a * a) * rng.standard_normal(n)
 
-    v = np.searchsorted(sps.norm.ppf(grid.VIOLATION_CUTS), latent(loads.violations))
-    c = np.asarray(grid.COHERENCE_LEVELS)[np.searchsorted(sps.norm.ppf(grid.COHERENCE_CUTS), latent(loads.coherence))]
+    v = np.searchsorted(sps.norm.ppf(latent_law.VIOLATION_CUTS), latent(loads.violations))
+    c = np.asarray(latent_law.COHERENCE_LEVELS)[
+        np.searchsorted(sps.norm.ppf(latent_law.COHERENCE_CUTS), latent(loads.coherence))
+    ]
     y = latent(loads.correct) > sps.norm.ppf(0.5)
     se = 1 / np.sqrt(n)  # rho's MC se is at most about 1/sqrt(n)
     assert setting.truth["H3"] == pytest.approx(sps.spearmanr(v, y).statistic, abs=5 * se)
@@ -103,6 +107,16 @@ def test_the_scripts_smallest_grid_and_size_runs(tmp_path):
     assert set(setting["tests"]["v3 t approximation"]) == {"0.05", "0.0125"}
 
 
+def band_reading(x: dict, low: float = 0.93, high: float = 0.97) -> str:
+    """Where a coverage share lies against the band [low, high] given its MC se: ``under`` or
+    ``over`` when rate +- 2 se lies wholly outside it, ``within`` otherwise (``none``: no interval)."""
+    if x["rate"] is None:
+        return "none"
+    if x["rate"] + 2 * x["se"] < low:
+        return "under"
+    return "over" if x["rate"] - 2 * x["se"] > high else "within"
+
+
 def test_a_too_narrow_interval_reads_as_under_coverage():
     s = grid.grid_for_coverage(Settings.from_plan(PLAN))
     setting = [x for x in grid.grid_settings() if x.key == "latent acc=0.5 signal"][0]
@@ -112,16 +126,16 @@ def test_a_too_narrow_interval_reads_as_under_coverage():
         ok = grid.pooled([r for r in registered if r["hypothesis"] == h])[h]
         bad = grid.pooled([r for r in narrow if r["hypothesis"] == h])[h]
         assert ok["of"] == bad["of"] == 60  # every interval unflagged at n = 150, accuracy 0.5
-        assert grid.band_reading(ok) == "within", (h, ok)
-        assert grid.band_reading(bad) == "under", (h, bad)
+        assert band_reading(ok) == "within", (h, ok)
+        assert band_reading(bad) == "under", (h, bad)
 
 
 def test_h3_size_counts_rejections_and_cells_without_a_p_value():
     # at n = 5 and accuracy 0.1 many cells have no correct problem: no p-value, not rejected
-    result = grid.h3_size(5, 0.1, 200, 1, {"always": lambda x, y, seed: 0.01})
+    result = size.h3_size(5, 0.1, 200, 1, {"always": lambda x, y, seed: 0.01})
     assert result["undefined"] > 0
     rates = result["tests"]["always"]
     assert rates["0.05"]["k"] == rates["0.0125"]["k"] == 200 - result["undefined"]
     # the t approximation is scipy's p-value
-    x, y = grid.null_ties_cell(40, 0.5, np.random.default_rng(2))
+    x, y = size.null_ties_cell(40, 0.5, np.random.default_rng(2))
     assert stats.spearman_p(x, y, "less") == sps.spearmanr(x, y, alternative="less").pvalue

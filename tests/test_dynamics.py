@@ -124,13 +124,13 @@ REVISING = [{"a": 0.6, "b": 0.4}, {"a": 0.3, "b": 0.7}, {"a": 0.5, "b": 0.5}, {"
 def test_effective_support_is_mean_perplexity():
     # exp(H) = 2 for a fair coin, 1 for a point mass, 4 for uniform over four: mean (2+1+4)/3
     states = [{"a": 0.5, "b": 0.5}, {"a": 1.0}, {c: 0.25 for c in "abcd"}]
-    assert dyn.effective_support(states) == pytest.approx(7 / 3)
+    assert dyn.trajectory_metrics(states)["S_eff"] == pytest.approx(7 / 3)
     rng = np.random.default_rng(0)
     for _ in range(5):  # independent: scipy's entropy in nats
         ps = rng.dirichlet(np.ones(5), size=4)
         states = [{str(i): float(x) for i, x in enumerate(p)} for p in ps]
         expected = np.mean([np.exp(scipy.stats.entropy(p)) for p in ps])
-        assert dyn.effective_support(states) == pytest.approx(expected)
+        assert dyn.trajectory_metrics(states)["S_eff"] == pytest.approx(expected)
 
 
 def test_dominant_sets_keep_ties():
@@ -141,29 +141,29 @@ def test_dominant_sets_keep_ties():
 
 def test_revision_counts_switches_and_returns_as_sets():
     # every consecutive pair of D_k differs -> 4 switches
-    assert dyn.n_switch(REVISING) == 4
+    assert dyn.trajectory_metrics(REVISING)["N_switch"] == 4
     # returns: a re-enters at k=2 (was in D_0), a re-enters at k=4; b entering at k=3 is not an entry
     # (b was already in D_2) -> 2
-    assert dyn.n_return(REVISING) == 2
+    assert dyn.trajectory_metrics(REVISING)["N_return"] == 2
     # a first-time entry is a switch but not a return
-    assert dyn.n_return([{"a": 1.0}, {"b": 1.0}]) == 0
-    assert dyn.n_switch([{"a": 1.0}, {"a": 0.5, "b": 0.5}]) == 1  # gaining a co-leader switches
+    assert dyn.trajectory_metrics([{"a": 1.0}, {"b": 1.0}])["N_return"] == 0
+    assert dyn.trajectory_metrics([{"a": 1.0}, {"a": 0.5, "b": 0.5}])["N_switch"] == 1  # gaining a co-leader switches
 
 
 def test_motion_path_length_participation_directness():
     # J = TV steps: |.6-.3|=.3, .2, .25, .75 -> V = 1.5
     assert dyn.step_lengths(REVISING) == pytest.approx([0.3, 0.2, 0.25, 0.75])
-    assert dyn.path_length(REVISING) == pytest.approx(1.5)
+    assert dyn.trajectory_metrics(REVISING)["V"] == pytest.approx(1.5)
     # PR = 1.5^2 / (4 * (.09 + .04 + .0625 + .5625)) = 2.25 / 3.02
-    assert dyn.participation_ratio(REVISING) == pytest.approx(2.25 / 3.02)
+    assert dyn.trajectory_metrics(REVISING)["PR"] == pytest.approx(2.25 / 3.02)
     # R_direct = TV(p_0, p_K) / V = 0.4 / 1.5
-    assert dyn.directness(REVISING) == pytest.approx(0.4 / 1.5)
+    assert dyn.trajectory_metrics(REVISING)["R_direct"] == pytest.approx(0.4 / 1.5)
     # evenly spread movement has PR = 1; all movement in one of four steps has PR = 1/4
     even = [{"a": 1 - x, "b": x} for x in (0.0, 0.25, 0.5, 0.75, 1.0)]
-    assert dyn.participation_ratio(even) == pytest.approx(1.0)
-    assert dyn.directness(even) == pytest.approx(1.0)
+    assert dyn.trajectory_metrics(even)["PR"] == pytest.approx(1.0)
+    assert dyn.trajectory_metrics(even)["R_direct"] == pytest.approx(1.0)
     burst = [{"a": 1.0}] * 4 + [{"b": 1.0}]
-    assert dyn.participation_ratio(burst) == pytest.approx(0.25)
+    assert dyn.trajectory_metrics(burst)["PR"] == pytest.approx(0.25)
 
 
 def test_total_variation_over_union_of_supports():
@@ -176,11 +176,11 @@ def test_total_variation_over_union_of_supports():
 def test_commitment_time():
     # a >= 0.8 from k = 2 on (0.85, 0.8), K = 3 -> 2/3; the early 0.9 does not count (it dips)
     states = [{"a": 0.9, "b": 0.1}, {"a": 0.7, "b": 0.3}, {"a": 0.85, "b": 0.15}, {"a": 0.8, "b": 0.2}]
-    assert dyn.commitment_time(states, 0.8) == pytest.approx(2 / 3)
-    assert dyn.commitment_time(states, 0.7) == pytest.approx(0.0)
-    assert dyn.commitment_time(REVISING, 0.8) == pytest.approx(1.0)  # only the last point
+    assert dyn.trajectory_metrics(states, 0.8)["t_commit"] == pytest.approx(2 / 3)
+    assert dyn.trajectory_metrics(states, 0.7)["t_commit"] == pytest.approx(0.0)
+    assert dyn.trajectory_metrics(REVISING, 0.8)["t_commit"] == pytest.approx(1.0)  # only the last point
     with pytest.raises(ValueError, match="tau"):
-        dyn.commitment_time(states, 0.5)
+        dyn.trajectory_metrics(states, 0.5)
 
 
 def test_undefined_cases_are_nan():
@@ -189,7 +189,7 @@ def test_undefined_cases_are_nan():
     assert m["V"] == 0 and is_nan(m["PR"]) and is_nan(m["R_direct"])
     assert m["t_commit"] == 0.0 and m["N_switch"] == 0
     # no answer holds 0.8 through the end -> t_commit undefined
-    assert is_nan(dyn.commitment_time([{"a": 0.9, "b": 0.1}, {"a": 0.75, "b": 0.25}]))
+    assert is_nan(dyn.trajectory_metrics([{"a": 0.9, "b": 0.1}, {"a": 0.75, "b": 0.25}])["t_commit"])
     # a single checkpoint: K = 0, every per-step rate, PR, R_direct and t_commit undefined
     one = dyn.trajectory_metrics([{"a": 1.0}])
     assert one["K"] == 0 and one["S_eff"] == 1.0 and one["N_switch"] == 0 and one["V"] == 0
@@ -679,11 +679,10 @@ def test_commitment_time_is_in_token_normalised_time():
     # a >= 0.8 from checkpoint 2 on; checkpoints at 0, 16, 32 and the cut at 40 tokens:
     # index time 2/3, token time 32/40
     states = [{"a": 0.9, "b": 0.1}, {"a": 0.7, "b": 0.3}, {"a": 0.85, "b": 0.15}, {"a": 0.8, "b": 0.2}]
-    assert dyn.commitment_time(states, 0.8, positions=(0, 16, 32, 40)) == pytest.approx(0.8)
     metrics = dyn.trajectory_metrics(states, 0.8, positions=(0, 16, 32, 40))
     assert metrics["t_commit"] == pytest.approx(0.8) and metrics["t_commit_index"] == pytest.approx(2 / 3)
     with pytest.raises(ValueError, match="strictly increasing"):
-        dyn.commitment_time(states, 0.8, positions=(0, 16, 16, 40))
+        dyn.trajectory_metrics(states, 0.8, positions=(0, 16, 16, 40))
     # profile_table reads the positions from prefix_tokens
     samples = samples_from_states({"q": [{"a": 0.5, "b": 0.5}, {"a": 0.5, "b": 0.5}, {"a": 1.0}, {"a": 1.0}]})
     samples.loc[samples["prefix"] == 3, "prefix_tokens"] = 40

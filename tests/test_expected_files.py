@@ -86,6 +86,28 @@ def test_the_expected_files_are_the_files_the_dag_writes(tmp_path, which):
     assert set(expected) == written, (sorted(set(expected) - written), sorted(written - set(expected)))
 
 
+@pytest.mark.parametrize("extras", [[], ["sweeps", "math_shepherd"]])
+def test_a_config_makes_the_extras_it_asks_for_and_the_audit_expects_those(tmp_path, extras):
+    """``extras`` (cotdyn.files.layout.EXTRAS): [] plans the registered study alone, as the embedded
+    default does; the audit's expected files follow the config, not a fixed list."""
+    from test_workflow import _write, small_study_config
+
+    config = small_study_config(tmp_path) | {"extras": extras}
+    filled, written = dag_outputs(_write(tmp_path, config), tmp_path)
+    plan = load_plan(filled["plan"])
+    expected = expected_files(filled, plan, resolve_cells(filled, plan), study_protocols(filled, plan))
+    assert set(expected) == written, (sorted(set(expected) - written), sorted(written - set(expected)))
+    made = {extra for extra in ("dynamics", "exploratory", "math_shepherd", "sweeps", "secondary")
+            if any(f"/{extra}" in f"/{path}" for path in written)}  # fmt: skip
+    assert made == set(extras)
+    assert {"analysis/registered/hypotheses.json", "analysis/registered/verdicts_table.csv"} <= written
+
+
+def test_the_embedded_default_makes_the_registered_study_only():
+    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    assert config["extras"] == []
+
+
 def test_generation_writes_the_records_contract(small_simulated_study):
     """The raw tables generation wrote hold the contract's columns in its order."""
     study = small_simulated_study.root / "results" / "t"

@@ -272,6 +272,7 @@ TOKENS = [
 ]
 
 
+@pytest.mark.slow  # 2,000 examples: the suite, not the inner loop
 @settings(max_examples=2000, deadline=None)
 @given(st.lists(st.sampled_from(TOKENS), max_size=20).map("".join))
 def test_normalization_is_idempotent(answer):

@@ -307,6 +307,7 @@ def test_every_gsm8k_spelling_of_a_value_is_one_class(value, zeros, money):
     assert normalize(found, "gsm8k", answer_form=CANONICAL) == found
 
 
+@pytest.mark.slow  # 2,000 examples: the suite, not the inner loop
 @settings(max_examples=2000, deadline=None, derandomize=True)
 @given(st.lists(st.sampled_from(TOKENS), max_size=20).map("".join))
 def test_canonical_normalization_is_idempotent(answer):

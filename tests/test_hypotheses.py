@@ -363,7 +363,7 @@ def test_planted_gap_is_covered_and_the_null_rarely_rejected():
         covered += interval.lo <= truth.gap_pp <= interval.hi
         estimates.append(100 * stats.accuracy_gap(labels.monotone, labels.correct))
         null = simulate_labels(PlantedCell.null(400, 0.5, 0.7), rng)
-        null_rejections += stats.fisher_greater(null.monotone, null.correct)[1] < 0.05
+        null_rejections += stats.fisher_test(null.monotone, null.correct, "greater")[1] < 0.05
     assert covered >= 68  # 95% nominal: P(fewer than 68 of 80) < 1e-3
     se = np.std(estimates) / np.sqrt(len(estimates))
     assert abs(np.mean(estimates) - truth.gap_pp) < 4 * se

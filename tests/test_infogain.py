@@ -14,7 +14,8 @@ import torch
 from factories import records_frame
 from sklearn.metrics import confusion_matrix, roc_curve
 
-from cotdyn.methods.infogain import baselines, experiment, gain, supervisor, toy
+from cotdyn.methods.infogain import baselines, gain, supervisor, toy
+from cotdyn.methods.infogain.experiment import chains, presets, summaries
 from cotdyn.methods.infogain.supervisor import IGNORE_INDEX
 from cotdyn.methods.math_shepherd import math_shepherd_labels
 
@@ -228,7 +229,7 @@ def test_detection_thresholds_come_from_the_validation_split_only():
     """Val separates at tau = 0.5; test would prefer tau >= 1.5. The reported tau must be val's."""
     val = [[1.0, 1.0, 0.0, 0.0, 0.0], [1.0, 1.0, 1.0, 1.0, 1.0]]
     test = [[2.0, 2.0, 1.0, 1.0, 1.0], [2.0, 2.0, 2.0, 2.0, 2.0]]
-    rows = experiment.detection_table("LLMx", _fake_run(val, test, [3, 0], [3, 0]))
+    rows = summaries.detection_table("LLMx", _fake_run(val, test, [3, 0], [3, 0]))
     ig = {r["subset"]: r for r in rows if r["method"] == "IG"}
     for subset in ("all", "wrong_answer"):
         assert ig[subset]["threshold"] == pytest.approx(0.5) and ig[subset]["threshold_source"] == "val"
@@ -272,7 +273,7 @@ def test_the_prime_modulus_hides_the_product_and_moves_the_error_range():
     assert tr.states[:, 1, 1].min() >= 307 and tr.states[:, 1, 1].max() < 407 == toy.error_range(307)[1]
     assert toy.error_range() == (toy.ERROR_LOW, toy.ERROR_HIGH) == (300, 400)
     assert [m.modulus for m in toy.toy_models(modulus=307)] == [307] * 5
-    full, prime = experiment.resolve_size("full"), experiment.resolve_size("full-prime")
+    full, prime = presets.resolve_size("full"), presets.resolve_size("full-prime")
     assert prime.pop("modulus") == 307 and full.pop("modulus") == 300 and prime == full
     with pytest.raises(ValueError, match="modulus"):
         toy.ToyModel("x", 2, modulus=100)
@@ -334,11 +335,11 @@ def test_math_shepherd_with_the_generator_as_completer(toy_chains):
     """Planted truths: LLM3's wrong chains get no correct completion from any prefix; LLM2's get
     1 - p before the error step and 0 from it on; the full chain scores its own correctness."""
     _, tr3 = toy_chains["LLM3"]
-    soft3, _ = experiment.math_shepherd(toy_chains["LLM3"][0], tr3.subset(np.arange(400)), 10, np.random.default_rng(5))
+    soft3, _ = chains.math_shepherd(toy_chains["LLM3"][0], tr3.subset(np.arange(400)), 10, np.random.default_rng(5))
     wrong3 = ~tr3.correct[:400]
     assert soft3[wrong3].max() == 0.0 and soft3[~wrong3].min() == 1.0
     model2, tr2 = toy_chains["LLM2"]
-    soft2, hard2 = experiment.math_shepherd(model2, tr2.subset(np.arange(400)), 10, np.random.default_rng(6))
+    soft2, hard2 = chains.math_shepherd(model2, tr2.subset(np.arange(400)), 10, np.random.default_rng(6))
     wrong2 = ~tr2.correct[:400]
     assert abs(soft2[:, :2].mean() - 0.5) < 0.05
     assert soft2[wrong2, 2:].max() == 0.0 and hard2[wrong2, 2:].max() == 0.0
@@ -351,7 +352,7 @@ def test_supervisor_instances_use_every_chain_and_the_gold_answer(toy_chains):
     vocab = supervisor.toy_vocab(toy.ERROR_HIGH)
     sub = tr.subset(np.arange(6))
     assert (~sub.correct).any() and sub.correct.any()
-    insts = experiment.supervisor_instances(sub, vocab)
+    insts = chains.supervisor_instances(sub, vocab)
     assert len(insts) == 6 * 6
     for i, inst in enumerate(insts):
         chain, t = divmod(i, 6)
@@ -363,7 +364,7 @@ def test_orm_instances_carry_the_chain_correctness_and_end_with_the_query_token(
     _, tr = toy_chains["LLM4"]
     vocab = supervisor.toy_vocab(toy.ERROR_HIGH)
     sub = tr.subset(np.arange(3))
-    insts = experiment.orm_instances(sub, vocab)
+    insts = chains.orm_instances(sub, vocab)
     assert len(insts) == 3 * 6
     for i, inst in enumerate(insts):
         chain, t = divmod(i, 6)
@@ -390,15 +391,15 @@ def test_orm_loss_is_binary_cross_entropy_and_probabilities_are_sigmoids():
 
 
 def test_resolve_size_names_bad_keys():
-    assert experiment.resolve_size("full")["n_problems"] > experiment.resolve_size("reduced")["n_problems"]
-    p = experiment.resolve_size({"base": "full", "n_problems": 50, "model": {"n_embd": 16}})
+    assert presets.resolve_size("full")["n_problems"] > presets.resolve_size("reduced")["n_problems"]
+    p = presets.resolve_size({"base": "full", "n_problems": 50, "model": {"n_embd": 16}})
     assert p["n_problems"] == 50 and p["model"]["n_embd"] == 16 and p["model"]["n_layer"] == 2
     with pytest.raises(KeyError, match="n_problem"):
-        experiment.resolve_size({"n_problem": 5})
+        presets.resolve_size({"n_problem": 5})
     with pytest.raises(KeyError, match="widht"):
-        experiment.resolve_size({"model": {"widht": 5}})
+        presets.resolve_size({"model": {"widht": 5}})
     with pytest.raises(ValueError, match="reduced"):
-        experiment.resolve_size("medium")
+        presets.resolve_size("medium")
 
 
 TINY = {
@@ -412,7 +413,7 @@ TINY = {
 
 @pytest.mark.slow
 def test_tiny_toy_experiment_writes_byte_identical_outputs(tmp_path):
-    from cotdyn.methods.infogain import run_toy_experiment
+    from cotdyn.methods.infogain.experiment.run import run_toy_experiment
 
     first = run_toy_experiment(TINY, 3, tmp_path / "a")
     second = run_toy_experiment(TINY, 3, tmp_path / "b")
@@ -474,7 +475,7 @@ def test_lora_supervisor_trains_adapters_only_and_scores_every_prefix(tiny_model
 
 @pytest.fixture(scope="module")
 def reduced_toy(tmp_path_factory):
-    from cotdyn.methods.infogain import run_toy_experiment
+    from cotdyn.methods.infogain.experiment.run import run_toy_experiment
 
     out = tmp_path_factory.mktemp("toy")
     return run_toy_experiment("reduced", 0, out, n_jobs=2), out

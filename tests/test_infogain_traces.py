@@ -492,7 +492,7 @@ def test_information_gain_tables_are_study_targets_the_manifest_and_audit_expect
     from cotdyn.plan.config import resolve_cells
     from cotdyn.plan.load import load_plan
 
-    plain = layout.study_targets(["sim-gsm8k"], ["registered"])
+    plain = layout.study_targets(["sim-gsm8k"], ["registered"])  # the registered study only
     with_ig = layout.study_targets(["sim-gsm8k"], ["registered"], infogain_traces=True)
     assert set(with_ig) - set(plain) == set(layout.INFOGAIN_TRACE_FILES)
     config = {

@@ -93,7 +93,7 @@ def test_a_labs_three_plugins_run_a_study_that_reruns_what_an_edit_changes_and_a
     # a signal: its records and what reads them, not the plan check, the problems or generation
     lab.edit("lab_signals", "return float(step)", "return float(step) + 1.0")
     planned = lab.planned()
-    assert planned.get("records") and planned.get("exploratory"), planned
+    assert planned.get("records") and planned.get("hypotheses"), planned
     assert not {"check_plan", "problems", *GENERATION} & set(planned), planned
     lab.snakemake()
     assert lab.planned() == {}  # one run did it all

@@ -76,7 +76,7 @@ def test_every_deciding_verdict_reads_descriptive_and_keeps_its_reading():
 def limited_study(tmp_path_factory) -> Path:
     """A two-cell study with a confirmatory cell, limited to 30 problems, through every rule in process."""
     root = tmp_path_factory.mktemp("limited")
-    (root / "study.yaml").write_text(yaml.safe_dump(config(root, limit=30)))
+    (root / "study.yaml").write_text(yaml.safe_dump(config(root, limit=30, extras=[])))
     run_study(root / "study.yaml", root)
     return root / "results" / "t"
 

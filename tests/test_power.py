@@ -91,6 +91,7 @@ def test_power_rises_with_n_and_the_problems_needed_reach_min_power(plan):
         power.problems_needed(plan, effects, (0, 40), 1, 11)
 
 
+@pytest.mark.slow  # reads the simulated curve
 def test_minimum_detectable_effect_reads_the_curve(curve):
     h1 = by_id(curve)["H1"]
     scale = h1["minimum_detectable"]["scale"]

@@ -61,7 +61,7 @@ def attested_study(authority, tmp_path_factory) -> Path:
         assert rc == 0, err
         assert out.startswith(f"registered: plan {plan} sha256 {plan_sha256(plan)}; registered ")
 
-    return build_study(root, DATA, {}, [], registration=register_with_token)
+    return build_study(root, DATA, {}, [], registration=register_with_token, extras=False)
 
 
 def test_the_reviewer_verifies_all_three_parts(attested_study, authority):
@@ -391,7 +391,7 @@ def later_version_study(authority, tmp_path_factory) -> Path:
     import cotdyn.generation.run
 
     with mock.patch.object(cotdyn.generation.run, "_utc", at_the_earlier_registration):
-        study = build_study(root, DATA, {}, [], registration=two_registrations)
+        study = build_study(root, DATA, {}, [], registration=two_registrations, extras=False)
     assert began
     return study
 
@@ -447,9 +447,9 @@ def test_an_earlier_registration_on_the_authors_word_neither_runs_nor_audits(tmp
     from unittest import mock
 
     with pytest.raises(PreregistrationError, match="v4/plan.yaml: not found; a version locked to an earlier"):
-        build_study(tmp_path / "run", DATA, {}, [], registration=_made_up)
+        build_study(tmp_path / "run", DATA, {}, [], registration=_made_up, extras=False)
     with mock.patch("cotdyn.plan.registration.earlier_registration_problems", lambda plan, path: (None, [])):
-        study = build_study(tmp_path / "skipped", DATA, {}, [], registration=_made_up)
+        study = build_study(tmp_path / "skipped", DATA, {}, [], registration=_made_up, extras=False)
     report = audit(study)
     assert not report.ok
     earlier = study.parents[1] / "preregistration" / "v4"

@@ -44,9 +44,12 @@ def test_settings_come_from_the_plan_and_name_a_missing_key(plan, settings):
 
 
 def test_targets_only_when_the_plan_specifies_them(plan, plan2):
-    without = layout.study_targets(["a-gsm8k"], ["registered"], rep.has_secondary({"analysis": {}}))
-    with_ = layout.study_targets(["a-gsm8k"], ["registered"], rep.has_secondary(plan2))
-    assert set(with_) - set(without) == {"analysis/registered/secondary/tables.html", layout.GENERATIONS}
+    def targets(plan: dict, extras=layout.EXTRAS) -> set[str]:
+        return set(layout.study_targets(["a-gsm8k"], ["registered"], extras, secondary=rep.has_secondary(plan)))
+
+    secondary = {"analysis/registered/secondary/tables.html", layout.GENERATIONS}
+    assert targets(plan2) - targets({"analysis": {}}) == secondary
+    assert not secondary & targets(plan2, extras=("dynamics",))  # and only when the config asks for them
 
 
 def test_secondary_tables_over_the_paper_panel(plan2, settings, tmp_path):

@@ -47,6 +47,7 @@ def study_config(**model) -> dict:
         "cells": ["sim-gsm8k"],
         "models": {"sim": {"backend": "simulated", "chunk_size": 200, "planted": {"unanswered_rate": 0.1}, **model}},
         "benchmarks": {"gsm8k": {"kind": "gsm8k", "path": str(DATA / "gsm8k_test.jsonl"), "limit": 16}},
+        "extras": [],  # the registered study: the cluster's path, not what it computes, is on trial
     }
 
 

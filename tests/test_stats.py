@@ -96,11 +96,11 @@ def test_spearman_p_is_scipys_with_the_alternative():
         assert stats.spearman_p(x, y, alternative) == pytest.approx(expected)
 
 
-def test_fisher_greater_odds_ratio_and_p_by_hand():
+def test_fisher_test_greater_odds_ratio_and_p_by_hand():
     flag = np.array([1] * 30 + [0] * 50, dtype=bool)
     correct = np.array([1] * 24 + [0] * 6 + [1] * 30 + [0] * 20, dtype=bool)
     np.testing.assert_array_equal(stats.contingency_2x2(flag, correct), [[24, 6], [30, 20]])
-    odds_ratio, p = stats.fisher_greater(flag, correct)
+    odds_ratio, p = stats.fisher_test(flag, correct, "greater")
     assert odds_ratio == pytest.approx(24 * 20 / (6 * 30))
     # One-sided p: P(X >= 24) for X ~ hypergeometric(80 problems, 54 correct, 30 flagged).
     assert p == pytest.approx(sps.hypergeom.sf(23, 80, 54, 30))

@@ -329,7 +329,8 @@ def test_the_gpu_check_dry_run_takes_a_cell_through_every_rule_and_reports(tmp_p
     # every final output the DAG writes for this study, seed 003's further analyses included when the plan has them
     secondary = has_secondary(load_plan(ROOT / "preregistration" / "plan.yaml"))
     assert secondary  # plan version 2 pre-specifies them
-    assert set(layout.study_targets([report["cell"]], ["registered"], secondary)) <= set(pipeline["outputs"])
+    targets = layout.study_targets([report["cell"]], ["registered"], extras=layout.EXTRAS, secondary=secondary)
+    assert set(targets) <= set(pipeline["outputs"])
     assert pipeline["audit"] == {"ok": True, "problems": [], "failures": []}
     manifest = json.loads((tmp_path / "study" / layout.cell_manifest(report["cell"])).read_text())
     assert {s["omitted_fields"][0] for s in manifest["effective_sampling"].values()} == {"watermarking"}

@@ -15,6 +15,7 @@ import this module without running a test (docs/developer-notes.md).
 from __future__ import annotations
 
 import hashlib
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,6 +32,14 @@ class Interval:
 
     def as_list(self) -> list[float | None]:
         return [self.lo, self.hi]
+
+
+def finite_or_none(x) -> float | None:
+    """A finite float, or None for an undefined value (JSON has no NaN)."""
+    if x is None:
+        return None
+    x = float(x)
+    return x if math.isfinite(x) else None
 
 
 def derive_seed(seed: int, *labels: str) -> int:
@@ -298,11 +307,6 @@ def fisher_test(flag: np.ndarray, correct: np.ndarray, alternative: str) -> tupl
 
     result = sps.fisher_exact(contingency_2x2(flag, correct), alternative=alternative)
     return float(result.statistic), float(result.pvalue)
-
-
-def fisher_greater(flag: np.ndarray, correct: np.ndarray) -> tuple[float, float]:
-    """Sample odds ratio and one-sided Fisher exact p that flagged problems are more often correct."""
-    return fisher_test(flag, correct, "greater")
 
 
 def holm(pvalues: list[float], alpha: float) -> tuple[np.ndarray, np.ndarray]:

@@ -1,6 +1,6 @@
 # Step information gain (seed 000): the toy experiment with five synthetic LLMs, a supervisor and an
 # ORM per LLM, Math-Shepherd with the generator as completer (docs/design.md section 9). CPU only.
-# config["infogain"]: size ("reduced" | "full" | a dict of overrides, see cotdyn.methods.infogain.PRESETS)
+# config["infogain"]: size ("reduced" | "full" | a dict of overrides, see cotdyn.methods.infogain.experiment.presets.PRESETS)
 # and seed (int).
 rule infogain_toy:
     output:
@@ -85,7 +85,7 @@ rule infogain_split:
     log:
         f"{STUDY_DIR}/logs/infogain_split/{{benchmark}}.log",
     conda:
-        "../../envs/generate-cpu.yaml"  # cotdyn.methods.infogain imports torch
+        "../../envs/generate-cpu.yaml"  # the env of every infogain rule
     params:
         code=code_of("infogain_split.py"),
         fractions=lambda w: INFOGAIN_TRACES.get("split", [0.6, 0.2, 0.2]),

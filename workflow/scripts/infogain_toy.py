@@ -5,7 +5,7 @@ import time
 from pathlib import Path
 
 from cotdyn.files.logs import tee_to
-from cotdyn.methods.infogain import run_toy_experiment
+from cotdyn.methods.infogain.experiment.run import run_toy_experiment
 
 if __name__ == "__main__":  # the five LLMs may run in spawned processes, which re-import this file
     tee_to(snakemake.log[0])

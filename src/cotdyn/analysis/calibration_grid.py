@@ -1,6 +1,6 @@
 """Calibration grid over H1-H5 and H3's size under the null with ties (issue 49 item 3;
 docs/design.md section 5, "Calibration grid (plan v4)"). Driven by scripts/calibrate_analysis.py
-(``--only grid`` and ``--only h3-size``).
+(``--only grid``).
 
 Two processes draw the cells:
 
@@ -32,22 +32,12 @@ from cotdyn.analysis.calibration import (
     population_baseline,
     simulate_labels,
 )
-from cotdyn.analysis.calibration_latent import (  # noqa: F401  (the script and tests read them here)
-    COHERENCE_CUTS,
-    COHERENCE_LEVELS,
-    VIOLATION_CUTS,
-    LatentLaw,
-    gap_pp_of,
-    grade_correlation,
-    latent_population,
-)
-from cotdyn.analysis.calibration_size import h3_size, h3_tests, null_ties_cell, share  # noqa: F401
+from cotdyn.analysis.calibration_latent import LatentLaw, gap_pp_of, grade_correlation, latent_population
+from cotdyn.analysis.calibration_size import share
 from cotdyn.analysis.hypotheses.cells import h1_shape_contrast, h2_magnitude_null, h3_graded_signal
 from cotdyn.analysis.hypotheses.h5 import h5_triage_filter
 from cotdyn.analysis.hypotheses.inputs import CellData, Settings
 from cotdyn.analysis.hypotheses.verdicts import h4_distilled_contrast
-
-HYPOTHESES = ("H1", "H2", "H3", "H4", "H5")
 
 # --- the grid's settings ------------------------------------------------------------------------
 
@@ -221,16 +211,6 @@ def summarize(rows: list[dict]) -> list[dict]:
     return out
 
 
-def band_reading(x: dict, low: float = 0.93, high: float = 0.97) -> str:
-    """Where a coverage share lies against the band [low, high] given its MC se: ``under`` or
-    ``over`` when rate +- 2 se lies wholly outside it, ``within`` otherwise (``none``: no interval)."""
-    if x["rate"] is None:
-        return "none"
-    if x["rate"] + 2 * x["se"] < low:
-        return "under"
-    return "over" if x["rate"] - 2 * x["se"] > high else "within"
-
-
 def pooled(rows: list[dict]) -> dict:
     """Unflagged coverage per hypothesis pooled over the grid (each cell one trial)."""
     frame = pd.DataFrame(rows)
@@ -241,138 +221,7 @@ def pooled(rows: list[dict]) -> dict:
     return out
 
 
-# --- the script's sections (scripts/calibrate_analysis.py --only grid,h3-size) --------------------
-
-
-def _pct(x: dict) -> str:
-    return "-" if x["rate"] is None else f"{100 * x['rate']:.1f} ({100 * x['se']:.1f})"
-
-
-def _write_json(path, payload: dict) -> None:
-    import json
-    from pathlib import Path
-
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(json.dumps(payload, indent=1, default=float) + "\n")
-
-
 def grid_for_coverage(s: Settings) -> Settings:
     """The plan's settings with H3's p-value by the t approximation: the grid reads intervals, which
     no p-value enters, and v4's 9,999-permutation test would be most of its time."""
     return replace(s, spearman_tests={h: {"kind": "t_approximation"} for h in s.spearman_tests})
-
-
-def grid_section(s: Settings, cells: dict, seed: int, h5: bool, out, header: dict, processes=None) -> dict:
-    """The grid, one n at a time: the JSON is rewritten after each (``done`` lists the n's finished),
-    so a run cut short keeps what it finished; the table is printed at the end."""
-    import time
-
-    start = time.perf_counter()
-    settings = [st for st in grid_settings() if processes is None or st.process in processes]
-    print(
-        f"Calibration grid: cells per setting by n {cells}, processes {', '.join(sorted({st.process for st in settings}))} at accuracy "
-        f"{GRID_ACCURACY} (null and signal), H4 panels of 4 cells; {s.resamples} resamples, level {s.level}, "
-        f"seed {seed}; shares in % (MC se); unflagged = an estimate with no flag",
-        flush=True,
-    )
-    rows, done = [], []
-    for n, count in cells.items():
-        rows += run_grid(settings, {n: count}, grid_for_coverage(s), seed, h5)
-        done.append(n)
-        elapsed = time.perf_counter() - start
-        print(f"  n = {n} done, {elapsed:.1f} s", flush=True)
-        payload = {
-            **header,
-            "part": "grid",
-            "seed": seed,
-            "cells_per_setting": {str(n): c for n, c in cells.items()},
-            "done": done,
-            "h5": h5,
-            "processes": sorted({st.process for st in settings}),
-            "seconds": round(elapsed, 1),
-            "truths": {st.key: st.truth for st in settings},
-            "pooled_unflagged_coverage": pooled(rows),
-            "settings": summarize(rows),
-        }
-        if out:
-            _write_json(out, payload)
-    print(f"  {'hyp':3s} {'process':9s} {'setting':12s} {'n':>5s}  {'cells':>5s}  {'not est.':>10s}  "
-          f"{'flagged':>10s}  {'unflagged cov.':>14s} [k]  {'estimable cov.':>14s}")  # fmt: skip
-    for r in payload["settings"]:
-        setting = r["signal"] if r["accuracy"] is None else f"{r['accuracy']:g} {r['signal']}"
-        print(
-            f"  {r['hypothesis']:3s} {r['process']:9s} {setting:12s} {r['n']:>5d}  {r['cells']:>5d}  "
-            f"{_pct(r['not_estimable']):>10s}  {_pct(r['flagged']):>10s}  {_pct(r['unflagged_coverage']):>14s} "
-            f"[{r['unflagged_coverage']['of']}]  {_pct(r['estimable_coverage']):>14s}"
-        )
-    pool = payload["pooled_unflagged_coverage"]
-    print("  pooled unflagged coverage: " + ", ".join(f"{h} {_pct(v)} [{v['of']}]" for h, v in pool.items()))
-    return payload
-
-
-def h3_size_section(
-    ns, accuracies, draws: int, seed: int, resamples: int, out, header: dict, tests=None, zero_share: float = 0.5
-) -> dict:
-    """H3's size under the null with ties for v3's t approximation and v4's permutation test;
-    the JSON is rewritten after each setting, so a run cut short keeps what it finished."""
-    import time
-
-    tests = tests or h3_tests(resamples)
-    print(f"H3 size under the null with ties (violations min(Geometric({zero_share:g}) - 1, 5) independent of correct): "
-          f"{draws} draws per setting, alternative 'less', seed {seed}; rejection % (MC se)")  # fmt: skip
-    payload = {**header, "part": "h3-size", "seed": seed, "draws": draws, "resamples": resamples, "settings": []}
-    for accuracy in accuracies:
-        for n in ns:
-            start = time.perf_counter()
-            result = h3_size(n, accuracy, draws, seed, tests, zero_share=zero_share)
-            result["seconds"] = round(time.perf_counter() - start, 1)
-            payload["settings"].append(result)
-            for name, rates in result["tests"].items():
-                print(
-                    f"  n={n:<4d} accuracy {accuracy:<4g} {name:24s} at 0.05: {_pct(rates['0.05']):>10s}  "
-                    f"at 0.0125: {_pct(rates['0.0125']):>10s}  ({result['undefined']} draws without a p-value)"
-                )
-            print(f"    {result['seconds']:.1f} s", flush=True)
-            if out:
-                _write_json(out, payload)
-    return payload
-
-
-def add_arguments(parser) -> None:
-    """scripts/calibrate_analysis.py's options for the grid and the size study."""
-    from pathlib import Path
-
-    parser.add_argument("--v4-cells", default="200", help="grid: cells per setting, one or one per --v4-n")
-    parser.add_argument("--v4-n", default="40,150,500,1319", help="grid and h3-size: the n's (comma-separated)")
-    parser.add_argument("--v4-processes", default="latent,simulator", help="grid: which processes")
-    parser.add_argument("--v4-no-h5", action="store_true", help="grid: leave out H5 (most of its time)")
-    parser.add_argument("--size-draws", type=int, default=10000, help="h3-size: null cells per setting")
-    parser.add_argument("--size-accuracy", default="0.1,0.5,0.9", help="h3-size: P(correct) (comma-separated)")
-    parser.add_argument("--size-zero-share", type=float, default=0.5, help="h3-size: P(violations = 0)")
-    parser.add_argument("--size-tests", default="t,permutation", help="h3-size: which of the two tests to run")
-    parser.add_argument("--v4-out", type=Path, help="grid / h3-size: write the figures here (JSON)")
-
-
-def run_parts(parts: set, args, plan: dict) -> None:
-    """The grid (seed + 5) and the size study (seed + 6), as the script's ``--only`` names them."""
-    import sys
-
-    header = {"command": "python " + " ".join(sys.argv), "plan_version": plan["plan_version"]}
-    if parts & {"grid", "h3-size"}:
-        print(f"command: {header['command']}", flush=True)
-    ns = [int(x) for x in args.v4_n.split(",")]
-    s = Settings.from_plan(plan)
-    if args.v4_out and {"grid", "h3-size"} <= parts:
-        raise SystemExit("--v4-out holds one part's figures: run --only grid and --only h3-size apart")
-    if "grid" in parts:
-        counts = [int(x) for x in args.v4_cells.split(",")]
-        cells = dict(zip(ns, counts * len(ns) if len(counts) == 1 else counts, strict=True))
-        processes = args.v4_processes.split(",")
-        grid_section(s, cells, args.seed + 5, not args.v4_no_h5, args.v4_out, header, processes)
-    if "h3-size" in parts:
-        accuracies = [float(x) for x in args.size_accuracy.split(",")]
-        resamples = s.spearman_tests["H3"].get("resamples", 9999)
-        tests = h3_tests(resamples, args.size_tests.split(","))
-        h3_size_section(
-            ns, accuracies, args.size_draws, args.seed + 6, resamples, args.v4_out, header, tests, args.size_zero_share
-        )

@@ -20,13 +20,7 @@ from cotdyn.analysis.exploratory import analyzed, shape_at
 from cotdyn.analysis.hypotheses.cells import group_rule, kept_flags
 from cotdyn.files.columns import require_columns
 from cotdyn.protocol.signals import registered_signals
-
-
-def _num(x) -> float | None:
-    if x is None:
-        return None
-    x = float(x)
-    return x if math.isfinite(x) else None
+from cotdyn.stats import finite_or_none
 
 
 def _ci(values: np.ndarray, level: float, resamples: int) -> dict:
@@ -118,7 +112,13 @@ def selective_accuracy(
     out = []
     for signal in registered_signals():  # plan-fixed: a newly declared signal adds no row
         name = signal.name
-        row = {"signal": name, "n": n, "coverage": float(coverage), "k": k, "accuracy": _num(y.mean()) if n else None}
+        row = {
+            "signal": name,
+            "n": n,
+            "coverage": float(coverage),
+            "k": k,
+            "accuracy": finite_or_none(y.mean()) if n else None,
+        }
         if k < 1:
             out.append(row | {"selective_accuracy": None, "ci_lo": None, "ci_hi": None, "ci_n_kept": 0,
                               "top_tier_coverage": None, "filler_share": None,
@@ -128,7 +128,7 @@ def selective_accuracy(
         point = top_k_accuracy_rows(score, y, stats.full_sample(n), k)[0]
         boot = top_k_accuracy_rows(score, y, _rows(idx, n), k)
         filler = top_k_filler(score, k)
-        row |= {"selective_accuracy": _num(point), **_ci(boot, level, boot.size), **filler, "reason": None}
+        row |= {"selective_accuracy": finite_or_none(point), **_ci(boot, level, boot.size), **filler, "reason": None}
         row = judged(row, {"accepted chains": k}, groups, ("selective_accuracy", "ci_lo", "ci_hi"), boot.size)
         if filler["filler_share"] > FILLER_FLAG_SHARE:
             note = (
@@ -181,7 +181,7 @@ def early_exit_recovery(
         share_boot = np.where(full_boot == 0, np.nan, share_boot)
         if has_prefixes:
             sampled = prefixes_sampled(rows["points"], prefixes, int(k))
-            prefix_cost = _num(sampled.sum() / prefixes.sum()) if n else None
+            prefix_cost = finite_or_none(sampled.sum() / prefixes.sum()) if n else None
             prefix_boot = sampled[boot_idx].sum(axis=1) / prefixes[boot_idx].sum(axis=1) if n else np.zeros(0)
             ci_prefix = _ci(prefix_boot, level, prefix_boot.size)
         else:
@@ -196,9 +196,9 @@ def early_exit_recovery(
         row = {
             "epsilon": float(epsilon), "transitions": int(k), "n": n,
             "n_monotone_k": sizes["monotone at k"], "n_monotone": sizes["monotone"],
-            "gap_pp": _num(100 * gap), "full_gap_pp": _num(100 * full_point),
-            "share_recovered": _num(share), **ci_share,
-            "cost_fraction": _num(used.sum() / points.sum()) if n else None,
+            "gap_pp": finite_or_none(100 * gap), "full_gap_pp": finite_or_none(100 * full_point),
+            "share_recovered": finite_or_none(share), **ci_share,
+            "cost_fraction": finite_or_none(used.sum() / points.sum()) if n else None,
             "cost_ci_lo": ci_cost["ci_lo"], "cost_ci_hi": ci_cost["ci_hi"], "cost_unit": "answer-bearing points",
             "prefix_cost_fraction": prefix_cost, "prefix_cost_ci_lo": ci_prefix["ci_lo"],
             "prefix_cost_ci_hi": ci_prefix["ci_hi"], "reason": reason,
@@ -246,8 +246,8 @@ def length_confound(records: pd.DataFrame, idx: np.ndarray | None, level: float,
             continue
         boot = stats.spearman_binary_rows(x, flag, _rows(idx, n))
         row = {
-            "measure": measure, "n": n, "rho": _num(stats.spearman_binary(x, flag)),
-            "p": _num(sps.spearmanr(x, flag).pvalue), **_ci(boot, level, boot.size), "reason": None,
+            "measure": measure, "n": n, "rho": finite_or_none(stats.spearman_binary(x, flag)),
+            "p": finite_or_none(sps.spearmanr(x, flag).pvalue), **_ci(boot, level, boot.size), "reason": None,
         }  # fmt: skip
         sizes = {"monotone": int(flag.sum()), "non-monotone": int(n - flag.sum())}
         out.append(judged(row, sizes, groups, ("rho", "p", "ci_lo", "ci_hi"), boot.size))
@@ -280,13 +280,13 @@ def endpoint_by_truncation(records: pd.DataFrame, idx: np.ndarray | None, level:
     sizes = {"complete": int((~truncated).sum()), "truncated": int(truncated.sum())}
     for group, mask in (("complete", False), ("truncated", True)):
         point = rates["point"][mask][0] if n else np.nan
-        row = {"chains": group, "n": sizes[group], "endpoint_answered_rate": _num(point),
+        row = {"chains": group, "n": sizes[group], "endpoint_answered_rate": finite_or_none(point),
                **_ci(rates["boot"][mask], level, rates["boot"][mask].size),
                "reason": None if sizes[group] else f"no {group} chains"}  # fmt: skip
         out.append(judged(row, {group: sizes[group]}, groups, estimates, rates["boot"][mask].size))
     diff = rates["boot"][False] - rates["boot"][True]
     point = rates["point"][False][0] - rates["point"][True][0] if n else np.nan
-    row = {"chains": "complete minus truncated", "n": n, "endpoint_answered_rate": _num(point),
+    row = {"chains": "complete minus truncated", "n": n, "endpoint_answered_rate": finite_or_none(point),
            **_ci(diff, level, diff.size), "reason": None if np.isfinite(point) else "a group is empty"}  # fmt: skip
     out.append(judged(row, sizes, groups, estimates, diff.size))
     return out
@@ -305,7 +305,7 @@ def descriptive_family(result: Mapping, family: Sequence[Mapping], cells: Sequen
     for test in family:
         for cell in cells:
             block = result["cells"].get(cell, {}).get(test["id"], {})
-            p = _num(block.get(test["p"]))
+            p = finite_or_none(block.get(test["p"]))
             members.append({"id": test["id"], "cell": cell, "p_name": test["p"], "p": p,
                             "p_used": 1.0 if p is None else p})  # fmt: skip
     if not members:
@@ -327,13 +327,13 @@ def sweep_columns(records: pd.DataFrame, idx: np.ndarray | None, level: float) -
     units = records["raw_units"].dropna().to_numpy(dtype=float)
     rows = analyzed(records)
     c, y = rows["coherence"].to_numpy(dtype=float), rows["correct"].to_numpy(dtype=bool)
-    out = {"median_raw_units": _num(np.median(units)) if units.size else None}
+    out = {"median_raw_units": finite_or_none(np.median(units)) if units.size else None}
     if len(rows) < 3 or c.min() == c.max() or y.min() == y.max():
         return out | {"rho_coherence": None, "rho_coherence_ci_lo": None, "rho_coherence_ci_hi": None}
     boot = stats.spearman_binary_rows(c, y, _rows(idx, len(rows)))
     ci = _ci(boot, level, boot.size)
     return out | {
-        "rho_coherence": _num(stats.spearman_binary(c, y)),
+        "rho_coherence": finite_or_none(stats.spearman_binary(c, y)),
         "rho_coherence_ci_lo": ci["ci_lo"],
         "rho_coherence_ci_hi": ci["ci_hi"],
     }

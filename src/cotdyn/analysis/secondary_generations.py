@@ -14,9 +14,10 @@ import pandas as pd
 
 from cotdyn import stats
 from cotdyn.analysis.exploratory import analyzed
-from cotdyn.analysis.secondary import _ci, _num, _rows, judged
+from cotdyn.analysis.secondary import _ci, _rows, judged
 from cotdyn.files.columns import require_columns
 from cotdyn.grading.answers import answers_or_none, equivalent
+from cotdyn.stats import finite_or_none
 
 # The statistics of the registered analysis whose spread across seeds is reported (hypotheses.json
 # path, name); seed 003 section 7 asks how far run-to-run variation moves them.
@@ -80,7 +81,7 @@ def generation_agreement(
     for what, agree in same.items():
         agree = np.asarray(agree, dtype=bool)
         boot = agree[_rows(idx, n)].mean(axis=1) if n else np.zeros(0)
-        row = {"agreement_on": what, "n": n, "agreement": _num(agree.mean()) if n else None,
+        row = {"agreement_on": what, "n": n, "agreement": finite_or_none(agree.mean()) if n else None,
                **_ci(boot, level, boot.size), "rule": rule.get(what),
                "n_both_null": int(sum(both_null)) if what == "prediction" else None,
                "reason": None if n else "no problem analyzed in both"}  # fmt: skip
@@ -105,15 +106,15 @@ def seed_spread(results: Mapping[str, Mapping], cells: Sequence[str]) -> list[di
                 block = result["cells"].get(cell, {})
                 for key in path:
                     block = block.get(key, {}) if isinstance(block, Mapping) else {}
-                values[variant] = _num(block) if not isinstance(block, Mapping) else None
+                values[variant] = finite_or_none(block) if not isinstance(block, Mapping) else None
             defined = np.array([v for v in values.values() if v is not None], dtype=float)
             out.append({
                 "cell": cell, "statistic": name, "n_seeds": len(values), "n_defined": int(defined.size),
                 **{f"value_{v}": x for v, x in values.items()},
-                "min": _num(defined.min()) if defined.size else None,
-                "max": _num(defined.max()) if defined.size else None,
-                "range": _num(np.ptp(defined)) if defined.size else None,
-                "sd": _num(defined.std(ddof=1)) if defined.size >= 2 else None,
+                "min": finite_or_none(defined.min()) if defined.size else None,
+                "max": finite_or_none(defined.max()) if defined.size else None,
+                "range": finite_or_none(np.ptp(defined)) if defined.size else None,
+                "sd": finite_or_none(defined.std(ddof=1)) if defined.size >= 2 else None,
             })  # fmt: skip
     return out
 

@@ -27,7 +27,7 @@ from cotdyn.audit.raw import apply_raw_checks, raw_checks, raw_files
 from cotdyn.audit.registration import registration_check, seeds_honoured, time_lock_status
 from cotdyn.audit.untrusted import Admitted, Refused, admit
 from cotdyn.audit.view import study_view
-from cotdyn.files.layout import PLAN_CHECK, study_targets
+from cotdyn.files.layout import PLAN_CHECK, study_extras, study_targets
 from cotdyn.files.terminal import printable
 from cotdyn.files.writers import write_json
 from cotdyn.plan.config import ConfigError, limited_scope, resolve_cells, study_limit
@@ -184,9 +184,10 @@ def unlisted_targets(config: dict, cells: dict, plan: dict, listed: dict[str, st
     targets = study_targets(
         cells,
         variants,
-        has_secondary(plan),
-        bool(config.get("dynamics_comparisons")),
-        bool(config.get("infogain", {}).get("traces")),
+        extras=study_extras(config),
+        secondary=has_secondary(plan),
+        interventions=bool(config.get("dynamics_comparisons")),
+        infogain_traces=bool(config.get("infogain", {}).get("traces")),
     )
     missing = [t for t in targets if t not in listed]
     return [f"study output {t} is not in the manifest" for t in missing]

@@ -30,6 +30,7 @@ from cotdyn.files.layout import (
     PLAN_CHECK,
     analysis_file,
     reference_file,
+    study_extras,
     variant_file,
 )
 from cotdyn.files.layout import problems as problems_file
@@ -239,22 +240,26 @@ def rederive(view: StudyView, scratch: Path, config: dict, plan_path: Path, cell
     cotdyn.audit.derive_outputs.derive_grading)."""
     plan = load_plan(plan_path)
     protocols = study_protocols(config, plan)
+    extras = study_extras(config)
+    secondary = has_secondary(plan) and "secondary" in extras
     problems += preregistration_problems(view, scratch, config, plan, plan_path, protocols)
     all_records = []
     for variant, protocol in protocols.items():
         done = [rederive_cell(view, scratch, config, plan, spec, variant, protocol, problems)
                 for spec in cells.values()]  # fmt: skip
         records_paths = [d[0] for d in done if d is not None]
-        if records_paths:
+        if records_paths and "dynamics" in extras:
             dynamics = [d[1] for d in done if d is not None]
             derive_dynamics(dynamics, records_paths, cells, protocol, scratch / analysis_file(variant, "dynamics"))
-        if records_paths and len(records_paths) == len(cells):  # as their rules: over every cell
+        every_cell = records_paths and len(records_paths) == len(cells)  # as their rules: over every cell
+        if every_cell and "exploratory" in extras:
             derive_exploratory(records_paths, protocol, plan, scratch / analysis_file(variant, "exploratory"))
+        if every_cell and "math_shepherd" in extras:
             labelled = [(n, s.answer_rule, d[1], d[2], d[0]) for (n, s), d in zip(cells.items(), done)]
             derive_math_shepherd(labelled, protocol, scratch / analysis_file(variant, "math_shepherd.csv"))
         if records_paths and (scratch / PLAN_CHECK).exists():
             derive_analysis(records_paths, plan_path, scratch / PLAN_CHECK, scratch / analysis_file(variant, ""))
-            if has_secondary(plan):
+            if secondary:
                 hypotheses = scratch / analysis_file(variant, "hypotheses.json")
                 out = scratch / analysis_file(variant, "secondary")
                 derive_secondary(records_paths, hypotheses, plan, float(protocol["epsilon"]), out)
@@ -262,9 +267,10 @@ def rederive(view: StudyView, scratch: Path, config: dict, plan_path: Path, cell
     if config.get("dynamics_comparisons"):
         derive_interventions(config["dynamics_comparisons"], list(protocols), scratch)
     analyses = [scratch / analysis_file(v, "hypotheses.json") for v in protocols]
-    if has_secondary(plan) and all(p.exists() for p in analyses):
+    if secondary and all(p.exists() for p in analyses):
         benchmarks = {name: spec.answer_rule for name, spec in cells.items()}
         derive_generations(all_records, analyses, protocols, plan, scratch / Path(GENERATIONS).parent, benchmarks)
-    derive_sweeps_files(scratch, cells, list(protocols), plan)
+    if "sweeps" in extras:
+        derive_sweeps_files(scratch, cells, list(protocols), plan)
     for variant, protocol in protocols.items():  # the sample browser pages (rule sample_browser)
         derive_sample_page(view, scratch, config, cells, variant, protocol)

@@ -31,6 +31,7 @@ from cotdyn.files.layout import (
     analysis_file,
     cell_manifest,
     problems,
+    study_extras,
     variant_file,
 )
 from cotdyn.provenance.integrity import EXTRA, MISSING, UNLISTED, FileCheck
@@ -53,13 +54,18 @@ def _phase_files(raw: str, rule: str) -> dict[str, str]:
     return {raw: rule, f"{folder}/seal.json": rule, f"{folder}/generation.json": rule}
 
 
-def _variant_analysis(variant: str, secondary: bool) -> dict[str, str]:
-    """The analysis outputs of one variant over all cells, by the rule that writes each."""
+def _variant_analysis(variant: str, extras: frozenset[str], secondary: bool) -> dict[str, str]:
+    """The analysis outputs of one variant over all cells, by the rule that writes each; ``extras``
+    the config's (cotdyn.files.layout.study_extras), ``secondary`` whether the plan and the config
+    both ask for seed 003's further analyses."""
     files = {analysis_file(variant, name): "hypotheses" for name in ANALYSIS_FILES}
-    files |= {analysis_file(variant, f"dynamics/{name}"): "dynamics" for name in DYNAMICS_FILES}
-    exploratory = [*(f"{t}.csv" for t in EXPLORATORY_TABLES), EXPLORATORY_HTML, *EXPLORATORY_FIGURES]
-    files |= {analysis_file(variant, f"exploratory/{name}"): "exploratory" for name in exploratory}
-    files[analysis_file(variant, "math_shepherd.csv")] = "math_shepherd"
+    if "dynamics" in extras:
+        files |= {analysis_file(variant, f"dynamics/{name}"): "dynamics" for name in DYNAMICS_FILES}
+    if "exploratory" in extras:
+        exploratory = [*(f"{t}.csv" for t in EXPLORATORY_TABLES), EXPLORATORY_HTML, *EXPLORATORY_FIGURES]
+        files |= {analysis_file(variant, f"exploratory/{name}"): "exploratory" for name in exploratory}
+    if "math_shepherd" in extras:
+        files[analysis_file(variant, "math_shepherd.csv")] = "math_shepherd"
     if secondary:
         folder = SECONDARY.rsplit("/", 1)[0]
         files |= {analysis_file(variant, f"{folder}/{t}.csv"): "secondary" for t in SECONDARY_TABLES}
@@ -81,10 +87,12 @@ def expected_files(config: dict, plan: dict, cells: dict, protocols: dict[str, d
         files[cell_manifest(cell)] = "cell_manifest"
         for variant in protocols:
             files |= {variant_file(cell, variant, name): "records" for name in ("records.parquet", "summary.json")}
-    secondary = has_secondary(plan)
+    extras = study_extras(config)
+    secondary = has_secondary(plan) and "secondary" in extras
     for variant in protocols:
-        files |= _variant_analysis(variant, secondary)
-    files |= {path: "sweeps" for path in SWEEPS}
+        files |= _variant_analysis(variant, extras, secondary)
+    if "sweeps" in extras:
+        files |= {path: "sweeps" for path in SWEEPS}
     if secondary:
         files |= {f"{GENERATIONS.rsplit('/', 1)[0]}/{t}.csv": "generations" for t in GENERATION_TABLES}
         files[GENERATIONS] = "generations"

@@ -247,6 +247,7 @@ def write_skeleton(
         "benchmarks": {benchmark: entry},
         **({"signals": list(signals)} if signals else {}),
         "variants": {"registered": {}},
+        "extras": [],  # the registered study only (config extras, cotdyn.files.layout.EXTRAS)
     }
     check_config(config)
     if signals:

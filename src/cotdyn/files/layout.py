@@ -30,6 +30,19 @@ INTERVENTION_FILES = tuple(f"analysis/dynamics_interventions/{name}"
 # Seed 000 on the study's own traces: the cross-cell tables (rule infogain_tables).
 INFOGAIN_TRACE_FILES = ("infogain/traces/ig_table.csv", "infogain/traces/detection_table.csv")
 
+# The outputs beyond the registered analysis a study may make (config ``extras``): seed 002's
+# dynamics, the exploratory tables, Math-Shepherd labels, the sensitivity sweeps and seed 003's
+# secondary tables (the last only where the plan pre-specifies them). A config without the key
+# makes them all, as every config did before the key existed; the embedded default makes none.
+EXTRAS = ("dynamics", "exploratory", "math_shepherd", "sweeps", "secondary")
+
+
+def study_extras(config: dict) -> frozenset[str]:
+    """The extras a study's config asks for (``EXTRAS``); seed 002's Figure 4 comparisons
+    (``dynamics_comparisons``) read the dynamics, so they bring them."""
+    extras = set(config.get("extras", EXTRAS))
+    return frozenset(extras | ({"dynamics"} if config.get("dynamics_comparisons") else set()))
+
 
 def problems(benchmark: str) -> str:
     return f"problems/{benchmark}.parquet"
@@ -57,27 +70,31 @@ def cell_manifest(cell: str) -> str:
 def study_targets(
     cells: Iterable[str],
     variants: Iterable[str],
+    *,
+    extras: Iterable[str] = (),
     secondary: bool = False,
     interventions: bool = False,
     infogain_traces: bool = False,
 ) -> list[str]:
     """Every final output of a study but its manifest: what ``rule all`` asks for, what the study
     manifest waits for (so it hashes a finished study), and what the audit expects listed.
+    ``extras``: the config's (``study_extras``);
     ``secondary``: the plan pre-specifies seed 003's further analyses (``SECONDARY``, ``GENERATIONS``);
     ``interventions``: the study's config names seed 002 Figure 4 comparisons;
     ``infogain_traces``: the study's config has ``infogain.traces`` (seed 000 on its own traces)."""
-    cells, variants = list(cells), list(variants)
+    cells, variants, extras = list(cells), list(variants), set(extras)
+    secondary = secondary and "secondary" in extras
     per_variant = [
         *ANALYSIS_FILES,
-        *(f"dynamics/{name}" for name in DYNAMICS_FILES),
-        "exploratory/tables.html",
-        "math_shepherd.csv",
+        *((f"dynamics/{name}" for name in DYNAMICS_FILES) if "dynamics" in extras else ()),
+        *(("exploratory/tables.html",) if "exploratory" in extras else ()),
+        *(("math_shepherd.csv",) if "math_shepherd" in extras else ()),
     ]
     return [
         *(variant_file(c, v, "summary.json") for c in cells for v in variants),
         *(cell_manifest(c) for c in cells),
         *(analysis_file(v, name) for v in variants for name in per_variant),
-        *SWEEPS,
+        *(SWEEPS if "sweeps" in extras else ()),
         *((analysis_file(v, SECONDARY) for v in variants) if secondary else ()),
         *((GENERATIONS,) if secondary else ()),
         *(INTERVENTION_FILES if interventions else ()),

@@ -38,11 +38,6 @@ LINE_BREAKS_ESCAPED = tuple((c, f"\\u{ord(c):04x}") for c in "\x85\u2028\u2029")
 LINE_BREAKS = str.maketrans(dict(LINE_BREAKS_ESCAPED))
 
 
-def jsonl_line(row: dict) -> bytes:
-    """One row, one line: keys in the table's column order, non-ASCII text as itself."""
-    return _line({key: json_value(value) for key, value in row.items()})
-
-
 # json.dumps with these arguments builds this encoder for every call; one serves every line
 _ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 

@@ -19,6 +19,21 @@ from cotdyn.protocol.signals import derived_columns, study_signals
 from cotdyn.protocol.trajectory import agreement, answer_classes, summarize
 
 
+def _with_endpoint(samples: pd.DataFrame, chains: pd.DataFrame, fill_answered: bool) -> pd.DataFrame:
+    answered = answers.is_answered(chains["chain_answer"])
+    finished = chains.loc[
+        ~chains["reference_truncated"].to_numpy(dtype=bool) & answered, ["problem_id", "chain_answer"]
+    ]
+    last = samples.groupby("problem_id")["prefix"].transform("max")
+    out = samples.merge(finished, on="problem_id", how="left")
+    replace = (out["prefix"].to_numpy() == last.to_numpy()) & answers.is_answered(out["chain_answer"])
+    if not fill_answered:
+        replace &= ~answers.is_answered(out["answer"])
+    out.loc[replace, "answer"] = out.loc[replace, "chain_answer"]
+    out.loc[replace, "status"] = answers.OK
+    return out.drop(columns="chain_answer")
+
+
 def with_chain_endpoint(samples: pd.DataFrame, chains: pd.DataFrame) -> pd.DataFrame:
     """Samples whose null answers at the final prefix of every finished chain are filled with the
     chain's own answer.
@@ -29,36 +44,14 @@ def with_chain_endpoint(samples: pd.DataFrame, chains: pd.DataFrame) -> pd.DataF
     the spread of the answers (filling all m would make it 0 for every finished chain, a truncation
     flag). Truncated chains and chains without an answer keep their sampled continuations.
     """
-    answered = answers.is_answered(chains["chain_answer"])
-    finished = chains.loc[
-        ~chains["reference_truncated"].to_numpy(dtype=bool) & answered, ["problem_id", "chain_answer"]
-    ]
-    last = samples.groupby("problem_id")["prefix"].transform("max")
-    out = samples.merge(finished, on="problem_id", how="left")
-    replace = (
-        (out["prefix"].to_numpy() == last.to_numpy())
-        & answers.is_answered(out["chain_answer"])
-        & ~answers.is_answered(out["answer"])
-    )
-    out.loc[replace, "answer"] = out.loc[replace, "chain_answer"]
-    out.loc[replace, "status"] = answers.OK
-    return out.drop(columns="chain_answer")
+    return _with_endpoint(samples, chains, fill_answered=False)
 
 
 def with_forced_endpoint(samples: pd.DataFrame, chains: pd.DataFrame) -> pd.DataFrame:
     """Samples whose every answer at the final prefix of every finished, answered chain is the chain's
     own answer: seed 002's forced last state (a point mass on what the chain concluded), the named
     alternative to its sampled last state (Def. 1). Truncated and unanswered chains keep their samples."""
-    answered = answers.is_answered(chains["chain_answer"])
-    finished = chains.loc[
-        ~chains["reference_truncated"].to_numpy(dtype=bool) & answered, ["problem_id", "chain_answer"]
-    ]
-    last = samples.groupby("problem_id")["prefix"].transform("max")
-    out = samples.merge(finished, on="problem_id", how="left")
-    replace = (out["prefix"].to_numpy() == last.to_numpy()) & answers.is_answered(out["chain_answer"])
-    out.loc[replace, "answer"] = out.loc[replace, "chain_answer"]
-    out.loc[replace, "status"] = answers.OK
-    return out.drop(columns="chain_answer")
+    return _with_endpoint(samples, chains, fill_answered=True)
 
 
 ENDPOINTS = {"chain_answer": with_chain_endpoint, "forced": with_forced_endpoint}

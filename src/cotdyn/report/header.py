@@ -8,7 +8,7 @@ import unicodedata
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from cotdyn.files.writers import write_bytes, write_text
+from cotdyn.files.writers import write_bytes
 from cotdyn.provenance.integrity import NOT_VERIFIED, audit_verdict, warning_text
 from cotdyn.report.csp import with_policy
 from cotdyn.report.scope import NOT_RUN, cells_absent, cells_run, scope_lines
@@ -208,9 +208,4 @@ def write_header(
     audit_path: str | Path | None = None,
     stored: dict | None = None,
 ) -> Path:
-    """The report header as ``.html`` (rendered) or, for any other suffix, as reStructuredText."""
-    if Path(out).suffix == ".html":
-        return write_bytes(header_bytes(variant, hypotheses_path, plan_check_path, audit_path, stored), out)
-    audit = json.loads(Path(audit_path).read_text()) if audit_path is not None else None
-    hypotheses, check = json.loads(Path(hypotheses_path).read_text()), json.loads(Path(plan_check_path).read_text())
-    return write_text(report_header(variant, hypotheses, check, audit, stored), out)
+    return write_bytes(header_bytes(variant, hypotheses_path, plan_check_path, audit_path, stored), out)

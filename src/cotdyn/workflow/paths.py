@@ -46,9 +46,10 @@ def study_targets(study: Study) -> list[str]:
         for path in layout.study_targets(
             study.cell_names,
             study.variants,
-            has_secondary(study.plan),
-            bool(study.config.get("dynamics_comparisons")),
-            bool(study.infogain_traces),
+            extras=layout.study_extras(study.config),
+            secondary=has_secondary(study.plan),
+            interventions=bool(study.config.get("dynamics_comparisons")),
+            infogain_traces=bool(study.infogain_traces),
         )
     ]
 

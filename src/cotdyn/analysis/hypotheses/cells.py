@@ -7,25 +7,16 @@ the estimate, its bootstrap CI, the test's p-value, and a reason whenever a valu
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 
 from cotdyn import stats
 from cotdyn.analysis.hypotheses.inputs import CellData, Settings
-from cotdyn.stats import Interval
+from cotdyn.stats import Interval, finite_or_none
 
 H3_BUCKETS = ("0", "1", "2", ">=3")
 
 MISSING_CELL = "cell missing from the records"
-
-
-def _num(x: Any) -> float | None:
-    """A finite float, or None for an undefined value."""
-    if x is None:
-        return None
-    x = float(x)
-    return x if math.isfinite(x) else None
 
 
 def _ci_fields(interval: Interval) -> dict:
@@ -128,14 +119,14 @@ def h1_shape_contrast(d: CellData, idx: np.ndarray | None, s: Settings) -> tuple
         "n_excluded": d.n_excluded,
         "n_monotone": n_mono,
         "n_non_monotone": d.n - n_mono,
-        "coverage": _num(n_mono / d.n) if d.n else None,
-        "accuracy": _num(d.correct.mean()) if d.n else None,
-        "accuracy_monotone": _num(acc_in[0]) if d.n else None,
-        "accuracy_non_monotone": _num(acc_out[0]) if d.n else None,
+        "coverage": finite_or_none(n_mono / d.n) if d.n else None,
+        "accuracy": finite_or_none(d.correct.mean()) if d.n else None,
+        "accuracy_monotone": finite_or_none(acc_in[0]) if d.n else None,
+        "accuracy_non_monotone": finite_or_none(acc_out[0]) if d.n else None,
         "gap_pp": gap,
         **_ci_fields(interval),
-        "odds_ratio": _num(odds_ratio),
-        "p_fisher": _num(p_fisher),
+        "odds_ratio": finite_or_none(odds_ratio),
+        "p_fisher": finite_or_none(p_fisher),
         "flags": flags + zero_width.pop("flags", []),
         "reason": _reason(notes),
         **zero_width,
@@ -169,7 +160,7 @@ def _spearman_block(x: np.ndarray, d: CellData, idx: np.ndarray | None, s: Setti
     if reason:
         return block
     # The test stays defined on a small group; rho and its CI are not estimates there.
-    block["p_spearman"] = _num(spearman_test_p(x, correct, alternative, s.spearman_tests[hid], d.cell, hid))
+    block["p_spearman"] = finite_or_none(spearman_test_p(x, correct, alternative, s.spearman_tests[hid], d.cell, hid))
     n_correct = int(correct.sum())
     small, flags = group_rule({"correct": n_correct, "incorrect": int(x.size) - n_correct}, s)
     if small:
@@ -178,7 +169,7 @@ def _spearman_block(x: np.ndarray, d: CellData, idx: np.ndarray | None, s: Setti
     zero_width = zero_width_rule(interval, s, hid)
     separation = zero_width.pop("separation", None)
     return block | {
-        "rho": _num(stats.spearman_binary(x, correct)),
+        "rho": finite_or_none(stats.spearman_binary(x, correct)),
         **_ci_fields(interval),
         "flags": flags + kept_flags(interval, s) + zero_width.pop("flags", []),
         **({"reason": separation} if separation else {}),
@@ -200,7 +191,7 @@ def violation_buckets(violations: np.ndarray, correct: np.ndarray, s: Settings |
     for b, label in enumerate(H3_BUCKETS):
         members = bucket == b
         n = int(members.sum())
-        row = {"bucket": label, "n": n, "accuracy": _num(correct[members].mean()) if n else None}
+        row = {"bucket": label, "n": n, "accuracy": finite_or_none(correct[members].mean()) if n else None}
         if s is not None and s.min_group_size is not None:
             small, flags = group_rule({"problems": n}, s)
             row.update(accuracy=None if small else row["accuracy"], flags=flags, reason=small)

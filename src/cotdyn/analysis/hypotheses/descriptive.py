@@ -10,21 +10,16 @@ matrix (paired with H1-H5). "Substantially" is not quantified by the seed; no ve
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from cotdyn import stats
 from cotdyn.analysis.hypotheses.inputs import CellData, Settings
+from cotdyn.stats import finite_or_none
 
 NOTE = (
     "descriptive: seed 003 section 3.4's 'substantially smaller than the shape effect', as "
     "|rho_shape| - |rho_coherence| over the same resamples; the registered H2 criterion is the CI alone"
 )
-
-
-def _num(x) -> float | None:
-    return None if x is None or not math.isfinite(float(x)) else float(x)
 
 
 def h2_against_shape(d: CellData, idx: np.ndarray | None, s: Settings, h2: dict) -> dict:
@@ -44,9 +39,9 @@ def h2_against_shape(d: CellData, idx: np.ndarray | None, s: Settings, h2: dict)
     shape_ci = stats.percentile_interval(shape_rows, s.level, s.quantile_rule)
     diff_ci = stats.percentile_interval(np.abs(shape_rows) - np.abs(coherence_rows), s.level, s.quantile_rule)
     return block | {
-        "rho_shape": _num(rho_shape),
+        "rho_shape": finite_or_none(rho_shape),
         "rho_shape_ci": shape_ci.as_list(),
-        "abs_difference": _num(abs(rho_shape) - abs(h2["rho"])),
+        "abs_difference": finite_or_none(abs(rho_shape) - abs(h2["rho"])),
         "abs_difference_ci": diff_ci.as_list(),
         "ci_n_kept": diff_ci.n_kept,
     }

@@ -8,8 +8,9 @@ from typing import Any
 import numpy as np
 
 from cotdyn import stats
-from cotdyn.analysis.hypotheses.cells import _ci_fields, _num, group_rule, kept_flags, zero_width_rule
+from cotdyn.analysis.hypotheses.cells import _ci_fields, group_rule, kept_flags, zero_width_rule
 from cotdyn.analysis.hypotheses.inputs import CellData, Settings
+from cotdyn.stats import finite_or_none
 
 H5_KEYS = (
     "baseline_coverage",
@@ -104,8 +105,8 @@ def h5_triage_filter(d: CellData, s: Settings, idx: np.ndarray | None = None) ->
     model = h5_model(s.model).fit(x_train, y_train)
     fitted = {
         "features": list(s.features),
-        "coefficients": [_num(c) for c in _logistic(model).coef_[0]],
-        "intercept": _num(_logistic(model).intercept_[0]),
+        "coefficients": [finite_or_none(c) for c in _logistic(model).coef_[0]],
+        "intercept": finite_or_none(_logistic(model).intercept_[0]),
     }
     n_test = int(y_test.size)
     k = int(round(mono_test.mean() * n_test))
@@ -114,7 +115,7 @@ def h5_triage_filter(d: CellData, s: Settings, idx: np.ndarray | None = None) ->
         "n_train": int(y_train.size),
         "k": k,
         "model": fitted,
-        "baseline_coverage": _num(k / n_test),
+        "baseline_coverage": finite_or_none(k / n_test),
         "tie_rule": s.tie_rule,
         "tie_draws": s.tie_draws,
     }
@@ -154,17 +155,17 @@ def h5_triage_filter(d: CellData, s: Settings, idx: np.ndarray | None = None) ->
     acc_as_run = float(y_test[accepted].mean())
     return {
         **known,
-        "fp_baseline": _num(1 - acc_baseline),
-        "fp_filter": _num(1 - acc_filter),
-        "reduction_pp": _num(100 * (acc_filter - acc_baseline)),
+        "fp_baseline": finite_or_none(1 - acc_baseline),
+        "fp_filter": finite_or_none(1 - acc_filter),
+        "reduction_pp": finite_or_none(100 * (acc_filter - acc_baseline)),
         **_ci_fields(interval),
         **({"discordant_minority": discordant, "ci_trusted": trusted} if judged else {}),
         "as_run": {
-            "threshold": _num(threshold),
-            "coverage": _num(accepted.mean()),
-            "coverage_overshoot": _num(accepted.mean() - k / n_test),
-            "fp": _num(1 - acc_as_run),
-            "reduction_pp": _num(100 * (acc_as_run - acc_baseline)),
+            "threshold": finite_or_none(threshold),
+            "coverage": finite_or_none(accepted.mean()),
+            "coverage_overshoot": finite_or_none(accepted.mean() - k / n_test),
+            "fp": finite_or_none(1 - acc_as_run),
+            "reduction_pp": finite_or_none(100 * (acc_as_run - acc_baseline)),
         },
         "flags": flags,
         "reason": None,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -16,10 +16,10 @@ from cotdyn.records.contract import RECORD_COLUMNS  # read_records checks every 
 ANALYSIS_COLUMNS = ("cell", "problem_id", "n_points", "monotone", "violations", "coherence", "correct", "excluded")
 
 
-# What each plan version's code decided without the plan naming it, read only for a plan of that
-# version (one that predates the key), so that every version computes what it registered. A plan of
-# a later version must name each key. Version 2 registers each of version 1's first seven (plan v2's
-# "Deviations from the previous plan version"); version 3 registers the next three, version 4 the rest.
+# The settings a plan file of each version does not name: what that version's code decided, read
+# only for a plan of that version, so that every version computes what it registered. Each later
+# version names in its plan file what the earlier one left to the code (plan v2 lists its own under
+# "Deviations from the previous plan version"); a key missing from a version's row is one its plan must name.
 PLAN_V3_UNREGISTERED = {
     # every Spearman p-value was scipy.stats.spearmanr's t approximation (H3's entered Holm)
     "spearman_tests": {"H2": {"kind": "t_approximation"}, "H3": {"kind": "t_approximation"}},
@@ -44,10 +44,41 @@ PLAN_V1_UNREGISTERED = {
         "scaling": "none", "solver": "lbfgs", "max_iter": 1000,
     },
     "tie_rule": "draws",
+    "groups": None,  # no group is held to a size
+    "min_kept_fraction": None,
+    "estimation_verdicts": False,  # H4 estimable read as supported
     # H5's CI: the test split resampled from its own stream (seed, cell, "H5"), as at registration
     **PLAN_V2_UNREGISTERED, "ci_resampling": "test_split_stream",
 }  # fmt: skip
-UNREGISTERED = {1: PLAN_V1_UNREGISTERED, 2: PLAN_V2_UNREGISTERED, 3: PLAN_V3_UNREGISTERED}
+
+
+@dataclass(frozen=True)
+class PlanVersion:
+    """What a plan version registered beyond its plan file, and the shape of its hypotheses.json."""
+
+    unregistered: dict
+    names_version: bool  # hypotheses.json carries plan_version (the report prints it)
+    lists_computations: bool  # hypotheses.json's settings list the keys version 4 registers
+    # each interval criterion names `over` (all_cells | each_cell); it never changed a result, every
+    # criterion being evaluated per cell and combined by verdict_rule.combine
+    criterion_over: bool
+
+
+# Every place the analysis differs by plan version reads this table; a later version reads the last row.
+PLAN_VERSIONS = {
+    1: PlanVersion(PLAN_V1_UNREGISTERED, names_version=False, lists_computations=False, criterion_over=True),
+    2: PlanVersion(PLAN_V2_UNREGISTERED, names_version=False, lists_computations=False, criterion_over=True),
+    3: PlanVersion(PLAN_V3_UNREGISTERED, names_version=True, lists_computations=False, criterion_over=True),
+    4: PlanVersion({}, names_version=True, lists_computations=True, criterion_over=False),
+}
+
+
+def version_rules(number: int) -> PlanVersion:
+    if number < 1:
+        raise ValueError(f"plan_version: must be >= 1, got {number}")
+    return PLAN_VERSIONS[min(number, max(PLAN_VERSIONS))]
+
+
 CI_RESAMPLINGS = ("test_split_stream", "cell_matrix", "stratified_split")
 DEGENERATE_RULES = ("reported", "not_estimable")
 TIE_RULES = ("expected", "draws")
@@ -74,78 +105,57 @@ class Settings:
     tie_seed: int | None
     model: dict
     alternatives: dict
-    # None where the plan registers no such rule (version 1): no group is held to a size then
-    min_group_size: int | None = None
-    precise_group_size: int | None = None
-    min_kept_fraction: float | None = None
-    supported_requires: tuple[str, ...] = ("ci_criterion",)
-    estimation_verdicts: bool = False
-    undefined_p: float = 1.0
-    ci_resampling: str = "stratified_split"
-    # below it, H5's interval is flagged imprecise and decides nothing (plan version 3)
-    min_discordant_minority: int | None = None
-    degenerate: str = "not_estimable"
-    # how each Spearman p-value is computed (analysis.p_values.spearman_tests, plan version 4)
-    spearman_tests: dict = field(default_factory=lambda: dict(PLAN_V3_UNREGISTERED["spearman_tests"]))
-    interval: str = "percentile"
-    quantile_rule: str = "linear"
-    # the hypotheses whose interval [x, x] is a value fixed by construction (verdict_rule.zero_width)
-    zero_width: tuple[str, ...] = ("H1", "H2", "H3", "H4")
-    perfect_separation: str = "not_estimable"
-    plan_version: int = 1
+    min_group_size: int | None  # None: the plan holds no group to a size
+    precise_group_size: int | None
+    min_kept_fraction: float | None
+    supported_requires: tuple[str, ...]
+    estimation_verdicts: bool
+    undefined_p: float
+    ci_resampling: str
+    min_discordant_minority: int | None  # below it, H5's interval is flagged imprecise and decides nothing
+    degenerate: str
+    spearman_tests: dict  # how each Spearman p-value is computed
+    interval: str
+    quantile_rule: str
+    zero_width: tuple[str, ...]  # the hypotheses whose interval [x, x] is a value fixed by construction
+    perfect_separation: str
+    plan_version: int
+
+    @property
+    def version(self) -> PlanVersion:
+        return version_rules(self.plan_version)
 
     @classmethod
     def from_plan(cls, plan: dict) -> "Settings":
         boot = plan_key(plan, "analysis", "bootstrap")
         h5 = plan_key(plan, "analysis", "h5")
         analysis = plan["analysis"]
-        version = int(plan.get("plan_version", 1))
-        version1 = version < 2
-        fallback = UNREGISTERED.get(version, {})
+        rule = plan.get("verdict_rule", {})
+        number = int(plan.get("plan_version", 1))
+        version = version_rules(number)
 
         def registered(mapping: dict, key: str, where: str):
             if key in mapping:
                 return mapping[key]
-            if key in fallback:
-                return fallback[key]
+            if key in version.unregistered:
+                return version.unregistered[key]
             raise KeyError(f"{where}: missing key '{key}'")
 
-        tie_rule = registered(h5, "tie_rule", "analysis.h5")
-        if tie_rule not in TIE_RULES:
-            raise ValueError(f"analysis.h5.tie_rule: unknown rule '{tie_rule}' (known: {', '.join(TIE_RULES)})")
+        tie_rule = _known(registered(h5, "tie_rule", "analysis.h5"), TIE_RULES, "analysis.h5.tie_rule")
         draws = tie_rule == "draws"
-        groups = analysis.get("groups") if not version1 else None
-        if groups is None and not version1:
-            raise KeyError("analysis: missing key 'groups'")
-        rule = plan.get("verdict_rule", {}) if not version1 else {}
+        groups = registered(analysis, "groups", "analysis")
         requires = tuple(registered(rule, "supported_requires", "verdict_rule"))
-        ci_resampling = registered(h5, "ci_resampling", "analysis.h5")
-        if ci_resampling not in CI_RESAMPLINGS:
-            raise ValueError(f"analysis.h5.ci_resampling: unknown rule {ci_resampling!r} (known: {CI_RESAMPLINGS})")
-        degenerate = registered(rule, "degenerate", "verdict_rule")
-        if degenerate not in DEGENERATE_RULES:
-            raise ValueError(f"verdict_rule.degenerate: unknown rule {degenerate!r} (known: {DEGENERATE_RULES})")
+        for part in requires:
+            _known(part, VERDICT_PARTS, "verdict_rule.supported_requires")
         discordant = registered(h5, "min_discordant_minority", "analysis.h5")
-        unknown = sorted(set(requires) - set(VERDICT_PARTS))
-        if unknown:
-            raise ValueError(f"verdict_rule.supported_requires: unknown part(s) {unknown} (known: {VERDICT_PARTS})")
+        kept = registered(boot, "min_kept_fraction", "analysis.bootstrap")
         p_values = dict(registered(analysis, "p_values", "analysis"))
         spearman_tests = _spearman_tests(registered(p_values, "spearman_tests", "analysis.p_values"))
         p_values.pop("spearman_tests", None)  # the alternatives are the rest
-        interval = _known(registered(boot, "interval", "analysis.bootstrap"), INTERVALS, "analysis.bootstrap.interval")
-        quantile_rule = _known(
-            registered(boot, "quantile_rule", "analysis.bootstrap"), QUANTILE_RULES, "analysis.bootstrap.quantile_rule"
-        )
         zero_width = tuple(registered(rule, "zero_width", "verdict_rule"))
         for hid in zero_width:
             _known(hid, ZERO_WIDTH_HYPOTHESES, "verdict_rule.zero_width")
-        separation = _known(
-            registered(rule, "perfect_separation", "verdict_rule"),
-            PERFECT_SEPARATION_RULES,
-            "verdict_rule.perfect_separation",
-        )
-        if version >= 4:
-            _no_criterion_over(plan)
+        _check_criterion_over(plan, number, version)
         return cls(
             resamples=int(plan_key(boot, "resamples", where="analysis.bootstrap")),
             level=float(plan_key(boot, "level", where="analysis.bootstrap")),
@@ -160,21 +170,33 @@ class Settings:
             alternatives=p_values,
             min_group_size=int(plan_key(groups, "min_group_size", where="analysis.groups")) if groups else None,
             precise_group_size=int(plan_key(groups, "precise_group_size", where="analysis.groups")) if groups else None,
-            min_kept_fraction=None
-            if version1
-            else float(plan_key(boot, "min_kept_fraction", where="analysis.bootstrap")),
+            min_kept_fraction=None if kept is None else float(kept),
             supported_requires=requires,
-            estimation_verdicts=not version1 and bool(plan_key(rule, "estimation_verdicts", where="verdict_rule")),
+            estimation_verdicts=bool(registered(rule, "estimation_verdicts", "verdict_rule")),
             undefined_p=float(registered(plan_key(plan, "holm"), "undefined_p", "holm")),
-            ci_resampling=ci_resampling,
+            ci_resampling=_known(
+                registered(h5, "ci_resampling", "analysis.h5"), CI_RESAMPLINGS, "analysis.h5.ci_resampling"
+            ),
             min_discordant_minority=None if discordant is None else int(discordant),
-            degenerate=degenerate,
+            degenerate=_known(
+                registered(rule, "degenerate", "verdict_rule"), DEGENERATE_RULES, "verdict_rule.degenerate"
+            ),
             spearman_tests=spearman_tests,
-            interval=interval,
-            quantile_rule=quantile_rule,
+            interval=_known(
+                registered(boot, "interval", "analysis.bootstrap"), INTERVALS, "analysis.bootstrap.interval"
+            ),
+            quantile_rule=_known(
+                registered(boot, "quantile_rule", "analysis.bootstrap"),
+                QUANTILE_RULES,
+                "analysis.bootstrap.quantile_rule",
+            ),
             zero_width=zero_width,
-            perfect_separation=separation,
-            plan_version=version,
+            perfect_separation=_known(
+                registered(rule, "perfect_separation", "verdict_rule"),
+                PERFECT_SEPARATION_RULES,
+                "verdict_rule.perfect_separation",
+            ),
+            plan_version=number,
         )
 
 
@@ -200,14 +222,18 @@ def _spearman_tests(tests: Any) -> dict:
     return out
 
 
-def _no_criterion_over(plan: dict) -> None:
-    """From plan version 4 a criterion has no ``over``: every criterion is evaluated in each of its
-    cells and combined by verdict_rule.combine (versions 1-3 named it; it never changed a result)."""
+def _check_criterion_over(plan: dict, number: int, version: PlanVersion) -> None:
     for h in plan_key(plan, "hypotheses"):
-        if "over" in h.get("criterion", {}):
+        criterion, hid = h.get("criterion", {}), h.get("id", "?")
+        if not version.criterion_over:
+            if "over" in criterion:
+                raise ValueError(
+                    f"hypothesis {hid}: criterion.over is not a key of plan version {number} "
+                    "(each criterion is evaluated per cell and combined by verdict_rule.combine)"
+                )
+        elif criterion.get("kind") != "estimation" and criterion.get("over") not in ("all_cells", "each_cell"):
             raise ValueError(
-                f"hypothesis {h.get('id', '?')}: criterion.over is not a key of plan version 4 "
-                "(each criterion is evaluated per cell and combined by verdict_rule.combine)"
+                f"hypothesis {hid}: criterion.over must be all_cells or each_cell, got {criterion.get('over')!r}"
             )
 
 

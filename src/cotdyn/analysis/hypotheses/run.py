@@ -9,7 +9,6 @@ from cotdyn import stats
 from cotdyn.analysis.hypotheses.cells import (
     H3_BUCKETS,
     MISSING_CELL,
-    _num,
     h1_shape_contrast,
     h2_magnitude_null,
     h3_graded_signal,
@@ -33,6 +32,7 @@ from cotdyn.analysis.hypotheses.verdicts import (
 )
 from cotdyn.files.columns import require_columns
 from cotdyn.plan.config import split_cell
+from cotdyn.stats import finite_or_none
 
 
 def analyze(records: pd.DataFrame, plan: dict, plan_sha256: str) -> dict:
@@ -64,11 +64,9 @@ def analyze(records: pd.DataFrame, plan: dict, plan_sha256: str) -> dict:
         for b in (plan_key(panel, "benchmarks", where="panel") if "distilled" in panel else [])
     }
     holm = holm_family(plan, cells, settings.undefined_p)
-    # from plan v3 on the analysis names its plan version (the report prints it); v1 and v2 keep their bytes
-    version = {"plan_version": int(plan["plan_version"])} if int(plan.get("plan_version", 1)) >= 3 else {}
     return {
         "plan_sha256": plan_sha256,
-        **version,
+        **({"plan_version": settings.plan_version} if settings.version.names_version else {}),
         "settings": {
             "bootstrap": {"resamples": settings.resamples, "level": settings.level, "seed": settings.seed},
             "h5": {
@@ -83,7 +81,7 @@ def analyze(records: pd.DataFrame, plan: dict, plan_sha256: str) -> dict:
             "alternatives": settings.alternatives,
             "groups": {"min_group_size": settings.min_group_size, "precise_group_size": settings.precise_group_size},
             "verdict_rule": {"supported_requires": list(settings.supported_requires)},
-            **(v4_settings(settings) if settings.plan_version >= 4 else {}),  # v1-v3 keep their bytes
+            **(registered_computations(settings) if settings.version.lists_computations else {}),
         },
         "cells": cells,
         "H4": h4,
@@ -92,8 +90,7 @@ def analyze(records: pd.DataFrame, plan: dict, plan_sha256: str) -> dict:
     }
 
 
-def v4_settings(s: Settings) -> dict:
-    """The computations plan version 4 registers that earlier versions left to the code."""
+def registered_computations(s: Settings) -> dict:
     return {
         "spearman_tests": s.spearman_tests,
         "interval": {"kind": s.interval, "quantile_rule": s.quantile_rule},
@@ -108,8 +105,8 @@ def cell_counts(d: CellData) -> dict:
         "n_records": d.n_records,
         "n": d.n,
         "n_excluded": d.n_excluded,
-        "excluded_share": _num(d.n_excluded / d.n_records) if d.n_records else None,
-        "median_points": _num(np.median(d.n_points)) if d.n else None,
+        "excluded_share": finite_or_none(d.n_excluded / d.n_records) if d.n_records else None,
+        "median_points": finite_or_none(np.median(d.n_points)) if d.n else None,
         "truncation_rate": d.truncation_rate,
         "cap_hit_rate": d.cap_hit_rate,
     }

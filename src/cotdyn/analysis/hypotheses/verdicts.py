@@ -7,10 +7,10 @@ from typing import Iterable
 import numpy as np
 
 from cotdyn import stats
-from cotdyn.analysis.hypotheses.cells import MISSING_CELL, _num, _reason, kept_flags, zero_width_rule
+from cotdyn.analysis.hypotheses.cells import MISSING_CELL, _reason, kept_flags, zero_width_rule
 from cotdyn.analysis.hypotheses.inputs import Settings, plan_key
 from cotdyn.plan.config import split_cell
-from cotdyn.stats import Interval
+from cotdyn.stats import Interval, finite_or_none
 
 # Where each registered statistic lives in a cell's (or H4's) results.
 STATISTICS = {
@@ -93,8 +93,8 @@ def h4_distilled_contrast(
         "gap_pp": gap,
         "ci": d_h1["ci"] if d_h1 else [None, None],
         "ci_n_kept": d_h1["ci_n_kept"] if d_h1 else 0,
-        "standard_mean_gap_pp": _num(standard_mean),
-        "difference_pp": _num(difference),
+        "standard_mean_gap_pp": finite_or_none(standard_mean),
+        "difference_pp": finite_or_none(difference),
         "difference_ci": interval.as_list(),
         "difference_ci_n_kept": interval.n_kept,
         "group_sizes": groups,
@@ -137,8 +137,8 @@ def holm_family(plan: dict, cells: dict, undefined_p: float = 1.0) -> list[dict]
     reject, adjusted = stats.holm([undefined_p if m["p"] is None else m["p"] for m in members], alpha)
     for m, r, a in zip(members, reject, adjusted):
         m["alpha"] = alpha
-        m["p_entered"] = _num(undefined_p if m["p"] is None else m["p"])
-        m["p_adjusted"] = _num(a) if m["p"] is not None else None
+        m["p_entered"] = finite_or_none(undefined_p if m["p"] is None else m["p"])
+        m["p_adjusted"] = finite_or_none(a) if m["p"] is not None else None
         m["reject"] = bool(r) if m["p"] is not None else False
     return members
 
@@ -232,17 +232,6 @@ def interval_decides(block: dict) -> bool:
     return block.get("ci_trusted", True)
 
 
-def _check_over(hid: str, criterion: dict, s: Settings) -> None:
-    """criterion.over: named by plan versions 1-3 (all_cells | each_cell; it never changed a result,
-    every criterion being evaluated per cell and combined), absent from version 4 on."""
-    over = criterion.get("over")
-    if s.plan_version >= 4:
-        if over is not None:
-            raise ValueError(f"hypothesis {hid}: criterion.over is not a key of plan version {s.plan_version}")
-    elif over not in ("all_cells", "each_cell"):
-        raise ValueError(f"hypothesis {hid}: criterion.over must be all_cells or each_cell, got {over!r}")
-
-
 def hypothesis_verdict(hypothesis: dict, cells: dict, h4: dict, holm: list[dict], s: Settings) -> dict:
     """The verdict of one registered hypothesis, with the numbers and both parts that decided it.
 
@@ -267,7 +256,6 @@ def hypothesis_verdict(hypothesis: dict, cells: dict, h4: dict, holm: list[dict]
         entry["cells_supported"] = f"{verdicts.count('supported')} of {len(verdicts)}"
         entry["verdict"] = estimation["verdict"]
         return entry
-    _check_over(hid, criterion, s)
     per = {}
     for cell in hypothesis.get("cells", []):
         block = cells.get(cell, {}).get(block_id, {})

@@ -18,28 +18,10 @@ def entropy(state: State) -> float:
     return -math.fsum(p * math.log(p) for p in state.values() if p > 0)
 
 
-def effective_support(states: Sequence[State]) -> float:
-    """S_eff: mean over checkpoints of exp(H(p_k)), the effective number of answers (section 4.1)."""
-    _check_trajectory(states)
-    return _effective_support(states)
-
-
 def dominant_set(state: State) -> frozenset[str]:
     """D_k = argmax_a p_k(a) as a set; answers tied within TIE_TOL are all dominant (section 4.1)."""
     top = max(state.values())
     return frozenset(a for a, p in state.items() if p >= top - TIE_TOL)
-
-
-def n_switch(states: Sequence[State]) -> int:
-    """N_switch = sum_{k<K} 1[D_{k+1} != D_k], as sets: gaining or losing a co-leader switches."""
-    _check_trajectory(states)
-    return _n_switch([dominant_set(s) for s in states])
-
-
-def n_return(states: Sequence[State]) -> int:
-    """N_return = sum_a #{k in 1..K: a in D_k, a not in D_{k-1}, a in D_j for some j < k}."""
-    _check_trajectory(states)
-    return _n_return([dominant_set(s) for s in states])
 
 
 def total_variation(p: State, q: State) -> float:
@@ -47,52 +29,20 @@ def total_variation(p: State, q: State) -> float:
     return 0.5 * sum(abs(p.get(a, 0.0) - q.get(a, 0.0)) for a in set(p) | set(q))
 
 
-def step_lengths(states: Sequence[State]) -> np.ndarray:
-    """J_k = TV(p_k, p_{k+1}), k = 0..K-1."""
-    _check_trajectory(states)
-    return _step_lengths(states)
-
-
-def path_length(states: Sequence[State]) -> float:
-    """V = sum_k J_k, the total-variation path length (section 4.1)."""
-    return float(step_lengths(states).sum())
-
-
-def participation_ratio(states: Sequence[State]) -> float:
-    """PR = (sum_k J_k)^2 / (K sum_k J_k^2), in [1/K, 1]; 1 = movement spread evenly over steps.
-
-    NaN when V = 0 (no movement to distribute) or K = 0.
-    """
-    return _participation_ratio(step_lengths(states))
-
-
-def directness(states: Sequence[State]) -> float:
-    """R_direct = TV(p_0, p_K) / V, in [0, 1]; NaN when V = 0 (Appendix B: undefined, omitted)."""
-    return _directness(states, step_lengths(states))
-
-
-def commitment_time(states: Sequence[State], tau: float = 0.8, positions: Sequence[float] | None = None) -> float:
-    """t_commit(tau) = k_commit / K, k_commit = min{k: some a has p_j(a) >= tau for all j >= k}.
-
-    With ``positions`` (token counts of the checkpoints) time is in the seed's token units:
-    (positions[k_commit] - positions[0]) / (positions[K] - positions[0]); without, checkpoint-index
-    units. NaN when no answer holds p >= tau through the last checkpoint, and when K = 0 (0/0). tau
-    must lie in (0.5, 1], so at most one answer can hold the threshold at a checkpoint.
-    """
-    _check_tau(tau)
-    _check_trajectory(states)
-    if positions is not None:
-        _check_positions(positions, len(states))
-    return _commitment_time(states, tau, positions)
-
-
 def trajectory_metrics(
     states: Sequence[State], tau: float = 0.8, positions: Sequence[float] | None = None
 ) -> dict[str, float]:
-    """The dynamical profile of one trajectory: raw metrics and the per-step rates of Table 1.
+    """The dynamical profile of one trajectory (section 4.1) and the per-step rates of Table 1:
+    S_eff, the mean over checkpoints of exp(H(p_k)); N_switch, the steps whose dominant set changes
+    (gaining or losing a co-leader switches); N_return, the entries of an answer into D_k that was
+    dominant before; V, the total-variation path length; PR = V^2 / (K sum_k J_k^2) in [1/K, 1]
+    (1: movement spread evenly); R_direct = TV(p_0, p_K) / V; t_commit(tau) = k_commit / K, k_commit
+    the first k from which some answer holds p >= tau through the end. PR and R_direct are NaN when
+    V = 0, t_commit when no answer commits, every per-step rate when K = 0.
 
     ``t_commit`` is in token-normalised time when ``positions`` are given (section 4.1: k counts
     CoT tokens), else in checkpoint-index time; ``t_commit_index`` is always the index version.
+    tau must lie in (0.5, 1], so at most one answer can hold the threshold at a checkpoint.
     """
     _check_tau(tau)
     _check_trajectory(states)
@@ -100,7 +50,7 @@ def trajectory_metrics(
         _check_positions(positions, len(states))
     K = len(states) - 1
     dominant = [dominant_set(s) for s in states]
-    steps = _step_lengths(states)
+    steps = step_lengths(states)
     switches, returns, v = _n_switch(dominant), _n_return(dominant), float(steps.sum())
     per_step = (lambda x: x / K) if K > 0 else (lambda x: math.nan)
     return {
@@ -117,9 +67,6 @@ def trajectory_metrics(
         "N_return_per_step": per_step(returns),
         "V_per_step": per_step(v),
     }
-
-
-# Kernels over validated input: trajectory_metrics validates once, then shares dominant sets and steps.
 
 
 def _check_tau(tau: float) -> None:
@@ -144,7 +91,8 @@ def _n_return(dominant: Sequence[frozenset[str]]) -> int:
     return count
 
 
-def _step_lengths(states: Sequence[State]) -> np.ndarray:
+def step_lengths(states: Sequence[State]) -> np.ndarray:
+    """J_k = TV(p_k, p_{k+1}), k = 0..K-1."""
     return np.array([total_variation(a, b) for a, b in zip(states, states[1:])], dtype=float)
 
 

@@ -16,43 +16,5 @@ matches Table 1's rates) and by their change from the step before ("the step whe
 
 The package: ``presets`` (sizes, seeds, the paper's Table 1), ``chains`` (chains as token ids,
 Math-Shepherd's labels), ``models`` (one LLM's supervisor, ORM and scores), ``summaries`` (detection,
-profiles, acceptance, Table 1), ``run`` (``toy_experiment`` end to end). Every public name is
-importable from here.
+profiles, acceptance, Table 1), ``run`` (``toy_experiment`` end to end).
 """
-
-from cotdyn.methods.infogain.experiment.chains import (
-    math_shepherd,
-    orm_instances,
-    supervisor_instances,
-    toy_chain_parts,
-)
-from cotdyn.methods.infogain.experiment.models import run_model
-from cotdyn.methods.infogain.experiment.presets import PAPER_TABLE1, PRESETS, resolve_size
-from cotdyn.methods.infogain.experiment.run import run_toy_experiment, toy_experiment
-from cotdyn.methods.infogain.experiment.summaries import (
-    ALL_CHAINS_RATIO,
-    METHODS,
-    SUBSETS,
-    acceptance,
-    detection_table,
-    table1_frame,
-)
-
-__all__ = [
-    "ALL_CHAINS_RATIO",
-    "METHODS",
-    "PAPER_TABLE1",
-    "PRESETS",
-    "SUBSETS",
-    "acceptance",
-    "detection_table",
-    "math_shepherd",
-    "orm_instances",
-    "resolve_size",
-    "run_model",
-    "run_toy_experiment",
-    "supervisor_instances",
-    "table1_frame",
-    "toy_chain_parts",
-    "toy_experiment",
-]
