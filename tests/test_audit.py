@@ -69,7 +69,7 @@ def build_study(
     plan_path = prereg / "plan.yaml"
     from cotdyn.generation.backends.registry import schema_file
 
-    with schema_file(ROOT / "workflow" / "schemas" / "config.schema.yaml") as schema:
+    with schema_file(ROOT / "src" / "cotdyn" / "plan" / "config.schema.yaml") as schema:
         config = fill_config_defaults(
             {
                 "study": "t",

@@ -1,90 +1,219 @@
-"""The workflow used from another folder as a Snakemake module (docs/deployment.md), the catalog's
-usage file, --containerize and the env files' paths."""
+"""A release (a git tag) deployed into a folder of its own as a Snakemake module, and its wheel
+installed in a clean venv, each running a study to its audit PASS (docs/deployment.md); the shipped
+plans read outside a checkout; the catalog's usage file, --containerize and the env files' paths."""
 
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tarfile
+from importlib.metadata import version
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
 from conftest import ROOT
 from test_workflow import side_by_side
 
+from cotdyn.files.layout import STUDY_MANIFEST
 from cotdyn.plan.config import with_bundled_paths
 
 DEFAULT_PLAN = ROOT / "preregistration/examples/default/plan.yaml"
 
+TAG = "v0.1.0"
 
-def deployment_snakefile() -> str:
-    """The deployment's Snakefile as docs/deployment.md gives it, with this checkout's path."""
-    doc = (ROOT / "docs/deployment.md").read_text()
-    (block,) = re.findall(r"```snakemake\n(.*?)```", doc, re.S)
-    assert '"/path/to/cotdyn/Snakefile"' in block
-    return block.replace("/path/to/cotdyn", str(ROOT))
+
+def clean(environ=os.environ) -> dict:
+    """The environment without a checkout's variables: only what the command line names is used."""
+    return {k: v for k, v in environ.items() if k not in ("COTDYN_ROOT", "PYTHONPATH")}
 
 
 @pytest.fixture(scope="module")
-def deployment(tmp_path_factory) -> Path:
-    """A folder as snakedeploy lays it out (config/, workflow/Snakefile), outside the checkout."""
-    folder = tmp_path_factory.mktemp("my-study")
+def release(tmp_path_factory) -> Path:
+    """A release as a user's git remote holds it: a clone of this checkout's commit, tagged."""
+    clone = tmp_path_factory.mktemp("release") / "cotdyn"
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True, timeout=300)
+    subprocess.run(["git", "-C", str(clone), "tag", TAG], check=True, timeout=60)
+    return clone
+
+
+def deployment_snakefile(release: Path) -> str:
+    """The deployment's Snakefile as docs/deployment.md gives it, its module the release's tag."""
+    doc = (ROOT / "docs/deployment.md").read_text()
+    (block,) = re.findall(r"```snakemake\n(.*?)```", doc, re.S)
+    named = f'github("<owner>/cotdyn", path="workflow/Snakefile", tag="{TAG}")'
+    assert named in block
+    return block.replace(named, f'gitfile("{release}", "workflow/Snakefile", tag="{TAG}")')
+
+
+def deploy(release: Path, folder: Path) -> Path:
+    """A folder as docs/deployment.md lays it out, outside the checkout: the Snakefile, the profile
+    and the configs, nothing else of the release."""
+    (folder / "workflow").mkdir(parents=True)
+    (folder / "workflow/Snakefile").write_text(deployment_snakefile(release))
+    shutil.copytree(release / "profiles/default", folder / "profiles/default")
     (folder / "config").mkdir()
     for name in ("config.yaml", "simulated.yaml"):
-        shutil.copy(ROOT / "config" / name, folder / "config" / name)
-    (folder / "workflow").mkdir()
-    (folder / "workflow/Snakefile").write_text(deployment_snakefile())
+        shutil.copy(release / "config" / name, folder / "config" / name)
     return folder
 
 
-def run_in(folder: Path, *args):
-    """snakemake as a user runs it in the deployment: its own Snakefile found there, no --snakefile."""
-    env = {k: v for k, v in os.environ.items() if k != "COTDYN_ROOT"}
+@pytest.fixture(scope="module")
+def deployment(release, tmp_path_factory) -> Path:
+    return deploy(release, tmp_path_factory.mktemp("deployed") / "my-study")
+
+
+def run_in(folder: Path, *args, code: Path):
+    """A command as a user runs it in the deployment (snakemake finds its own Snakefile there), with
+    ``code`` (a src/ folder) as the installed cotdyn."""
     result = subprocess.run(
-        [sys.executable, "-m", "snakemake", "--workflow-profile", "none", *args],
+        [sys.executable, "-m", *args],
         cwd=folder,
         capture_output=True,
         text=True,
         timeout=600,
-        env=env,
+        env={**clean(), "PYTHONPATH": str(code)},
     )
     result.output = result.stdout + result.stderr
     return result
 
 
 @pytest.mark.slow
-def test_the_module_dry_runs_the_default_and_the_simulated_config_in_another_folder(deployment):
+def test_a_release_dry_runs_the_default_and_the_simulated_config_in_another_folder(release, deployment):
     default, simulated = side_by_side(
-        lambda: run_in(deployment, "-n"),
-        lambda: run_in(deployment, "-n", "--configfile", "config/simulated.yaml"),
+        lambda: run_in(deployment, "snakemake", "-n", code=release / "src"),
+        lambda: run_in(deployment, "snakemake", "-n", "--configfile", "config/simulated.yaml", code=release / "src"),
     )
     for result in (default, simulated):
         assert result.returncode == 0, result.output[-3000:]
         assert "reference" in result.output and "continuations" in result.output
-    # the bundled plan and data are the checkout's, read from there
-    assert str(DEFAULT_PLAN) in default.output and str(ROOT / "data/additions.jsonl") in default.output
-    assert str(ROOT / "data/gsm8k_test.jsonl") in simulated.output
+        assert str(ROOT) not in result.output
+    # the bundled plan and data are the release's package data
+    assert str(release / "preregistration/examples/default/plan.yaml") in default.output
+    assert str(release / "data/additions.jsonl") in default.output
+    assert str(release / "data/gsm8k_test.jsonl") in simulated.output
     assert not (deployment / "results").exists()  # a dry run writes no result
 
 
 @pytest.mark.slow
-def test_the_modules_start_of_run_is_shown_by_the_deployments_onstart(deployment, tmp_path):
-    folder = tmp_path / "study"
-    shutil.copytree(deployment, folder)
-    # what a job sees of ${COTDYN_ROOT}, which the env files name and the workflow sets (not the user)
-    with open(folder / "workflow/Snakefile", "a") as snakefile:
-        snakefile.write(
-            '\n\nrule show_root:\n    output:\n        "root.txt"\n    shell:\n        "echo $COTDYN_ROOT > {output}"\n'
-        )
-    result = run_in(folder, "--cores", "1", "results/default/checks/plan_check.json", "root.txt")
+def test_a_release_plans_with_snakemakes_code_trigger_and_refuses_conda_by_name(release, deployment):
+    # without the profile, Snakemake's own code trigger joins each script to the git source
+    code = run_in(deployment, "snakemake", "-n", "--workflow-profile", "none", code=release / "src")
+    assert code.returncode == 0 and "continuations" in code.output, code.output[-3000:]
+    conda = run_in(deployment, "snakemake", "-n", "--sdm", "conda", code=release / "src")
+    assert conda.returncode != 0 and "install cotdyn from a checkout" in conda.output
+
+
+def every_text(folder: Path) -> str:
+    return "".join(p.read_text(errors="replace") for p in folder.rglob("*") if p.is_file() and not p.is_symlink())
+
+
+def walkthrough_in(folder: Path, command) -> subprocess.CompletedProcess:
+    """docs/your-study.md's four steps in ``folder`` on the simulated backend, each line run by
+    ``command(folder, module, *args)``; the last step's result (the audit)."""
+    from test_your_study import additions, walkthrough
+
+    (folder / "studies/mine").mkdir(parents=True)
+    (folder / "studies/mine/problems.jsonl").write_text(additions(60))
+    for line in walkthrough():
+        words = line.split()
+        if words[:2] == ["cotdyn", "init"]:
+            words.append("--backend=simulated")
+        result = command(folder, "cotdyn.cli.main" if words[0] == "cotdyn" else "snakemake", *words[1:])
+        assert result.returncode == 0, f"{line}\n{result.output[-3000:]}"
+        assert str(ROOT) not in result.output, line
+    assert "audit of results/mine: PASS" in result.output
+    return result
+
+
+@pytest.fixture(scope="module")
+def deployed_study(release, tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
+    """The four steps in a deployed folder, the release's code installed: the folder and its audit."""
+    folder = deploy(release, tmp_path_factory.mktemp("deployed-study") / "my-study")
+    return folder, walkthrough_in(folder, lambda folder, *args: run_in(folder, *args, code=release / "src"))
+
+
+@pytest.mark.slow
+def test_a_study_deployed_from_a_release_audits_pass_with_its_code_and_the_checkouts(release, deployed_study):
+    """Nothing of the checkout is read, and the checkout's own cotdyn audits the study alike."""
+    folder, audit = deployed_study
+    # the plan copied the shipped registered plan's protocol; the run's files name no checkout path
+    assert str(release / "preregistration/plan.yaml") in (folder / "studies/mine/plan.yaml").read_text()
+    assert str(ROOT) not in every_text(folder)
+    checkout = run_in(folder, "cotdyn.cli.main", "audit", "results/mine", code=ROOT / "src")
+    assert checkout.returncode == 0, checkout.output[-3000:]
+    assert checkout.output == audit.output  # the same registration, hashes and verdict
+    manifest = json.loads((folder / "results/mine" / STUDY_MANIFEST).read_text())
+    assert manifest["cotdyn"] == version("cotdyn")  # the release that made it, in the report's header too
+    header = (folder / "results/mine/report/registered/header.html").read_text()
+    assert f'Made by cotdyn <span class="docutils literal">{version("cotdyn")}</span>' in header, header
+
+
+@pytest.mark.slow
+def test_the_checkout_runs_the_deployed_studys_files_to_the_same_results(release, deployed_study, tmp_path):
+    """The deployed study's own files (config, plan, registration, problems) run at a checkout's
+    Snakefile give the same stored files, hash for hash, and the release's code audits that study."""
+    deployed, _ = deployed_study
+    folder = tmp_path / "from-checkout"
+    shutil.copytree(deployed / "studies", folder / "studies")
+    result = run_in(
+        folder, "snakemake", "--snakefile", str(ROOT / "Snakefile"), "--cores", "2",
+        "--configfile", "studies/mine/config.yaml", code=ROOT / "src",
+    )  # fmt: skip
     assert result.returncode == 0, result.output[-3000:]
-    assert (folder / "root.txt").read_text().strip() == str(ROOT)
-    assert "cotdyn: the paths of this run, resolved:" in result.output
-    assert f"  plan: {DEFAULT_PLAN}" in result.output
-    assert f"  study: {folder / 'results/default'}" in result.output
-    assert "cotdyn: study 'default'" in result.output  # the generation summary (cotdyn.generation.estimate)
-    assert (folder / "results/default/checks/plan_check.json").exists()
+    audit = run_in(folder, "cotdyn.cli.main", "audit", "results/mine", code=release / "src")
+    assert audit.returncode == 0 and "audit of results/mine: PASS" in audit.output, audit.output[-3000:]
+    # every stored file but the logs of a run's time and machine (a generation's seconds and start, a
+    # manifest's hardware and the hashes of those logs)
+    files = [
+        {path: sha for path, sha in json.loads((f / "results/mine" / STUDY_MANIFEST).read_text())["files"].items()
+         if not path.endswith("generation.json") and "manifest" not in path}
+        for f in (deployed, folder)
+    ]  # fmt: skip
+    assert files[0] == files[1]
+    assert "analysis/registered/hypotheses.json" in files[0] and len(files[0]) > 10, sorted(files[0])
+
+
+@pytest.mark.slow
+def test_the_wheel_installed_in_a_clean_venv_runs_a_deployed_study_to_its_audit(release, tmp_path):
+    """The release's sdist and wheel, made by setuptools' build hooks (what `python -m build` calls);
+    the wheel installed in a venv that sees the lock's packages; the four steps run by its interpreter
+    in a deployed folder, with no PYTHONPATH."""
+    dist = tmp_path / "dist"
+    # the folder read first: the build hooks rewrite sys.argv as they run
+    build = (
+        "from setuptools import build_meta as b; import sys; out = sys.argv[1]; b.build_sdist(out), b.build_wheel(out)"
+    )
+    subprocess.run([sys.executable, "-c", build, str(dist)], cwd=release, check=True, capture_output=True, timeout=300)
+    (sdist,), (wheel,) = dist.glob("*.tar.gz"), dist.glob("*.whl")
+    with tarfile.open(sdist) as tar:  # the bundled files as copies, not links
+        shipped = {m.name.partition("/")[2]: m for m in tar.getmembers()}
+    assert shipped["src/cotdyn/bundled/preregistration/plan.yaml"].isfile()
+    assert shipped["src/cotdyn/plan/config.schema.yaml"].isfile()
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=300)
+    python = venv / "bin/python"
+    install = [python, "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)]
+    subprocess.run(install, check=True, capture_output=True, timeout=300)
+    folder = deploy(release, tmp_path / "my-study")
+
+    def installed(folder, *args):
+        result = subprocess.run(
+            [python, "-m", *args], cwd=folder, capture_output=True, text=True, timeout=600, env=clean()
+        )
+        result.output = result.stdout + result.stderr
+        return result
+
+    where = installed(folder, "cotdyn.cli.main", "--version")
+    assert where.returncode == 0 and where.stdout.strip() == f"cotdyn {version('cotdyn')}", where.output
+    origin = subprocess.run([python, "-c", "import cotdyn; print(cotdyn.__file__)"], cwd=folder, env=clean(),
+                            capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert origin.stdout.strip().startswith(str(venv)), origin.stdout + origin.stderr
+    walkthrough_in(folder, installed)
+    assert str(ROOT) not in every_text(folder)
 
 
 def test_a_relative_path_is_the_working_directorys_then_the_checkouts(tmp_path):
@@ -107,6 +236,25 @@ def test_a_relative_path_is_the_working_directorys_then_the_checkouts(tmp_path):
         and mine["benchmarks"]["b"]["path"] == "data/mine.jsonl"
     )
     assert with_bundled_paths(config, ROOT, cwd=ROOT) == config  # in the checkout nothing changes
+
+
+def test_init_and_ls_read_the_shipped_plans_where_the_working_directory_has_none(tmp_path, monkeypatch, capsys):
+    from cotdyn.cli.init import REGISTERED_PLAN, write_skeleton
+    from cotdyn.cli.ls import cmd_ls
+
+    monkeypatch.chdir(tmp_path)
+    data = tmp_path / "problems.jsonl"
+    data.write_text('{"question": "What is 1 + 1?", "gold": "2"}\n')
+    fields = {"question": "question", "gold": "gold"}
+    write_skeleton(tmp_path / "mine", str(data), "number", fields, backend="simulated")
+    assert f"({ROOT / REGISTERED_PLAN})" in (tmp_path / "mine/plan.yaml").read_text()
+    args = SimpleNamespace(kinds=["plans"], json=True, preregistration="preregistration")
+    capsys.readouterr()
+    assert cmd_ls(args) == 0
+    paths = {row["path"] for row in json.loads(capsys.readouterr().out)["plans"]}
+    assert str(ROOT / REGISTERED_PLAN) in paths and all(p.startswith(str(ROOT / "preregistration")) for p in paths)
+    (tmp_path / "preregistration").mkdir()  # a folder of the working directory wins, though it holds none
+    assert cmd_ls(args) == 0 and json.loads(capsys.readouterr().out)["plans"] == []
 
 
 @pytest.mark.slow

@@ -72,7 +72,7 @@ def test_a_schema_error_names_the_override_not_the_config_file():
     config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     config["protocol"] = overrides["protocol"][1]
     source = "invalid config (config/config.yaml)"
-    with schema_file(ROOT / "workflow" / "schemas" / "config.schema.yaml") as schema:
+    with schema_file(ROOT / "src" / "cotdyn" / "plan" / "config.schema.yaml") as schema:
         with pytest.raises(ConfigError) as e:
             validate_config(config, source, schema, lambda path: override_source(overrides, path, source))
     assert str(e.value) == "--config protocol={m: five}: field protocol.m: 'five' is not of type 'integer'"

@@ -24,8 +24,8 @@ from conftest import ROOT
 from cotdyn.provenance.code import code_hash, imported_modules, normalised
 
 GENERATION = {"reference", "continuations"}
-# what the copy of the workflow needs: the Snakefile, its rules, scripts, schema and report
-# captions, the package its jobs import, the profiles (their rerun triggers), envs and config
+# what the copy of the workflow needs: the Snakefiles, their rules, scripts and report captions,
+# the package its jobs import (with the schema), the profiles (their rerun triggers), envs and config
 WORKFLOW_PARTS = ("Snakefile", "workflow", "src", "profiles", "envs", "config", "requirements.lock")
 
 

@@ -22,7 +22,7 @@ from snakemake.utils import validate
 from cotdyn.dataset.benchmarks import BenchmarkError, load_benchmark
 from cotdyn.provenance.seal import SealError, check_sealed, seal_path, write_seal
 
-SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
+SCHEMA = ROOT / "src" / "cotdyn" / "plan" / "config.schema.yaml"
 SAMPLES = "results/t/cells/sim-gsm8k/registered/samples.parquet"
 
 

@@ -451,7 +451,7 @@ def test_the_schema_checks_the_named_settings_and_lets_other_arguments_through()
         changed["models"]["dummy7b"]["vllm"] |= options
         return changed
 
-    with schema_file(ROOT / "workflow" / "schemas" / "config.schema.yaml") as schema:
+    with schema_file(ROOT / "src" / "cotdyn" / "plan" / "config.schema.yaml") as schema:
         validate(with_vllm(max_num_seqs=512, cudagraph_capture_sizes=[1, 8, 512], tensor_parallel_size=2), schema)
         for bad in ({"max_num_seqs": 0}, {"max_num_seqs": True}, {"enable_chunked_prefill": "yes"}, {"seed": 1}):
             with pytest.raises(WorkflowError, match=r"Error validating config file"):

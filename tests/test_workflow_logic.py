@@ -19,7 +19,7 @@ from cotdyn.provenance.seal import seal_path, write_seal
 from cotdyn.workflow import checks, environments, params, paths, requests, seals, snakemake_fixes, start
 from cotdyn.workflow.study import StudyError, check_infogain_traces, read_study
 
-SCHEMA = str(ROOT / "workflow" / "schemas" / "config.schema.yaml")
+SCHEMA = str(ROOT / "src" / "cotdyn" / "plan" / "config.schema.yaml")
 NO_OVERRIDES = SimpleNamespace(config_args=None, config={})
 
 
@@ -159,14 +159,15 @@ def test_the_model_param_leaves_out_what_no_sample_depends_on(tmp_path):
 
 def test_a_code_hash_is_made_by_the_process_that_records_params_only():
     expected = code_hash(ROOT / "workflow" / "scripts" / "records.py", ROOT / "src")
+    scripts = lambda name: ROOT / "workflow" / "scripts" / name  # noqa: E731
     main = SimpleNamespace(is_main_process=True, remote_execution_settings=SimpleNamespace(immediate_submit=False))
-    assert params.CodeHashes(main, ROOT).of("records.py")(None) == expected
+    assert params.CodeHashes(main, scripts, ROOT / "src").of("records.py")(None) == expected
     job_process = SimpleNamespace(
         is_main_process=False, remote_execution_settings=SimpleNamespace(immediate_submit=False)
     )
-    assert params.CodeHashes(job_process, ROOT).of("records.py")(None) == params.NOT_HASHED
+    assert params.CodeHashes(job_process, scripts, ROOT / "src").of("records.py")(None) == params.NOT_HASHED
     immediate = SimpleNamespace(is_main_process=False, remote_execution_settings=SimpleNamespace(immediate_submit=True))
-    assert params.CodeHashes(immediate, ROOT).of("records.py")(None) == expected
+    assert params.CodeHashes(immediate, scripts, ROOT / "src").of("records.py")(None) == expected
 
 
 # --- seals -----------------------------------------------------------------------------------------
@@ -359,3 +360,17 @@ def test_a_limited_study_holds_no_cell_confirmatory_when_the_workflow_is_read(tm
     checks.check_plan_drift(
         study_of(tmp_path, simulated(tmp_path, confirmatory=["sim-gsm8k"], protocol={"m": 4}, limit=2))
     )
+
+
+def test_a_git_source_joins_a_rules_script_as_the_code_trigger_asks():
+    from snakemake.sourcecache import GithubFile, LocalGitFile, LocalSourceFile
+
+    snakemake_fixes.join_source_files_in_git_sources()  # as common.smk does; a second call finds nothing to correct
+    assert not snakemake_fixes.git_sources_refuse_source_files()
+    assert snakemake_fixes.join_source_files_in_git_sources() is False
+    script = LocalSourceFile("../scripts/records.py")
+    local = LocalGitFile("/repo", "workflow/rules", tag="v0.1.0").join(script)
+    assert (local.path, local.tag) == ("workflow/scripts/records.py", "v0.1.0")
+    hosted = GithubFile("owner/cotdyn", "workflow/rules", tag="v0.1.0").join(script)
+    assert (hosted.path, hosted.repo) == ("workflow/scripts/records.py", "owner/cotdyn")
+    assert LocalGitFile("/repo", "workflow/rules", tag="v0.1.0").join("x.py").path == "workflow/rules/x.py"

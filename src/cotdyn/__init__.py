@@ -4,7 +4,12 @@ From Python (``cotdyn.api``, loaded on first use so that ``import cotdyn`` stays
 ``cotdyn.open_study(path)``, ``cotdyn.audit(path, ...)`` and ``cotdyn.analyze(records, plan)``.
 """
 
-__version__ = "0.1.0"
+from importlib.metadata import PackageNotFoundError, version
+
+try:  # pyproject.toml's, as the installed distribution records it (one place for the number)
+    __version__ = version("cotdyn")
+except PackageNotFoundError:  # a source tree on the path, never installed
+    __version__ = "unknown"
 __all__ = ["open_study", "audit", "analyze", "__version__"]
 
 

@@ -4,30 +4,47 @@ import sys
 from functools import partial
 from pathlib import Path
 
-# This checkout, the folder above workflow/: workflow.current_basedir is this file's own folder, also
-# where another Snakefile uses this workflow as a module (there workflow.basedir is that Snakefile's).
-WORKFLOW_ROOT = Path(str(workflow.current_basedir)).parents[1]
+from snakemake.sourcecache import LocalSourceFile
+
+# The checkout the rules were read from (the folder above workflow/; workflow.current_basedir is this
+# file's own folder, also where another Snakefile uses this workflow as a module), or None where a
+# deployed study's module reads them from a release's git tag (docs/deployment.md): then the
+# installed cotdyn runs, and nothing is read from beside the study.
+CHECKOUT = (
+    Path(str(workflow.current_basedir)).parents[1] if isinstance(workflow.current_basedir, LocalSourceFile) else None
+)
+if CHECKOUT is not None and not (CHECKOUT / "src" / "cotdyn").is_dir():
+    CHECKOUT = None  # a copy of workflow/ alone: the installed cotdyn
 # The checkout's src/ first, here and (PYTHONPATH) in every job: the code the rules' code hashes follow.
-sys.path.insert(0, str(WORKFLOW_ROOT / "src"))
+if CHECKOUT is not None:
+    sys.path.insert(0, str(CHECKOUT / "src"))
 from cotdyn.files import layout
 from cotdyn.files.layout import ANALYSIS_FILES, PLAN_CHECK, STUDY_MANIFEST
-from cotdyn.plan.config import samples_variant
+from cotdyn.plan.config import BUNDLED, samples_variant
 from cotdyn.plan.registration import PLAN_CHECK_KEYS
+from cotdyn.plan.schema import SCHEMA
 from cotdyn.protocol.signals import caption_list, registered_signals, study_signals
 from cotdyn.provenance.seal import seal_path
 from cotdyn.workflow import environments, params, paths, requests, seals, snakemake_fixes, start
 from cotdyn.workflow.checks import check_before_planning
 from cotdyn.workflow.study import StudyError, check_infogain_traces, read_study
 
-environments.use_checkout(WORKFLOW_ROOT)  # PYTHONPATH and COTDYN_ROOT, which the jobs inherit
+if CHECKOUT is not None:
+    environments.use_checkout(CHECKOUT)  # PYTHONPATH and COTDYN_ROOT, which the jobs inherit
+elif environments.in_conda_envs(workflow):
+    raise WorkflowError(
+        "--sdm conda: the environments (envs/*.yaml) install cotdyn from a checkout, and this workflow "
+        "is read from a git tag; run in the environment cotdyn is installed in (docs/deployment.md)"
+    )
 snakemake_fixes.list_only_changed_params()  # `--list-changes params` lists what changed, only
+snakemake_fixes.join_source_files_in_git_sources()  # the code trigger of a workflow read from a git tag
 try:  # the config typed and the plan read (cotdyn.workflow.study), then the checks before planning
     STUDY = read_study(
         config,
         getattr(workflow, "configfiles", []),
         workflow.config_settings,
-        WORKFLOW_ROOT,
-        workflow.source_path("../schemas/config.schema.yaml"),
+        BUNDLED,
+        SCHEMA,
     )
     check_before_planning(STUDY, workflow.is_main_process, sys.argv[1:], environments.in_conda_envs(workflow))
     check_infogain_traces(STUDY)
@@ -49,7 +66,8 @@ wildcard_constraints:
 
 
 # Helpers the rules call (each documented where it is defined, in cotdyn.workflow).
-code_of = params.CodeHashes(workflow, WORKFLOW_ROOT).of  # a rule's code param: its script's hash
+# a rule's code param: its script's hash (the script through the source cache: a tag's is no local file)
+code_of = params.CodeHashes(workflow, lambda script: workflow.source_path(f"../scripts/{script}"), params.SOURCE).of
 model_for, model_inputs = partial(params.model_for, STUDY), partial(paths.model_inputs, STUDY)
 chains_file, samples_file = partial(paths.chains_file, STUDY), partial(paths.samples_file, STUDY)
 sealed = seals.Seals(workflow).sealed  # a raw file, its seal checked as the run plans

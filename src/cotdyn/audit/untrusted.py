@@ -26,10 +26,9 @@ from cotdyn.files.strict import MissingFile, UntrustedFileError, kind_of, read_j
 from cotdyn.files.terminal import printable
 from cotdyn.generation.backends.registry import options_moved
 from cotdyn.generation.backends.validation import plugin_problems, validate_config
-from cotdyn.plan.config import ConfigError, resolve_cells, study_protocols
+from cotdyn.plan.config import ConfigError, bundled_roots, resolve_cells, study_protocols
 from cotdyn.plan.load import load_plan, plan_sha256
 from cotdyn.plan.registration import sibling_paths
-from cotdyn.plan.schema import CHECKOUT
 from cotdyn.plugins import PluginError
 from cotdyn.protocol.signals import study_signals
 
@@ -142,12 +141,16 @@ def read_manifest(path: Path) -> dict:
 
 def trusted_roots(study_dir: Path) -> list[Path]:
     """Where a path a study names may lead: the study folder, the folder its ``results/`` lies in
-    (the workflow folder the reviewer placed it in) and the checkout of the code auditing it."""
+    (the workflow folder the reviewer placed it in) and the registered plans and data the auditing
+    cotdyn ships (``cotdyn.plan.config.bundled_roots``)."""
+    folder = workflow_folder(study_dir)
+    return [study_dir.resolve(), *([folder] if folder else []), *bundled_roots()]
+
+
+def workflow_folder(study_dir: Path) -> Path | None:
+    """The folder the study's ``results/`` lies in (where its run's relative paths were read), if any."""
     study = study_dir.resolve()
-    roots = [study, CHECKOUT]
-    if study.parent.name == "results":
-        roots.append(study.parents[1])
-    return roots
+    return study.parents[1] if study.parent.name == "results" else None
 
 
 def inside(path: Path, roots: list[Path]) -> bool:
@@ -158,7 +161,7 @@ def inside(path: Path, roots: list[Path]) -> bool:
 def outside_message(what: str, named, field: str) -> str:
     return (
         f"{what} {printable(str(named))} (field {field} of {STUDY_MANIFEST}) lies outside the study folder, "
-        "the folder its results/ lies in and the checkout: not opened"
+        "the folder its results/ lies in and the bundled plans and data: not opened"
     )
 
 
@@ -213,10 +216,10 @@ def admitted_cache(study_dir: Path, config: dict, cache) -> tuple[Path | None, s
     if cache is not None:
         return Path(cache), ""
     named = Path(config.get("cache", "results/cache"))
-    roots = trusted_roots(study_dir)
-    if not named.is_absolute() and len(roots) > 2:  # relative to the workflow folder, as a run saw it
-        named = roots[2] / named
-    if not inside(named, roots):
+    folder = workflow_folder(study_dir)
+    if not named.is_absolute() and folder is not None:  # relative to the workflow folder, as a run saw it
+        named = folder / named
+    if not inside(named, trusted_roots(study_dir)):
         return None, outside_message(
             "generation cache", config.get("cache"), "config.cache"
         ) + " (name it with --cache)"

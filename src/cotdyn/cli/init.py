@@ -193,11 +193,13 @@ def write_skeleton(
     options: dict | None = None,
     signals: list[str] | None = None,
 ) -> list[Path]:
-    """config.yaml, plan.yaml and deviations.yaml of a new study in ``folder`` (see the module docstring)."""
+    """config.yaml, plan.yaml and deviations.yaml of a new study in ``folder`` (see the module docstring).
+    A relative ``registered_plan`` that the working directory lacks is the one cotdyn ships."""
+    from cotdyn.plan.config import bundled
+
+    registered_plan = bundled(registered_plan)
     if not Path(registered_plan).is_file():
-        raise InitError(
-            f"{registered_plan} not found: run from the repository's root, or name it with --registered-plan"
-        )
+        raise InitError(f"{registered_plan} not found: name the registered plan with --registered-plan")
     folder = Path(folder)
     study = folder.name
     declared, init = init_declaration(backend)

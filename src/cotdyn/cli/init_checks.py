@@ -21,7 +21,8 @@ from pathlib import Path
 
 import yaml
 
-SCHEMA = Path(__file__).resolve().parents[3] / "workflow" / "schemas" / "config.schema.yaml"
+from cotdyn.plan.schema import SCHEMA
+
 TRUE = {"1", "ON", "YES", "TRUE"}  # huggingface_hub's reading of a boolean variable
 OFFLINE_VARIABLES = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
 HUB_ID = re.compile(r"^(?!.*(--|\.\.))[A-Za-z0-9_][\w.-]{0,95}(/[A-Za-z0-9_][\w.-]{0,95})?$")

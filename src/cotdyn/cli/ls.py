@@ -161,7 +161,9 @@ def cmd_ls(args) -> int:
     if unknown:
         print(f"error: cotdyn ls {printable(unknown[0])}: not a kind (known: {', '.join(KINDS)})", file=sys.stderr)
         return 2
-    listed = listing(args.kinds or list(KINDS), args.preregistration)
+    from cotdyn.plan.config import bundled
+
+    listed = listing(args.kinds or list(KINDS), bundled(args.preregistration))
     if args.json:
         print(json.dumps(listed, indent=2))
     else:
@@ -178,6 +180,7 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
     ls.add_argument(
         "--preregistration",
         default="preregistration",
-        help="the folder of registered plans: plan.yaml and v*/plan.yaml (default: preregistration)",
+        help="the folder of registered plans: plan.yaml and v*/plan.yaml (default: preregistration, or the "
+        "one cotdyn ships where the working directory has none)",
     )
     ls.set_defaults(run=cmd_ls)

@@ -82,6 +82,9 @@ def _answer_form_argument(command: argparse.ArgumentParser) -> None:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="cotdyn", description=__doc__)
+    from cotdyn import __version__
+
+    p.add_argument("--version", action="version", version=f"cotdyn {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     from cotdyn.grading.registry import REGISTRY
 

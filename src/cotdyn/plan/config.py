@@ -96,16 +96,28 @@ class Cell:
         return answer_rule(self.benchmark)
 
 
-def bundled(path, root: Path, cwd: Path | None = None):
-    """``path``, or the file under ``root`` (the workflow's checkout) that it names, when it is relative
-    and names no file in ``cwd`` (the working directory) but one there: a deployment runs in a folder of
-    its own, which holds its config but not the bundled plans and data. A file in ``cwd`` wins."""
+# The registered plans and the bundled data this cotdyn ships (preregistration/, data/): in a checkout
+# src/cotdyn/bundled/ links to the checkout's folders, in an installed wheel it holds copies of them.
+BUNDLED = Path(__file__).resolve().parents[1] / "bundled"
+BUNDLED_FOLDERS = ("preregistration", "data")
+
+
+def bundled_roots(root: Path = BUNDLED) -> list[Path]:
+    """The folders the bundled files lie in, resolved (in a checkout, its own preregistration/ and data/)."""
+    return [(root / name).resolve() for name in BUNDLED_FOLDERS]
+
+
+def bundled(path, root: Path = BUNDLED, cwd: Path | None = None):
+    """``path``, or the file under ``root`` (the bundled files, ``BUNDLED``) that it names, resolved,
+    when it is relative and names no file in ``cwd`` (the working directory) but one there: a study
+    runs in a folder of its own, which holds its config but not the bundled plans and data. A file in
+    ``cwd`` wins."""
     if not isinstance(path, str) or Path(path).is_absolute() or ((cwd or Path.cwd()) / path).exists():
         return path
-    return str(root / path) if (root / path).exists() else path
+    return str((root / path).resolve()) if (root / path).exists() else path
 
 
-def with_bundled_paths(config: dict, root: Path, cwd: Path | None = None) -> dict:
+def with_bundled_paths(config: dict, root: Path = BUNDLED, cwd: Path | None = None) -> dict:
     """The config with its plan and benchmark files found by ``bundled`` (nothing else changes; a
     malformed entry is left for the schema to name)."""
     out = dict(config)

@@ -1,6 +1,6 @@
 """One validation of every config cotdyn reads: the workflow's config file and a study manifest's config.
 
-Both go through ``validate_config``: the run's schema (``workflow/schemas/config.schema.yaml``),
+Both go through ``validate_config``: the run's schema (``config.schema.yaml`` beside this module),
 checked by jsonschema with its defaults filled in as Snakemake's validator fills them (and the benchmark
 names of ``cotdyn.grading.registry`` as the ``kind`` enum), so the audit
 refuses a manifest's config exactly where a run (``workflow/rules/common.smk``) would have. An error names the source, the field
@@ -16,9 +16,8 @@ from typing import Callable
 from cotdyn.files.terminal import printable
 from cotdyn.plan.config import ConfigError
 
-# The checkout this code runs from (src/cotdyn/plan/schema.py lies three folders below it).
-CHECKOUT = Path(__file__).resolve().parents[3]
-SCHEMA = CHECKOUT / "workflow" / "schemas" / "config.schema.yaml"
+# package data: the workflow and the audit of an installed cotdyn read the schema it ships
+SCHEMA = Path(__file__).resolve().with_name("config.schema.yaml")
 SHOWN = 200  # characters of a schema message shown: the offending value may be long
 
 

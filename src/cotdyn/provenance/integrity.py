@@ -124,18 +124,22 @@ def stored_check(study_dir) -> dict:
     study_dir = Path(study_dir)
     report = AuditReport(str(study_dir))
     manifest = study_dir / STUDY_MANIFEST
+    made_by = None  # the cotdyn version the manifest records (manifests before issue 63 record none)
     if not manifest.exists():
         report.problems.append(f"{STUDY_MANIFEST} not found: the study has no manifest to check against")
     else:
         from cotdyn.files.strict import read_json
 
         try:  # strictly (cotdyn.files.strict): a file listed twice is refused, not taken by position
-            listed = read_json(manifest, max_bytes=MAX_MANIFEST_BYTES).get("files", {})
+            recorded = read_json(manifest, max_bytes=MAX_MANIFEST_BYTES)
+            listed, made_by = recorded.get("files", {}), recorded.get("cotdyn")
             stored = output_hashes(study_dir)
             report.files = [stored_file(path, want, stored.get(path)) for path, want in sorted(listed.items())]
         except (ManifestError, ValueError, AttributeError) as e:  # UntrustedFileError is a ValueError
             report.problems.append(str(e) if not isinstance(e, AttributeError) else f"{manifest}: not a JSON object")
-    return summary(study_dir, report, "stored files hashed against the manifest")
+    return summary(study_dir, report, "stored files hashed against the manifest") | (
+        {"cotdyn": made_by} if isinstance(made_by, str) else {}
+    )
 
 
 def stored_file(path: str, listed: str, stored: str | None) -> FileCheck:

@@ -249,6 +249,8 @@ def study_manifest(
         "config": config,
         "config_sha256": config_sha256(config),
         "git": git,
+        # the release that made it (the cell manifests list it among their packages too)
+        "cotdyn": package_versions(("cotdyn",))["cotdyn"],
         # what an audit must have installed (cotdyn.provenance.plugins.study_plugins, cotdyn.audit.plugins)
         "plugins": plugins or {},
         "files": files,

@@ -79,6 +79,8 @@ def scope_and_integrity(hypotheses: dict, audit: dict | None, stored: dict | Non
         lines += [".. warning::", "", "   ::", "", *_indented(warning, 6), ""]
     source = audit or stored or {}
     lines += [f"Study manifest SHA-256: {rst_literal(source.get('manifest_sha256'))}", ""]
+    if stored is not None and stored.get("cotdyn"):
+        lines += [f"Made by cotdyn {rst_literal(stored['cotdyn'])} (as its manifest records).", ""]
     if audit is not None and audit.get("registration"):
         lines += [f"Registration: {rst_text(str(audit['registration']))}", ""]
     if audit is not None:

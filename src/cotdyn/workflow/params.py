@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from functools import cache
 from pathlib import Path
+from typing import Callable
 
 from cotdyn.provenance.code import code_hash
 from cotdyn.workflow.study import Study
@@ -18,6 +19,9 @@ from cotdyn.workflow.study import Study
 # samples from the cache). A generation job reads chunk_size from the config itself
 # (workflow/scripts/reference.py).
 PERFORMANCE_KEYS = ("resources", "chunk_size")
+
+# the folder the running cotdyn package lies in: a checkout's src/, or site-packages where it is installed
+SOURCE = Path(__file__).resolve().parents[2]
 
 # what a job's own process gives as a code hash: it never compares params, the run's process does
 NOT_HASHED = "recorded by the run's process"
@@ -52,21 +56,23 @@ def records_params(workflow) -> bool:
 
 
 class CodeHashes:
-    """A rule's code trigger, a param: the hash of workflow/scripts/<script> and of every cotdyn module
-    it imports (cotdyn.provenance.code), normalised so that comments and docstrings do not count.
+    """A rule's code trigger, a param: the hash of workflow/scripts/<script> (its local path given by
+    ``script_path``) and of every cotdyn module under ``src`` it imports (cotdyn.provenance.code),
+    normalised so that comments and docstrings do not count.
     The profiles drop Snakemake's own `code` trigger (a script's mtime); docs/developer-notes.md.
     Computed when a job of the rule is planned, once per script, and only by a process that records
     params (``records_params``): a job's process skips the parsing."""
 
-    def __init__(self, workflow, root: Path):
+    def __init__(self, workflow, script_path: Callable[[str], str | Path], src: Path = SOURCE):
         self.workflow = workflow
-        self.root = Path(root)
+        self.script_path = script_path
+        self.src = Path(src)
         self.hash = cache(self._hash)
 
     def _hash(self, script: str) -> str:
         if not records_params(self.workflow):
             return NOT_HASHED
-        return code_hash(self.root / "workflow" / "scripts" / script, self.root / "src")
+        return code_hash(Path(self.script_path(script)), self.src)
 
     def of(self, script: str):
         """The param of a rule running ``script``: a function of the job's wildcards."""

@@ -41,3 +41,34 @@ def list_only_changed_params() -> bool:
 
     ParamsChange.__or__ = union
     return True
+
+
+def git_sources_refuse_source_files() -> bool:
+    """Whether a git source's ``join`` refuses a SourceFile: Snakemake 9.27.1's code trigger joins a
+    rule's script (a ``LocalSourceFile``) to the rule's folder, and ``LocalGitFile.join`` and
+    ``HostingProviderFile.join`` take a string only (the base class takes both), so a workflow read
+    from a git tag (docs/deployment.md) stops with a TypeError as its DAG is built."""
+    from snakemake.sourcecache import LocalGitFile, LocalSourceFile
+
+    try:
+        LocalGitFile(".", "workflow/rules", tag="v").join(LocalSourceFile("../scripts/a.py"))
+    except TypeError:
+        return True
+    return False
+
+
+def join_source_files_in_git_sources() -> bool:
+    """Let the git sources' ``join`` take a SourceFile as the base class's does; True when the
+    correction was applied (the fault is there)."""
+    from snakemake.sourcecache import HostingProviderFile, LocalGitFile, SourceFile
+
+    if not git_sources_refuse_source_files():
+        return False
+    for cls in (LocalGitFile, HostingProviderFile):
+        join = cls.join
+
+        def taking_source_files(self, path, join=join):
+            return join(self, path.get_path_or_uri(secret_free=False) if isinstance(path, SourceFile) else path)
+
+        cls.join = taking_source_files
+    return True

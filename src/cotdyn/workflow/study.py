@@ -152,7 +152,8 @@ def read_plan(plan_path: str, source: str) -> tuple[dict, str]:
 def read_study(config: dict, configfiles, config_settings, root: Path, schema: str) -> Study:
     """The study of the run's ``config`` (typed in place, ``typed_config``): ``configfiles`` and
     ``config_settings`` are Snakemake's (``workflow.configfiles``, ``workflow.config_settings``),
-    ``root`` the checkout, ``schema`` the config schema's path."""
+    ``root`` the folder of the bundled plans and data (``cotdyn.plan.config.BUNDLED``), ``schema``
+    the config schema's path."""
     source = config_source(configfiles)
     check_config_files(configfiles)
     refused = plugin_problems(config)  # named before the schema, which knows no refused name

@@ -278,7 +278,7 @@ def check_entry(entry: dict, where: str, dtype: str | None = None) -> None:
 
 
 def config_schema(base: dict) -> dict:
-    """The config schema (workflow/schemas/config.schema.yaml, loaded) with the registry filled in:
+    """The config schema (src/cotdyn/plan/config.schema.yaml, loaded) with the registry filled in:
     the model entry's ``backend`` enum and each backend's options block."""
     schema = copy.deepcopy(base)
     entry = schema["properties"]["models"]["additionalProperties"]
