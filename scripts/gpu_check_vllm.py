@@ -189,9 +189,10 @@ def with_defaults(config: dict) -> tuple[dict, bool]:
     filled: snakemake fills them, and the GPU machine may not have it."""
     try:
         from cotdyn.generation.backends.registry import schema_file
+        from cotdyn.plan.schema import SCHEMA
         from cotdyn.provenance.manifests import fill_config_defaults
 
-        with schema_file(ROOT / "workflow" / "schemas" / "config.schema.yaml") as schema:
+        with schema_file(SCHEMA) as schema:
             return fill_config_defaults(config, schema), True
     except ImportError:
         return config, False

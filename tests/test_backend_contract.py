@@ -14,13 +14,13 @@ from packaging.specifiers import SpecifierSet
 
 from cotdyn.generation.backends import make_backend, registry
 from cotdyn.generation.backends.base import describe_problems
+from cotdyn.plan.schema import SCHEMA
 from cotdyn.plugins import installed_version
 
 sys.path.insert(0, str(ROOT / "scripts"))  # the vLLM stand-in (scripts/vllm_standin.py)
 import vllm_standin  # noqa: E402
 
 REVISION = "0123abcd" * 5
-SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 
 
 def _simulated(request):

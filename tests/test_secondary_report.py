@@ -45,7 +45,7 @@ def test_settings_come_from_the_plan_and_name_a_missing_key(plan, settings):
 
 def test_targets_only_when_the_plan_specifies_them(plan, plan2):
     def targets(plan: dict, extras=layout.EXTRAS) -> set[str]:
-        return set(layout.study_targets(["a-gsm8k"], ["registered"], extras, secondary=rep.has_secondary(plan)))
+        return set(layout.study_targets(["a-gsm8k"], ["registered"], extras=extras, secondary=rep.has_secondary(plan)))
 
     secondary = {"analysis/registered/secondary/tables.html", layout.GENERATIONS}
     assert targets(plan2) - targets({"analysis": {}}) == secondary
