@@ -158,7 +158,7 @@ def audit(study_dir, plan_path=None, scratch=None, cache=None, pages: bool = Tru
         compared = compare_files(listed, view.hashes, derived, expected)
         report.files = [with_changed_rows(f, study_dir, derived_dir) for f in compared]
         if pages:  # the report pages, re-rendered (not by the run's own audit, whose result they show)
-            report.files = check_pages(report.files, study_dir, derived_dir)
+            report.files = check_pages(report.files, view, derived_dir)
     # a study target the manifest lacks is one of the expected files (audit.expected), failed there
     report.files = apply_raw_checks(report.files, checked)
     return report

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from cotdyn.audit.view import StudyView
 from cotdyn.files.layout import AUDIT_RESULT, PLAN_CHECK, REPORT_DIR, REPORT_PAGES, analysis_file
 from cotdyn.files.strict import UntrustedFileError, read_bytes, read_json
 from cotdyn.provenance.integrity import MATCH, MISMATCH, MISSING, UNLISTED, FileCheck, stored_check
@@ -62,16 +63,16 @@ def first_difference(ours: bytes, theirs: bytes) -> str:
     return "lengths differ"
 
 
-def page_check(study_dir: Path, derived_dir: Path, path: str, stored: dict) -> FileCheck:
+def page_check(view: StudyView, derived_dir: Path, path: str, stored: dict) -> FileCheck:
     variant, page = page_variant(path)
     if not (derived_dir / analysis_file(variant, "hypotheses.json")).is_file():
         return FileCheck(path, MISSING, "report page of a variant the audit did not re-derive")
     try:
-        ours = rendered(study_dir, derived_dir, variant, page, stored)
+        ours = rendered(view.root, derived_dir, variant, page, stored)
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
         return FileCheck(path, MISMATCH, f"could not be re-rendered ({type(e).__name__}: {str(e)[:200]})")
     try:
-        theirs = read_bytes(study_dir / path, max_bytes=MAX_PAGE_BYTES)
+        theirs = read_bytes(view.current(path), max_bytes=MAX_PAGE_BYTES)
     except UntrustedFileError as e:
         return FileCheck(path, MISMATCH, f"not read ({e})")
     if ours != theirs:
@@ -80,17 +81,16 @@ def page_check(study_dir: Path, derived_dir: Path, path: str, stored: dict) -> F
     return FileCheck(path, MATCH, "re-rendered from the re-derived analysis")
 
 
-def report_files(study_dir: Path) -> list[str]:
-    """Every file under the study's report/ (which the manifest leaves out), by relative path."""
-    folder = study_dir / REPORT_DIR
-    found = sorted(folder.rglob("*")) if folder.is_dir() and not folder.is_symlink() else []
-    return [f.relative_to(study_dir).as_posix() for f in found if f.is_file() and not f.is_symlink()]
+def report_files(view: StudyView) -> list[str]:
+    """Every file under the study's report/ (which the manifest leaves out) the admission's walk
+    found, by relative path."""
+    return [rel for rel in sorted(view.entries) if rel.startswith(f"{REPORT_DIR}/") and view.holds(rel)]
 
 
-def derived_check(study_dir: Path, derived_dir: Path, path: str) -> FileCheck:
+def derived_check(view: StudyView, derived_dir: Path, path: str) -> FileCheck:
     """A report file the audit re-derived (the grading tables and page) against the study's."""
     try:
-        theirs = read_bytes(study_dir / path, max_bytes=MAX_PAGE_BYTES)
+        theirs = read_bytes(view.current(path), max_bytes=MAX_PAGE_BYTES)
     except UntrustedFileError as e:
         return FileCheck(path, MISMATCH, f"not read ({e})")
     ours = (derived_dir / path).read_bytes()
@@ -105,11 +105,11 @@ def is_page(path: str) -> bool:
     return path.lower().endswith(PAGE_SUFFIXES)
 
 
-def report_check(study_dir: Path, derived_dir: Path, path: str, stored: dict | None) -> FileCheck:
+def report_check(view: StudyView, derived_dir: Path, path: str, stored: dict | None) -> FileCheck:
     if page_variant(path):
-        return page_check(study_dir, derived_dir, path, stored)
+        return page_check(view, derived_dir, path, stored)
     if (derived_dir / path).is_file():
-        return derived_check(study_dir, derived_dir, path)
+        return derived_check(view, derived_dir, path)
     return FileCheck(path, MISMATCH, REFUSED_PAGE) if is_page(path) else FileCheck(path, UNLISTED, NOT_VOUCHED)
 
 
@@ -118,11 +118,11 @@ def refuse_pages(check: FileCheck) -> FileCheck:
     return FileCheck(check.path, MISMATCH, REFUSED_PAGE) if check.status == UNLISTED and is_page(check.path) else check
 
 
-def check_pages(files: list[FileCheck], study_dir, derived_dir) -> list[FileCheck]:
+def check_pages(files: list[FileCheck], view: StudyView, derived_dir) -> list[FileCheck]:
     """The audit's file checks, each page among them that nothing vouched for refused, followed by
-    report/: its pages re-rendered or re-derived and compared, any other page refused, the rest
-    named as not vouched for."""
-    study_dir, derived_dir = Path(study_dir), Path(derived_dir)
-    paths = [p for p in report_files(study_dir) if p not in {f.path for f in files}]
-    stored = stored_check(study_dir) if any(page_variant(p) for p in paths) else None
-    return [refuse_pages(f) for f in files] + [report_check(study_dir, derived_dir, p, stored) for p in paths]
+    report/ as the admission found it (read through the study's view): its pages re-rendered or
+    re-derived and compared, any other page refused, the rest named as not vouched for."""
+    derived_dir = Path(derived_dir)
+    paths = [p for p in report_files(view) if p not in {f.path for f in files}]
+    stored = stored_check(view.root) if any(page_variant(p) for p in paths) else None
+    return [refuse_pages(f) for f in files] + [report_check(view, derived_dir, p, stored) for p in paths]

@@ -81,23 +81,34 @@ def shards(directory: Path) -> list[Path]:
     return sorted(Path(directory).glob("*.json"))
 
 
+SHARD_DAMAGE = (ValueError, KeyError, TypeError, AttributeError)  # what a damaged shard raises (shard_body)
+
+
+def shard_body(shard: Path) -> dict:
+    """A shard's samples by key as written, read strictly (cotdyn.files.strict: a regular file,
+    bounded, no key twice, nested as a shard nests) and its checksum checked; one of SHARD_DAMAGE
+    saying why it is damaged."""
+    if shard.is_symlink():  # a shard is a file the cache wrote, never a link elsewhere
+        raise ValueError("a symlink, not a shard")
+    payload = parse_json(read_text(shard, max_bytes=MAX_SHARD_BYTES), shard)
+    body = payload["body"]
+    if hashlib.sha256(body.encode()).hexdigest() != payload["sha256"]:
+        raise ValueError("checksum mismatch")
+    samples = parse_json(body, shard)
+    if not isinstance(samples, dict):
+        raise ValueError("its body is not a table of keys")
+    return samples
+
+
 def shard_samples(shard: Path) -> dict[str, list[tuple[tuple, object, object]]] | str:
     """One shard's samples by key, each (token ids, text, finish reason) as written, or why it is
     ignored (a torn write or tampering: its requests are generated again, never trusted)."""
     try:
-        if shard.is_symlink():  # a shard is a file the cache wrote, never a link elsewhere
-            raise ValueError("a symlink, not a shard")
-        # strictly (cotdyn.files.strict): a regular file, bounded, no key twice, nested as a
-        # shard nests; a refusal is a ValueError naming the shard, so it is ignored like a torn one
-        payload = parse_json(read_text(shard, max_bytes=MAX_SHARD_BYTES), shard)
-        body = payload["body"]
-        if hashlib.sha256(body.encode()).hexdigest() != payload["sha256"]:
-            raise ValueError("checksum mismatch")
         return {
             key: [(tuple(ids), text, reason) for ids, text, reason in samples]
-            for key, samples in parse_json(body, shard).items()
+            for key, samples in shard_body(shard).items()
         }
-    except (ValueError, KeyError, TypeError, AttributeError) as e:
+    except SHARD_DAMAGE as e:
         print(f"generation cache: ignoring damaged shard {shard} ({e})", file=sys.stderr)
         return f"{shard.name}: {e}"
 

@@ -16,15 +16,14 @@ followed, inside the cache or inside a study: a link is listed, never read throu
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cotdyn.files.strict import UntrustedFileError, parse_json, read_json, read_text
+from cotdyn.files.strict import UntrustedFileError, read_json
 from cotdyn.generation import journal as J
-from cotdyn.generation.cache import MAX_SHARD_BYTES
+from cotdyn.generation.cache import SHARD_DAMAGE, shard_body
 from cotdyn.provenance.seal import MAX_SEAL_BYTES, SEAL, requests_sha256
 
 UNFINISHED = (J.SUFFIX, ".tmp")  # a run's work not yet in a shard
@@ -51,24 +50,12 @@ class Inventory:
     other: list[Path] = field(default_factory=list)  # the ledger and anything unknown: kept
 
 
-def shard_keys(path: Path) -> frozenset[str]:
-    """The cache keys of one shard, read as the cache reads it (strictly, checksum checked)."""
-    payload = parse_json(read_text(path, max_bytes=MAX_SHARD_BYTES), path)
-    if not isinstance(payload, dict) or not isinstance(payload.get("body"), str):
-        raise ValueError("not a shard (needs sha256 and body)")
-    if hashlib.sha256(payload["body"].encode()).hexdigest() != payload.get("sha256"):
-        raise ValueError("checksum mismatch")
-    body = parse_json(payload["body"], path)
-    if not isinstance(body, dict):
-        raise ValueError("its body is not a table of keys")
-    return frozenset(body)
-
-
 def _shard(cache: Path, path: Path) -> Shard:
+    """One shard with its cache keys, read as the cache reads it (``cache.shard_body``)."""
     info = path.lstat()
     try:
-        keys, damaged = shard_keys(path), None
-    except (UntrustedFileError, ValueError, TypeError) as e:
+        keys, damaged = frozenset(shard_body(path)), None
+    except SHARD_DAMAGE as e:
         keys, damaged = frozenset(), str(e).splitlines()[0][:200]
     return Shard(path.relative_to(cache), info.st_size, info.st_mtime, keys, damaged)
 

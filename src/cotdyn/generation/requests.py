@@ -27,24 +27,22 @@ from cotdyn.protocol.seeds import request_seed, served_seed
 Decode = Callable[[Sequence[int]], str]
 
 
-def reference_sampling(protocol: dict) -> Sampling:
+def _sampling(protocol: dict, phase: str) -> Sampling:
     return Sampling(
-        protocol["reference_temperature"],
-        protocol["reference_max_tokens"],
+        protocol[f"{phase}_temperature"],
+        protocol[f"{phase}_max_tokens"],
         protocol["top_p"],
         protocol["top_k"],
         protocol["repetition_penalty"],
     )
+
+
+def reference_sampling(protocol: dict) -> Sampling:
+    return _sampling(protocol, "reference")
 
 
 def continuation_sampling(protocol: dict) -> Sampling:
-    return Sampling(
-        protocol["continuation_temperature"],
-        protocol["continuation_max_tokens"],
-        protocol["top_p"],
-        protocol["top_k"],
-        protocol["repetition_penalty"],
-    )
+    return _sampling(protocol, "continuation")
 
 
 def reference_requests(problems: list[Problem], prompts: list[list[int]], protocol: dict, cell: str) -> list[Request]:
