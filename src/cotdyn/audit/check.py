@@ -24,7 +24,7 @@ from cotdyn.audit.diff import changed_rows
 from cotdyn.audit.expected import expected_checks, expected_files
 from cotdyn.audit.pages import check_pages
 from cotdyn.audit.raw import apply_raw_checks, raw_checks, raw_files
-from cotdyn.audit.registration import registration_check, seeds_honoured, time_lock_status
+from cotdyn.audit.registration import power_check, registration_check, seeds_honoured, time_lock_status
 from cotdyn.audit.untrusted import Admitted, Refused, admit
 from cotdyn.audit.view import study_view
 from cotdyn.files.layout import PLAN_CHECK, study_targets
@@ -114,13 +114,16 @@ def failed(e: Exception) -> str:
     return f"re-derivation failed: {type(e).__name__}: {printable(str(e))[:500]}"
 
 
-def audit(study_dir, plan_path=None, scratch=None, cache=None, pages: bool = True, tsa_ca=None) -> AuditReport:
+def audit(
+    study_dir, plan_path=None, scratch=None, cache=None, pages: bool = True, tsa_ca=None, power: bool = False
+) -> AuditReport:
     """Audit a finished study directory against its manifest (see the module docstring). The
     folder is admitted first (cotdyn.audit.untrusted: links, manifest, config, plan, cache), each
     raw file bounded and its seal checked before it is parsed (cotdyn.audit.bounds); a refusal is
     a named FAIL. ``cache``: the generation cache the reviewer names (default: the config's, when
     it lies in the folders the audit trusts); ``tsa_ca``: the timestamp authority's CA certificate
-    the reviewer trusts (cotdyn.audit.registration)."""
+    the reviewer trusts (cotdyn.audit.registration); ``power``: recompute the plan's power table
+    (minutes at panel scale; without it its stored file is checked against REGISTERED's hash)."""
     study_dir = Path(study_dir)
     report = AuditReport(str(study_dir))
     try:
@@ -136,6 +139,9 @@ def audit(study_dir, plan_path=None, scratch=None, cache=None, pages: bool = Tru
     view = study_view(study_dir, study.entries, list(raw))  # every later read of the study goes through it
     report.registration, earlier, problems = registration_check(study.plan_path, study.plan, view, tsa_ca)
     report.problems += problems + plan_problems(study)
+    words, problems = power_check(study.plan_path, study.plan, power)
+    report.registration += f"; {words}" if words else ""
+    report.problems += problems
     lock: list[str] = []
     with tempfile.TemporaryDirectory(prefix="cotdyn-audit-") as tmp:
         derived_dir = (Path(scratch) if scratch else Path(tmp)) / "derived"
