@@ -344,6 +344,9 @@ def cmd_init(args) -> int:
         "next: read and edit them, then\n"
         f"  cotdyn register --plan {folder / 'plan.yaml'} --registered {folder / 'REGISTERED'} --date YYYY-MM-DD\n"
         "    (or --timestamp-url URL in place of --date: a timestamp authority attests the time; docs/your-study.md)\n"
+        "    (it first simulates the power of the plan's assumed_effects, proposed here; below its min_power it\n"
+        "    registers only with --underpowered; the problems needed: "
+        f"cotdyn power --plan {folder / 'plan.yaml'} --needed 100,200,400)\n"
         f"  snakemake --cores 2 --configfile {folder / 'config.yaml'}"
     )
     return 0
