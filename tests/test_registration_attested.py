@@ -240,9 +240,10 @@ def test_register_takes_a_token_obtained_elsewhere_and_dates_the_registration_by
 def test_the_lock_of_a_tokened_registration_holds_the_token(attested_study):
     plan = attested_study.parents[1] / "preregistration" / "plan.yaml"
     samples = pd.read_parquet(attested_study / "cells" / "qwen7b-gsm8k" / "registered" / "samples.parquet")
-    token_sha = yaml.safe_load((plan.parent / "REGISTERED").read_text())["timestamp_token_sha256"]
+    # plan v5: the sha256 of the TSTInfo the authority signed (v4 held the token file's, +tsr:)
+    signed_sha = yaml.safe_load((plan.parent / "REGISTERED").read_text())["timestamp_signed_sha256"]
     lock = load_plan(plan)["_generation_lock"]
-    assert lock == f"plan:{plan_sha256(plan)}+tsr:{token_sha}"
+    assert lock == f"plan:{plan_sha256(plan)}+tst:{signed_sha}"
     row = samples.iloc[0]
     seed = request_seed(20260829, "qwen7b-gsm8k", row.problem_id, int(row.prefix_tokens), "continuation", lock)
     assert int(row.seed) == seed + int(row["sample"])
@@ -267,6 +268,7 @@ def test_a_later_analysis_only_version_is_locked_to_the_earlier_registration(att
     locked = {
         "plan_sha256": record["plan_sha256"],
         "token_sha256": record["timestamp_token_sha256"],
+        "signed_sha256": record["timestamp_signed_sha256"],  # plan v5's lock holds what the authority signed
         "registered": "v4/REGISTERED",
     }
     text = text.replace("time_lock: this_registration", "time_lock: " + json.dumps(locked))
@@ -299,7 +301,7 @@ def test_a_later_analysis_only_version_is_locked_to_the_earlier_registration(att
     "old, new, named",
     [
         ("criterion: {kind: ci_upper_below, value: 0.0}", "criterion: {kind: ci_upper_below, value: 0.0, over: each_cell}",
-         "criterion.over is not a key of plan version 5"),
+         "criterion.over is not a key of plan version 4"),
         ("    quantile_rule: linear ", "    # quantile_rule: linear ", "analysis.bootstrap: missing key 'quantile_rule'"),
     ],
 )  # fmt: skip
@@ -355,7 +357,7 @@ def test_a_plan_before_v4_is_said_unlocked_by_its_version():
 def _later_text(earlier_text: str, record: dict, change=("resamples: 100\n", "resamples: 200\n")) -> str:
     """A later version of ``earlier_text`` locked to the registration ``record`` (its REGISTERED) at v4/."""
     locked = {"plan_sha256": record["plan_sha256"], "token_sha256": record.get("timestamp_token_sha256"),
-              "registered": "v4/REGISTERED"}  # fmt: skip
+              "signed_sha256": record.get("timestamp_signed_sha256"), "registered": "v4/REGISTERED"}  # fmt: skip
     assert change[0] in earlier_text
     text = earlier_text.replace(*change)
     return text.replace(LOCK_LINE, "time_lock: " + json.dumps(locked) + "\n")
