@@ -45,7 +45,7 @@ def cmd_register(args) -> int:
             token,
             args.registry_url,
             args.tsa_ca,
-            table and power.table_bytes(table),
+            power.table_bytes(table) if table is not None else None,
             underpowered,
         )
         line = registration_line(args.plan, args.registered, args.tsa_ca)
