@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from factories import without_assumed_effects
 
 from cotdyn.audit.check import MATCH, MISMATCH, MISSING, PLAN_CHECK, audit, derive_analysis, write_plan_check
 from cotdyn.dataset.benchmarks import load_benchmark, problems_table
@@ -57,7 +58,7 @@ def build_study(
     prereg = root / "preregistration"
     prereg.mkdir(parents=True)
     # Fewer bootstrap resamples than registered keep the tests fast; the copy is registered afresh.
-    text = (ROOT / "preregistration" / "plan.yaml").read_text()
+    text = without_assumed_effects((ROOT / "preregistration" / "plan.yaml").read_text())
     for registered, small in (("resamples: 1000", "resamples: 100"),):
         assert registered in text
         text = text.replace(registered, small)

@@ -23,14 +23,17 @@ PLANS = {
     "v1": ROOT / "preregistration" / "v1" / "plan.yaml",
     "v2": ROOT / "preregistration" / "v2" / "plan.yaml",
     "v3": ROOT / "preregistration" / "v3" / "plan.yaml",
-    "v4": ROOT / "preregistration" / "plan.yaml",
+    "v4": ROOT / "preregistration" / "v4" / "plan.yaml",
     # v4's plan widened to the fixture's descriptive cells (tests/fixtures/golden/rules_plan.py), so that
     # a rule deciding only a verdict or a Holm decision decides a pinned value
-    "v4-rules": ROOT / "preregistration" / "plan.yaml",
+    "v4-rules": ROOT / "preregistration" / "v4" / "plan.yaml",
+    "v5": ROOT / "preregistration" / "plan.yaml",
+    "v5-rules": ROOT / "preregistration" / "plan.yaml",
 }
+RULES = ("v4-rules", "v5-rules")
 # The files that hold today's output: nothing they register is left unpinned (the older files hold
 # what their registration-era code reported; values added since are not theirs).
-CURRENT = ("v4", "v4-rules")
+CURRENT = ("v5", "v5-rules")
 # v1's registration-era code (3b9f0a3) gave a constant label a gap of 0, CI [0, 0], p = 1; the code
 # since 87f7308 reports them null with the reason. The one known difference, stated, not hidden.
 KNOWN = {
@@ -59,7 +62,7 @@ def _registered_values():
 
 def golden_plan(version: str) -> dict:
     plan = load_plan(PLANS[version])
-    return _golden_module("rules_plan").rules_plan(plan) if version == "v4-rules" else plan
+    return _golden_module("rules_plan").rules_plan(plan) if version in RULES else plan
 
 
 def golden_changes(version: str, records: pd.DataFrame) -> tuple[list[str], set[str]]:
@@ -103,6 +106,23 @@ def test_the_golden_records_are_what_their_script_makes():
     made = io.BytesIO()
     module.records().to_parquet(made, index=False)  # through parquet, as the file was written
     pd.testing.assert_frame_equal(pd.read_parquet(made), pd.read_parquet(GOLDEN / "records.parquet"))
+
+
+V5_CHANGED = ("assumed_effects", "plan_version", "changes_from_previous_version", "_generation_lock")
+
+
+def test_v5_registers_assumed_effects_and_computes_what_v4_computed():
+    """Plan v5 adds the power analysis's assumed effects (issue 62) and the signed time lock (issue
+    60); neither enters the analysis of records, so every value v4 pinned is v5's."""
+    for name in ("", "-rules"):
+        v4, v5 = (json.loads((GOLDEN / f"{v}{name}.json").read_text()) for v in ("v4", "v5"))
+        assert v4 == v5
+    plans = {v: load_plan(PLANS[v]) for v in ("v4", "v5")}
+    assert "assumed_effects" not in plans["v4"] and "assumed_effects" in plans["v5"]
+    # the rest is v4's: what a version changes is its changes_from_previous_version list, and the lock
+    # load_plan derives differs with the file's bytes
+    kept = lambda plan: {k: v for k, v in plan.items() if k not in V5_CHANGED}  # noqa: E731
+    assert kept(plans["v5"]) == kept(plans["v4"])
 
 
 def test_v2_computes_h5_from_the_cell_matrix_and_v3_from_the_stratified_split(records):

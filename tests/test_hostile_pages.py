@@ -98,14 +98,15 @@ def test_the_registered_results_page_escapes_audit_values():
 
 
 def test_register_takes_an_iso_date_only_and_dumps_yaml(tmp_path):
-    shutil.copy(ROOT / "preregistration/plan.yaml", tmp_path / "plan.yaml")
+    # plan v4's registration: its REGISTERED holds the hash and date alone (v5's also its power table)
+    shutil.copy(ROOT / "preregistration/v4/plan.yaml", tmp_path / "plan.yaml")
     for date in ("2026-12-02' extra: 1", "2026-13-01", "tomorrow"):
         with pytest.raises(PreregistrationError, match="expected an ISO date"):
             register(tmp_path / "plan.yaml", tmp_path / "REGISTERED", date)
     assert not (tmp_path / "REGISTERED").exists()
     register(tmp_path / "plan.yaml", tmp_path / "REGISTERED", "2026-12-06")
     # the same bytes as the registered plan's own file, written by the same dumper
-    assert (tmp_path / "REGISTERED").read_bytes() == (ROOT / "preregistration/REGISTERED").read_bytes()
+    assert (tmp_path / "REGISTERED").read_bytes() == (ROOT / "preregistration/v4/REGISTERED").read_bytes()
     assert read_registered(tmp_path / "REGISTERED")["date"] == "2026-12-06"
 
 

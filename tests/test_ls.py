@@ -59,10 +59,11 @@ def test_it_lists_every_kind_with_the_package_each_comes_from(monkeypatch, capsy
         ["v1", "preregistration/v1/plan.yaml"],
         ["v2", "preregistration/v2/plan.yaml"],
         ["v3", "preregistration/v3/plan.yaml"],
-        ["v4", "preregistration/plan.yaml"],
+        ["v4", "preregistration/v4/plan.yaml"],
+        ["v5", "preregistration/plan.yaml"],
     ]
-    v4 = plans[-1]
-    assert f"sha256 {plan_sha256(ROOT / 'preregistration' / 'plan.yaml')} (matches), registered 2026-12-06" in v4
+    v5 = plans[-1]
+    assert f"sha256 {plan_sha256(ROOT / 'preregistration' / 'plan.yaml')} (matches), registered 2026-12-07" in v5
 
 
 def test_json_by_kind_and_a_plan_that_differs_from_its_registration(tmp_path, capsys):

@@ -21,7 +21,7 @@ from cotdyn.stats import Interval
 ROOT = Path(__file__).resolve().parents[1]
 PREREG = ROOT / "preregistration"
 V1, V2, V3 = (load_plan(PREREG / v / "plan.yaml") for v in ("v1", "v2", "v3"))
-V4 = load_plan(PREREG / "plan.yaml")
+V4 = load_plan(PREREG / "v4" / "plan.yaml")  # registered, kept; plan v5 reads the same rules
 
 KEYS = {  # each key v4 registers: where it lives in the plan
     "spearman_tests": ("analysis", "p_values"),

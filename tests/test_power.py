@@ -4,6 +4,7 @@ registered decision reduces to one, the table moving with each registered settin
 determinism, and named errors for bad assumed effects."""
 
 import copy
+import hashlib
 import json
 import math
 import re
@@ -21,6 +22,8 @@ from cotdyn.plan.load import load_plan
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_PLAN = ROOT / "preregistration" / "examples" / "default" / "plan.yaml"
 CELL = "smollm2-additions"  # the embedded default's one cell, 40 problems
+# The embedded default's plan without the assumed effects it registers (cotdyn init writes them last).
+BARE_PLAN_TEXT = DEFAULT_PLAN.read_text().split("\nassumed_effects:")[0] + "\n"
 
 
 def section(**law) -> dict:
@@ -91,7 +94,7 @@ def test_power_rises_with_n_and_the_problems_needed_reach_min_power(plan):
         power.problems_needed(plan, effects, (0, 40), 1, 11)
 
 
-@pytest.mark.slow  # reads the simulated curve
+@pytest.mark.slow  # its fixture simulates 600 studies
 def test_minimum_detectable_effect_reads_the_curve(curve):
     h1 = by_id(curve)["H1"]
     scale = h1["minimum_detectable"]["scale"]
@@ -196,7 +199,7 @@ def test_bad_assumed_effects_are_named_errors(plan, entries, names):
 
 def test_section_level_errors_name_the_key(plan):
     with pytest.raises(power.PowerInputError, match="no 'assumed_effects' section"):
-        power.assumed_effects(plan)
+        power.assumed_effects({k: v for k, v in plan.items() if k != "assumed_effects"})
     with pytest.raises(power.PowerInputError, match="assumed_effects: missing key 'min_power'"):
         power.assumed_effects(plan, {"default": section()["default"]})
     with pytest.raises(power.PowerInputError, match=r"assumed_effects.min_power: 2 is outside"):
@@ -228,7 +231,9 @@ def test_cli_writes_the_table_json_and_figure(tmp_path, capsys):
 def test_cli_bad_input_is_a_named_error_not_a_traceback(tmp_path, capsys):
     effects = tmp_path / "effects.yaml"
     effects.write_text(yaml.safe_dump({"assumed_effects": section(accuracy=1.2)}))
-    base = ["power", "--plan", str(DEFAULT_PLAN), "--out", str(tmp_path / "out")]
+    bare = tmp_path / "plan.yaml"
+    bare.write_text(BARE_PLAN_TEXT)
+    base = ["power", "--plan", str(bare), "--out", str(tmp_path / "out")]
     assert main([*base, "--effects", str(effects)]) == 1
     assert capsys.readouterr().err.startswith("error: assumed_effects.default.accuracy: 1.2 is outside its range")
     assert main(base) == 1
@@ -273,7 +278,7 @@ def test_register_refuses_bad_assumed_effects_by_key(tmp_path, capsys, law, name
     assumed = section(**law)
     assumed["default"] = {k: v for k, v in assumed["default"].items() if v is not None}
     plan = tmp_path / "plan.yaml"
-    plan.write_text(DEFAULT_PLAN.read_text() + yaml.safe_dump({"assumed_effects": assumed}))
+    plan.write_text(BARE_PLAN_TEXT + yaml.safe_dump({"assumed_effects": assumed}))
     args = ["register", "--plan", str(plan), "--registered", str(tmp_path / "REGISTERED"), "--date", "2026-12-07"]
     assert main(args) == 1
     err = capsys.readouterr().err
@@ -281,8 +286,108 @@ def test_register_refuses_bad_assumed_effects_by_key(tmp_path, capsys, law, name
     assert not (tmp_path / "REGISTERED").exists()
 
 
-def test_register_takes_a_plan_with_complete_assumed_effects(tmp_path):
+TABLE = {"replicates": 4, "seed": 3, "scales": [0, 1]}  # a registered table small enough for the inner loop
+
+
+def _plan_with(tmp_path, **settings) -> Path:
     plan = tmp_path / "plan.yaml"
-    plan.write_text(DEFAULT_PLAN.read_text() + yaml.safe_dump({"assumed_effects": section()}))
-    assert main(["register", "--plan", str(plan), "--registered", str(tmp_path / "R"), "--date", "2026-12-07"]) == 0
-    assert (tmp_path / "R").exists()
+    plan.write_text(BARE_PLAN_TEXT + yaml.safe_dump({"assumed_effects": {**section(), **TABLE, **settings}}))
+    return plan
+
+
+def _register(plan: Path, *flags: str) -> int:
+    return main(["register", "--plan", str(plan), "--registered", str(plan.with_name("REGISTERED")),
+                 "--date", "2026-12-07", *flags])  # fmt: skip
+
+
+def test_register_records_the_power_table_and_plan_md_shows_it(tmp_path, capsys):
+    from cotdyn.plan.plan_md import render_plan_md
+    from cotdyn.plan.registered import read_registered
+
+    plan = _plan_with(tmp_path, min_power=0.0)  # every power reaches 0: not underpowered
+    assert _register(plan, "--underpowered") == 1  # nothing to declare
+    assert "reaches its min_power; nothing to declare" in capsys.readouterr().err
+    assert _register(plan) == 0
+    record = read_registered(tmp_path / "REGISTERED")
+    stored = (tmp_path / "power.json").read_bytes()
+    assert record["power_table"] == "power.json" and "underpowered" not in record
+    assert record["power_table_sha256"] == hashlib.sha256(stored).hexdigest()
+    # the table as registered is the plan's own, at its replicates, seed and scales, and recomputes to it
+    recomputed = power.registered_table(load_plan(plan))
+    assert (recomputed["reps"], recomputed["seed"], recomputed["scales"]) == (4, 3, [0.0, 1.0])
+    assert power.table_bytes(recomputed) == stored
+    md = (tmp_path / "plan.md").read_text()
+    assert md == render_plan_md(load_plan(plan), json.loads(stored))
+    assert "## Power at registration" in md and "| H1 | smollm2-additions |" in md
+
+
+def test_an_underpowered_plan_registers_only_with_the_flag_and_says_so(tmp_path, capsys):
+    from cotdyn.plan.registered import read_registered
+
+    plan = _plan_with(tmp_path, min_power=0.99)  # 4 studies of 40 problems: below 0.99
+    assert _register(plan) == 1
+    err = capsys.readouterr().err
+    assert "is underpowered at registration: H1: power" in err and "--underpowered" in err
+    assert not (tmp_path / "REGISTERED").exists() and not (tmp_path / "power.json").exists()
+    assert _register(plan, "--underpowered") == 0
+    record = read_registered(tmp_path / "REGISTERED")
+    assert re.search(
+        r"H1: power \d\.\d\d \(MC se \d\.\d\d\) for a 30-point gap \(min_power 0.99\)", record["underpowered"]
+    )
+    assert "registered underpowered (--underpowered): H1: power" in capsys.readouterr().out
+
+
+def test_register_refuses_a_plan_without_the_table_settings_by_key(tmp_path, capsys):
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(BARE_PLAN_TEXT + yaml.safe_dump({"assumed_effects": section()}))
+    assert _register(plan) == 1
+    assert "assumed_effects: missing key(s) ['replicates', 'seed', 'scales']" in capsys.readouterr().err
+    for key, value, names in [
+        ("replicates", 0, "assumed_effects.replicates: must be an integer >= 1, got 0"),
+        ("seed", 1.5, "assumed_effects.seed: must be an integer >= 0, got 1.5"),
+        ("scales", "0,1", "assumed_effects.scales: must be a list of numbers >= 0"),
+        ("scales", [0, -1], "assumed_effects.scales: -1 is outside its range"),
+    ]:
+        with pytest.raises(power.PowerInputError, match="^" + re.escape(names)):
+            power.assumed_effects(load_plan(DEFAULT_PLAN), {**section(), **TABLE, key: value})
+
+
+def test_the_audit_checks_the_stored_table_and_recomputes_it_on_request(tmp_path):
+    from cotdyn.audit.registration import power_check
+
+    plan = _plan_with(tmp_path, min_power=0.99)
+    assert _register(plan, "--underpowered") == 0
+    loaded = load_plan(plan)
+    words, problems = power_check(plan, loaded, recompute=False)
+    assert words.startswith("power table: its hash checked against REGISTERED, not recomputed (cotdyn audit --power)")
+    assert "underpowered at registration (H1: power" in words and problems == []
+    words, problems = power_check(plan, loaded, recompute=True)
+    assert words.startswith("power table: verified (recomputed from the plan and its seed)") and problems == []
+    # a table other than the one the plan and its seed give: the stored file and the recomputation both fail
+    record = (tmp_path / "REGISTERED").read_text()
+    registered_sha = re.search(r"power_table_sha256: (\w+)", record).group(1)
+    (tmp_path / "REGISTERED").write_text(record.replace(registered_sha, "0" * 64))
+    words, problems = power_check(plan, loaded, recompute=True)
+    assert words.startswith("power table: FAILED") and len(problems) == 2
+    assert "recomputed from the plan and its seed, sha256 " + registered_sha in problems[1]
+    # a plan that states no assumed effects has no power line
+    assert power_check(plan, {k: v for k, v in loaded.items() if k != "assumed_effects"}, True) == (None, [])
+
+
+def test_the_report_header_says_a_plan_was_registered_underpowered():
+    from cotdyn.report.header import report_header
+
+    said = "H1: power 0.10 (MC se 0.02) for a 10-point gap (min_power 0.8)"
+    check = {"plan_sha256": "a" * 64, "registered": {"date": "2026-12-07", "underpowered": said}, "cells": {}}
+    text = report_header("registered", {"plan_sha256": "a" * 64, "plan_version": 5}, check)
+    assert f"**Underpowered at registration** ({said})." in text
+    check["registered"].pop("underpowered")
+    assert "Underpowered" not in report_header("registered", {"plan_sha256": "a" * 64}, check)
+
+
+def test_cotdyn_power_reads_the_plans_own_effects_and_table_settings(tmp_path, capsys):
+    plan = _plan_with(tmp_path, replicates=2, seed=5)
+    assert main(["power", "--plan", str(plan), "--workers", "1", "--out", str(tmp_path / "out")]) == 0
+    written = json.loads((tmp_path / "out" / "power.json").read_text())
+    assert (written["reps"], written["seed"], written["scales"]) == (2, 5, [0.0, 1.0])
+    assert written["assumed_effects"][CELL]["gap_pp"] == 30.0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -38,18 +39,45 @@ def prereg(tmp_path) -> Path:
     return d
 
 
-V1, V2, V3 = PREREG / "v1", PREREG / "v2", PREREG / "v3"
+V1, V2, V3, V4 = PREREG / "v1", PREREG / "v2", PREREG / "v3", PREREG / "v4"
 # The earlier registrations' hashes, frozen: each version is kept byte for byte in its own folder.
 V1_SHA256 = "9d84e020dacb8503b0ab9b0d94848f7aba57b1d2ccca2b86097f343930d097dd"
 V2_SHA256 = "babb73081c7d12ce4275636269cd95df18b94c2cb2e4cfe168e5c49d68942f85"
 V3_SHA256 = "169faaf0b59bfe700e8e979afa9387b1bf053879b26bbf6dc071597dd75c778d"
+V4_SHA256 = "eca2ca28d8d4ac256555fe8a45cdbb0fa616face3e3acf77fc10789d544618bf"
 
 
 def test_committed_registration_matches_the_plan():
     assert check_registered(PREREG / "plan.yaml", PREREG / "REGISTERED") == plan_sha256(PREREG / "plan.yaml")
-    assert read_registered(PREREG / "REGISTERED")["date"] == "2026-12-06"
-    assert load_plan(PREREG / "plan.yaml")["plan_version"] == 4
+    assert read_registered(PREREG / "REGISTERED")["date"] == "2026-12-07"
+    assert load_plan(PREREG / "plan.yaml")["plan_version"] == 5
     assert load_deviations(PREREG / "deviations.yaml") == []
+
+
+@pytest.mark.parametrize("directory", [PREREG, PREREG / "examples" / "default"])
+def test_a_v5_registration_records_its_power_table(directory):
+    """The table cotdyn register computed (issue 62) lies beside REGISTERED, which records its sha256;
+    the embedded default registers it underpowered, and says how."""
+    record = read_registered(directory / "REGISTERED")
+    table = directory / record["power_table"]
+    assert hashlib.sha256(table.read_bytes()).hexdigest() == record["power_table_sha256"]
+    result = json.loads(table.read_text())
+    effects = load_plan(directory / "plan.yaml")["assumed_effects"]
+    assert (result["reps"], result["seed"], result["min_power"]) == (
+        effects["replicates"],
+        effects["seed"],
+        effects["min_power"],
+    )
+    below = [h["id"] for h in result["hypotheses"] if h["powered"] and h["underpowered"]]
+    assert bool(below) == ("underpowered" in record)
+    assert all(f"{hid}: power" in record.get("underpowered", "") for hid in below)
+
+
+def test_plan_version_4_is_kept_registered_and_unchanged():
+    assert check_registered(V4 / "plan.yaml", V4 / "REGISTERED") == V4_SHA256
+    assert read_registered(V4 / "REGISTERED")["date"] == "2026-12-06"
+    assert load_plan(V4 / "plan.yaml")["plan_version"] == 4
+    assert load_deviations(V4 / "deviations.yaml") == []
 
 
 def test_plan_version_3_is_kept_registered_and_unchanged():
@@ -73,9 +101,12 @@ def test_plan_version_1_is_kept_registered_and_unchanged():
     assert load_deviations(V1 / "deviations.yaml") == []
 
 
-@pytest.mark.parametrize("directory", [PREREG, V1, V2, V3, PREREG / "examples" / "default"])
+@pytest.mark.parametrize("directory", [PREREG, V1, V2, V3, V4, PREREG / "examples" / "default"])
 def test_committed_plan_md_is_the_rendering_of_plan_yaml(directory):
-    assert (directory / "plan.md").read_text() == render_plan_md(load_plan(directory / "plan.yaml"))
+    record = read_registered(directory / "REGISTERED")
+    table = json.loads((directory / record["power_table"]).read_text()) if "power_table" in record else None
+    assert (directory / "plan.md").read_text() == render_plan_md(load_plan(directory / "plan.yaml"), table)
+    assert ("## Power at registration" in (directory / "plan.md").read_text()) == (table is not None)
 
 
 @pytest.mark.parametrize(
@@ -83,7 +114,8 @@ def test_committed_plan_md_is_the_rendering_of_plan_yaml(directory):
     [
         (V1, V2, ("holm", "analysis", "hypotheses")),
         (V2, V3, ("analysis", "verdict_rule")),
-        (V3, PREREG, ("time_lock", "protocol", "analysis", "verdict_rule", "hypotheses")),
+        (V3, V4, ("time_lock", "protocol", "analysis", "verdict_rule", "hypotheses")),
+        (V4, PREREG, ("assumed_effects", "time_lock")),
     ],
 )
 def test_plan_md_lists_every_deviation_from_the_previous_version(previous, this, blocks):

@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from factories import without_assumed_effects
 from test_audit import build_study, copy_study
 from tsa import TsaServer, make_authority
 
@@ -26,6 +27,8 @@ from cotdyn.plan.registration import TOKEN_NAME, PreregistrationError, register
 from cotdyn.protocol.seeds import request_seed
 
 ROOT = Path(__file__).resolve().parents[1]
+# The panel's plan without its assumed effects, whose power table `cotdyn register` would simulate.
+PANEL_TEXT = without_assumed_effects((ROOT / "preregistration" / "plan.yaml").read_text())
 DATA = ROOT / "data"
 
 
@@ -213,7 +216,7 @@ def test_a_config_cannot_set_the_lock():
 
 def test_register_refuses_a_token_over_another_plan_and_an_earlier_date(authority, tmp_path):
     plan = tmp_path / "plan.yaml"
-    shutil.copy(ROOT / "preregistration" / "plan.yaml", plan)
+    plan.write_text(PANEL_TEXT)
     with pytest.raises(PreregistrationError, match="it attests another plan"):
         register(plan, tmp_path / "REGISTERED", None, authority.token("cd" * 32))
     with pytest.raises(PreregistrationError, match="earlier than the timestamp token's time"):
@@ -223,7 +226,7 @@ def test_register_refuses_a_token_over_another_plan_and_an_earlier_date(authorit
 
 def test_register_takes_a_token_obtained_elsewhere_and_dates_the_registration_by_it(authority, tmp_path):
     plan = tmp_path / "plan.yaml"
-    shutil.copy(ROOT / "preregistration" / "plan.yaml", plan)
+    plan.write_text(PANEL_TEXT)
     token = tmp_path / "plan.tsr"
     token.write_bytes(authority.token(plan_sha256(plan)))
     rc, out, err = cli("register", "--plan", plan, "--registered", tmp_path / "REGISTERED", "--timestamp-token", token)
@@ -237,9 +240,10 @@ def test_register_takes_a_token_obtained_elsewhere_and_dates_the_registration_by
 def test_the_lock_of_a_tokened_registration_holds_the_token(attested_study):
     plan = attested_study.parents[1] / "preregistration" / "plan.yaml"
     samples = pd.read_parquet(attested_study / "cells" / "qwen7b-gsm8k" / "registered" / "samples.parquet")
-    token_sha = yaml.safe_load((plan.parent / "REGISTERED").read_text())["timestamp_token_sha256"]
+    # plan v5: the sha256 of the TSTInfo the authority signed (v4 held the token file's, +tsr:)
+    signed_sha = yaml.safe_load((plan.parent / "REGISTERED").read_text())["timestamp_signed_sha256"]
     lock = load_plan(plan)["_generation_lock"]
-    assert lock == f"plan:{plan_sha256(plan)}+tsr:{token_sha}"
+    assert lock == f"plan:{plan_sha256(plan)}+tst:{signed_sha}"
     row = samples.iloc[0]
     seed = request_seed(20260829, "qwen7b-gsm8k", row.problem_id, int(row.prefix_tokens), "continuation", lock)
     assert int(row.seed) == seed + int(row["sample"])
@@ -264,6 +268,7 @@ def test_a_later_analysis_only_version_is_locked_to_the_earlier_registration(att
     locked = {
         "plan_sha256": record["plan_sha256"],
         "token_sha256": record["timestamp_token_sha256"],
+        "signed_sha256": record["timestamp_signed_sha256"],  # plan v5's lock holds what the authority signed
         "registered": "v4/REGISTERED",
     }
     text = text.replace("time_lock: this_registration", "time_lock: " + json.dumps(locked))
@@ -301,7 +306,7 @@ def test_a_later_analysis_only_version_is_locked_to_the_earlier_registration(att
     ],
 )  # fmt: skip
 def test_register_refuses_a_v4_plan_its_analysis_cannot_read(tmp_path, old, new, named):
-    text = (ROOT / "preregistration" / "plan.yaml").read_text()
+    text = PANEL_TEXT
     assert old in text
     (tmp_path / "plan.yaml").write_text(text.replace(old, new))
     rc, out, err = cli(
@@ -319,11 +324,11 @@ SEED_UNDER_V5_LOCK = 4078651967726433024
 
 def test_a_v4_plan_without_its_time_lock_registers_runs_and_audits_nowhere(attested_study, tmp_path):
     """Finding 1: the lock is required from plan v4 on; the error names the key and the version."""
-    text = (ROOT / "preregistration" / "plan.yaml").read_text()
+    text = PANEL_TEXT
     assert LOCK_LINE in text
     (tmp_path / "plan.yaml").write_text(text.replace(LOCK_LINE, ""))
     rc, out, err = cli("register", "--plan", tmp_path / "plan.yaml", "--registered", tmp_path / "REGISTERED", "--date", "2026-12-06")  # fmt: skip
-    assert rc == 1 and "time_lock: missing; plan version 4 locks generation" in err and "Traceback" not in err
+    assert rc == 1 and "time_lock: missing; plan version 5 locks generation" in err and "Traceback" not in err
     assert not (tmp_path / "REGISTERED").exists()
     # a study whose plan lost its lock after registration, REGISTERED rewritten to match (the attack)
     study = copy_study(attested_study, tmp_path / "copy")
@@ -333,7 +338,7 @@ def test_a_v4_plan_without_its_time_lock_registers_runs_and_audits_nowhere(attes
         (prereg / name).unlink()
     (prereg / "REGISTERED").write_text(f"plan_sha256: {plan_sha256(prereg / 'plan.yaml')}\ndate: '2026-12-06'\n")
     report = audit(study)
-    assert not report.ok and any("time_lock: missing; plan version 4" in p for p in report.problems), report.problems
+    assert not report.ok and any("time_lock: missing; plan version 5" in p for p in report.problems), report.problems
     from cotdyn.plan.registration import write_plan_check
 
     config = json.loads((study / STUDY_MANIFEST).read_text())["config"]
@@ -352,7 +357,7 @@ def test_a_plan_before_v4_is_said_unlocked_by_its_version():
 def _later_text(earlier_text: str, record: dict, change=("resamples: 100\n", "resamples: 200\n")) -> str:
     """A later version of ``earlier_text`` locked to the registration ``record`` (its REGISTERED) at v4/."""
     locked = {"plan_sha256": record["plan_sha256"], "token_sha256": record.get("timestamp_token_sha256"),
-              "registered": "v4/REGISTERED"}  # fmt: skip
+              "signed_sha256": record.get("timestamp_signed_sha256"), "registered": "v4/REGISTERED"}  # fmt: skip
     assert change[0] in earlier_text
     text = earlier_text.replace(*change)
     return text.replace(LOCK_LINE, "time_lock: " + json.dumps(locked) + "\n")
@@ -488,7 +493,7 @@ def test_register_refuses_a_token_no_reviewer_could_verify(authority, stranger, 
     from tsa import openssl
 
     plan = tmp_path / "plan.yaml"
-    shutil.copy(ROOT / "preregistration" / "plan.yaml", plan)
+    plan.write_text(PANEL_TEXT)
     sha = plan_sha256(plan)
     without = authority.reply(openssl("ts", "-query", "-digest", sha, "-sha256"))  # no -cert
     with pytest.raises(PreregistrationError, match="embeds no certificate, so no reviewer could verify it"):
@@ -510,10 +515,10 @@ def test_plan_v5_locks_to_what_the_tsa_signed(tmp_path):
     from asn1crypto import tsp
 
     authority = make_authority(tmp_path / "tsa", "real", chain=True)
-    text = (ROOT / "preregistration" / "plan.yaml").read_text()
+    text = PANEL_TEXT
     locks = {}
     for version in (4, 5):
-        plan_text = text.replace("plan_version: 4\n", f"plan_version: {version}\n")
+        plan_text = text.replace("plan_version: 5\n", f"plan_version: {version}\n")
         reply = None
         for variant in ("a", "b"):
             folder = tmp_path / f"v{version}{variant}"

@@ -116,10 +116,20 @@ def test_init_copies_the_registered_protocol_and_analysis_and_names_the_cell(tmp
     }
     assert plan["protocol"]["dtype"] == "float32"  # the embedded model on a CPU
     assert plan["analysis"] == registered["analysis"] and plan["verdict_rule"] == registered["verdict_rule"]
-    # read by the registered plan's rules (version 4: the small-group and degenerate rules, Holm in the
-    # verdict, the permutation test of H3), its generation locked to its own registration
-    assert plan["plan_version"] == registered["plan_version"] == 4
+    # read by the registered plan's rules (version 5: the small-group and degenerate rules, Holm in the
+    # verdict, the permutation test of H3, assumed effects), its generation locked to its own registration
+    assert plan["plan_version"] == registered["plan_version"] == 5
     assert plan["time_lock"] == "this_registration"
+    # the registered plan's power settings, and one proposed law for the study's cell, not the panel's cells'
+    effects = plan["assumed_effects"]
+    assert {k: effects[k] for k in ("min_power", "replicates", "seed", "scales")} == {
+        k: registered["assumed_effects"][k] for k in ("min_power", "replicates", "seed", "scales")
+    }
+    assert "cells" not in effects and effects["default"]["gap_pp"] == 10.0
+    assert effects["default"]["source"].startswith("proposed by cotdyn init")
+    from cotdyn.analysis.power import assumed_effects
+
+    assert assumed_effects(plan).laws["smollm2-p"]["coverage"] == 0.5
     assert [h["id"] for h in plan["hypotheses"]] == ["H1", "H2", "H3", "H5"]
     assert all(h["cells"] == ["smollm2-p"] for h in plan["hypotheses"])
     assert {(m["id"], m["cell"]) for m in plan["holm"]["family"]} == {("H1", "smollm2-p"), ("H3", "smollm2-p")}

@@ -16,6 +16,8 @@ H4 is an estimation hypothesis with no 'supported' to power.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import numbers
 from concurrent.futures import ProcessPoolExecutor
@@ -51,6 +53,7 @@ PAIRS = (("violation_rate_correct", "violation_rate_incorrect"), ("confidence_co
 # criteria with a direction to detect: power is P(supported) under the effect
 DIRECTIONAL = ("ci_lower_above", "ci_upper_below")
 DEFAULT_SCALES = (0.0, 0.5, 1.0, 1.5)
+TABLE_KEYS = ("replicates", "seed", "scales")
 
 
 class PowerInputError(ValueError):
@@ -59,11 +62,24 @@ class PowerInputError(ValueError):
 
 @dataclass(frozen=True)
 class AssumedEffects:
-    """The plan's assumed effects: the power required and one full law per registered cell."""
+    """The plan's assumed effects: the power required and one full law per registered cell; and
+    where the plan registers them (v5 on), the table's replicates, seed and scales."""
 
     min_power: float
     laws: dict  # cell -> {key: value} over LAW_KEYS
     sources: dict  # cell -> where its values come from
+    replicates: int | None = None
+    seed: int | None = None
+    scales: tuple | None = None
+
+    def registered_table(self) -> dict:
+        """The registered table's settings, or a PowerInputError naming the key the plan lacks."""
+        missing = [k for k in TABLE_KEYS if getattr(self, k) is None]
+        if missing:
+            raise PowerInputError(
+                f"{SECTION}: missing key(s) {missing} (the registered power table's replicates, seed and scales)"
+            )
+        return {"reps": self.replicates, "seed": self.seed, "scales": self.scales}
 
 
 def _number(value, where: str, low: float, high: float) -> float:
@@ -72,6 +88,26 @@ def _number(value, where: str, low: float, high: float) -> float:
     if not low <= value <= high:
         raise PowerInputError(f"{where}: {value:g} is outside its range [{low:g}, {high:g}]")
     return float(value)
+
+
+def _count(value, where: str, low: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
+        raise PowerInputError(f"{where}: must be an integer >= {low}, got {value!r}")
+    return int(value)
+
+
+def _table_settings(section: dict) -> dict:
+    out = {}
+    if "replicates" in section:
+        out["replicates"] = _count(section["replicates"], f"{SECTION}.replicates", 1)
+    if "seed" in section:
+        out["seed"] = _count(section["seed"], f"{SECTION}.seed", 0)
+    if "scales" in section:
+        scales = section["scales"]
+        if not isinstance(scales, list) or not scales:
+            raise PowerInputError(f"{SECTION}.scales: must be a list of numbers >= 0, got {scales!r}")
+        out["scales"] = tuple(_number(s, f"{SECTION}.scales", 0.0, 100.0) for s in scales)
+    return out
 
 
 def _law_entries(entry, where: str) -> tuple[dict, str | None]:
@@ -102,12 +138,14 @@ def assumed_effects(plan: dict, section: dict | None = None) -> AssumedEffects:
         )
     if not isinstance(section, dict):
         raise PowerInputError(f"{SECTION}: must be a mapping, got {type(section).__name__}")
-    unknown = sorted(set(section) - {"min_power", "default", "cells"})
+    known = ("min_power", *TABLE_KEYS, "default", "cells")
+    unknown = sorted(set(section) - set(known))
     if unknown:
-        raise PowerInputError(f"{SECTION}: unknown key(s) {unknown} (known: min_power, default, cells)")
+        raise PowerInputError(f"{SECTION}: unknown key(s) {unknown} (known: {', '.join(known)})")
     if "min_power" not in section:
         raise PowerInputError(f"{SECTION}: missing key 'min_power' (the power the plan requires, e.g. 0.8)")
     min_power = _number(section["min_power"], f"{SECTION}.min_power", 0.0, 1.0)
+    table = _table_settings(section)
     default, default_source = _law_entries(section.get("default", {}), f"{SECTION}.default")
     cells = section.get("cells", {})
     if not isinstance(cells, dict):
@@ -131,7 +169,7 @@ def assumed_effects(plan: dict, section: dict | None = None) -> AssumedEffects:
             )
         planted(law, 1, 1.0, where)  # an impossible accuracy is refused here, not mid-simulation
         laws[cell], sources[cell] = law, source
-    return AssumedEffects(min_power, laws, sources)
+    return AssumedEffects(min_power, laws, sources, **table)
 
 
 def planted(law: dict, n: int, scale: float, where: str = SECTION) -> PlantedCell:
@@ -399,7 +437,65 @@ def plot_curves(result: dict, path) -> None:
     plt.close(fig)
 
 
+def registered_table(plan: dict, workers: int = 1, progress: bool = False) -> dict:
+    """The plan's registered power table: its own assumed effects at its registered replicates, seed
+    and scales (what ``cotdyn register`` records and the audit recomputes)."""
+    effects = assumed_effects(plan)
+    settings = effects.registered_table()
+    return power_analysis(
+        plan, effects, settings["reps"], settings["seed"], settings["scales"], None, workers, progress
+    )
+
+
+# Digits a registered table's floats keep: its rates are counts over replicates, exact; its truths and
+# minimum detectable effects are floating-point arithmetic, whose last bits may differ between machines.
+TABLE_DIGITS = 9
+
+
+def _rounded(value):
+    if isinstance(value, float):
+        return float(f"{value:.{TABLE_DIGITS}g}")
+    if isinstance(value, dict):
+        return {str(k): _rounded(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_rounded(v) for v in value]
+    return value
+
+
+def table_bytes(result: dict) -> bytes:
+    """The table as registered (power.json beside REGISTERED): sorted JSON, floats to TABLE_DIGITS
+    significant digits, so the same table is the same bytes, and the same sha256, on any machine."""
+    return (json.dumps(_rounded(result), indent=1, sort_keys=True) + "\n").encode()
+
+
+def table_sha256(result: dict) -> str:
+    return hashlib.sha256(table_bytes(result)).hexdigest()
+
+
+def _effect_words(result: dict, h: dict) -> str:
+    cells = sorted(h["effect"]["cells"])
+    if h["statistic"].startswith("accuracy_gap"):
+        gaps = sorted({result["truths"][c]["gap_pp"] for c in cells})
+        return f"a {gaps[0]:g}-point gap" if len(gaps) == 1 else f"gaps of {gaps[0]:g} to {gaps[-1]:g} points"
+    if h["statistic"].startswith("spearman_violations"):
+        rhos = sorted({round(result["truths"][c]["rho_violations"], 2) for c in cells})
+        return f"rho {rhos[0]:g}" if len(rhos) == 1 else f"rho {rhos[0]:g} to {rhos[-1]:g}"
+    return "the assumed effect"
+
+
+def underpowered(result: dict) -> list[str]:
+    """Each powered hypothesis below the plan's min_power, in words: 'H1: power 0.41 (MC se 0.03) for
+    a 10-point gap (min_power 0.8)'."""
+    return [
+        f"{h['id']}: power {h['power']['rate']:.2f} (MC se {h['power']['se']:.2f}) for "
+        f"{_effect_words(result, h)} (min_power {result['min_power']:g})"
+        for h in result["hypotheses"]
+        if h["powered"] and h["underpowered"]
+    ]
+
+
 __all__ = [
     "AssumedEffects", "LAW_KEYS", "PowerInputError", "assumed_effects", "minimum_detectable", "planted",
-    "plot_curves", "power_analysis", "registered_sizes", "study_verdicts", "table_lines",
+    "plot_curves", "power_analysis", "registered_sizes", "registered_table", "study_verdicts", "table_bytes",
+    "table_lines", "table_sha256", "underpowered",
 ]  # fmt: skip

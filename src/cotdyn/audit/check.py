@@ -23,7 +23,7 @@ from cotdyn.audit.diff import changed_rows
 from cotdyn.audit.expected import expected_checks, expected_files
 from cotdyn.audit.pages import check_pages
 from cotdyn.audit.raw import apply_raw_checks, raw_checks
-from cotdyn.audit.registration import registration_check, seeds_honoured, time_lock_status
+from cotdyn.audit.registration import power_check, registration_check, seeds_honoured, time_lock_status
 from cotdyn.audit.untrusted import Admitted, Refused, admit
 from cotdyn.audit.view import study_view
 from cotdyn.files.layout import PLAN_CHECK
@@ -112,14 +112,17 @@ def failed(e: Exception) -> str:
     return f"re-derivation failed: {type(e).__name__}: {printable(str(e))[:500]}"
 
 
-def audit(study_dir, plan_path=None, scratch=None, cache=None, pages: bool = True, tsa_ca=None) -> AuditReport:
+def audit(
+    study_dir, plan_path=None, scratch=None, cache=None, pages: bool = True, tsa_ca=None, power: bool = False
+) -> AuditReport:
     """Audit a finished study directory against its manifest (see the module docstring). The
     folder is admitted once (cotdyn.audit.untrusted: links, manifest, config, plan and its lock,
     cells, cache) and read after only through the view built on that admission (cotdyn.audit.view:
     each raw file bounded and its seal checked before it is parsed); a refusal is a named FAIL.
     ``cache``: the generation cache the reviewer names (default: the config's, when it lies in the
     folders the audit trusts); ``tsa_ca``: the timestamp authority's CA certificate the reviewer
-    trusts (cotdyn.audit.registration)."""
+    trusts (cotdyn.audit.registration); ``power``: recompute the plan's power table
+    (minutes at panel scale; without it its stored file is checked against REGISTERED's hash)."""
     study_dir = Path(study_dir)
     report = AuditReport(str(study_dir))
     try:
@@ -133,6 +136,9 @@ def audit(study_dir, plan_path=None, scratch=None, cache=None, pages: bool = Tru
     report.scope = limited_scope(limit) if limit else None
     report.registration, earlier, problems = registration_check(study.plan_path, study.plan, view, tsa_ca)
     report.problems += problems + plan_problems(study)
+    words, problems = power_check(study.plan_path, study.plan, power)
+    report.registration += f"; {words}" if words else ""
+    report.problems += problems
     with tempfile.TemporaryDirectory(prefix="cotdyn-audit-") as tmp:
         derived_dir = (Path(scratch) if scratch else Path(tmp)) / "derived"
         problems = []

@@ -19,12 +19,15 @@ from __future__ import annotations
 
 import datetime
 import fnmatch
+import hashlib
+import os
 
 import pandas as pd
 
 from cotdyn.files.strict import read_json
 from cotdyn.files.terminal import printable
 from cotdyn.plan.attestation import earlier_registration, read_registration, verified_attestation
+from cotdyn.plan.registered import POWER_NAME, read_registered, sibling_paths
 from cotdyn.plan.registration import PreregistrationError
 from cotdyn.plan.timelock import FIRST_LOCKED_VERSION, LOCK_FIELD, TimeLockError
 from cotdyn.protocol.seeds import served_seed
@@ -66,6 +69,49 @@ def registration_check(plan_path, plan: dict, view, tsa_ca) -> tuple[str, str | 
         problems += found + _after_generation(earlier.registration, began, "the earlier registration's ")
         head += f"; {words}" if words else ""
     return registration.line(attestation), head + ")", problems
+
+
+def power_check(plan_path, plan: dict, recompute: bool) -> tuple[str | None, list[str]]:
+    """The power table's part of the audit's first line and its problems (plan v5 on; None for a
+    plan that states no assumed effects): the stored table (power.json beside REGISTERED) against
+    the sha256 REGISTERED records; with ``recompute`` (cotdyn audit --power) the table computed
+    again from the plan and its seed, against the same sha256. Without it the line says the table
+    was not recomputed: a hash that matches vouches for the file, not for the power."""
+    from cotdyn.analysis import power
+
+    if power.SECTION not in plan:
+        return None, []
+    registered_path = sibling_paths(plan_path)[0]
+    try:
+        record = read_registered(registered_path)
+    except PreregistrationError as e:
+        return "power table: not checked", [str(e)]
+    sha = record.get("power_table_sha256")
+    if sha is None:
+        return "power table: none registered", [
+            f"{registered_path}: the plan states {power.SECTION} but its registration records no power table"
+        ]
+    stored = registered_path.with_name(POWER_NAME)
+    problems = []
+    try:
+        if hashlib.sha256(stored.read_bytes()).hexdigest() != sha:
+            problems.append(f"{stored}: its sha256 is not the one {registered_path} records (power_table_sha256)")
+    except OSError as e:
+        problems.append(f"{stored}: cannot be read ({e.strerror or e})")
+    under = f"; underpowered at registration ({record['underpowered']})" if record.get("underpowered") else ""
+    if not recompute:
+        words = "FAILED" if problems else "its hash checked against REGISTERED, not recomputed (cotdyn audit --power)"
+        return f"power table: {words}{under}", problems
+    try:
+        found = power.table_sha256(power.registered_table(plan, os.cpu_count() or 1))
+    except (power.PowerInputError, KeyError, ValueError) as e:
+        return "power table: FAILED (not recomputed)", [*problems, f"power table: {printable(str(e))}"]
+    if found != sha:
+        problems.append(
+            f"power table: recomputed from the plan and its seed, sha256 {found}; {registered_path} records {sha}"
+        )
+    words = "FAILED" if problems else "verified (recomputed from the plan and its seed)"
+    return f"power table: {words}{under}", problems
 
 
 def _after_generation(registration, began, whose: str) -> list[str]:

@@ -154,6 +154,32 @@ def study_plan(
             "family": [{"id": "H1", "cell": cell, "p": "p_fisher"}, {"id": "H3", "cell": cell, "p": "p_spearman"}],
         },
         "analysis": analysis,
+        **(
+            {"assumed_effects": proposed_effects(registered["assumed_effects"])}
+            if "assumed_effects" in registered
+            else {}
+        ),
+    }
+
+
+# What a study of your own is proposed to be powered for, before anything is measured (plan v5 on):
+# the registered plan's per-cell laws are its cells', not yours.
+PROPOSED_LAW = {"gap_pp": 10.0, "coverage": 0.5, "accuracy": 0.5, "exclusion_rate": 0.0}
+PROPOSED_SOURCE = (
+    "proposed by cotdyn init, to be replaced by your pilot's figures: a 10-point gap (an effect of interest, not a "
+    "measurement), coverage and accuracy 0.5 (unknown before the study), no exclusions; violation and confidence "
+    "laws: the records simulator's"
+)
+
+
+def proposed_effects(registered: dict) -> dict:
+    """The assumed effects proposed for a study's one cell: the registered plan's required power and
+    table settings, and one law for every cell (``default``): PROPOSED_LAW under the registered
+    plan's default violation and confidence laws."""
+    default = {k: v for k, v in registered.get("default", {}).items() if k != "source"}
+    return {
+        **{k: registered[k] for k in ("min_power", "replicates", "seed", "scales") if k in registered},
+        "default": {**PROPOSED_LAW, **default, "source": PROPOSED_SOURCE},
     }
 
 
@@ -321,6 +347,9 @@ def cmd_init(args) -> int:
         "next: read and edit them, then\n"
         f"  cotdyn register --plan {folder / 'plan.yaml'} --registered {folder / 'REGISTERED'} --date YYYY-MM-DD\n"
         "    (or --timestamp-url URL in place of --date: a timestamp authority attests the time; docs/your-study.md)\n"
+        "    (it first simulates the power of the plan's assumed_effects, proposed here; below its min_power it\n"
+        "    registers only with --underpowered; the problems needed: "
+        f"cotdyn power --plan {folder / 'plan.yaml'} --needed 100,200,400)\n"
         f"  snakemake --cores 2 --configfile {folder / 'config.yaml'}"
     )
     return 0

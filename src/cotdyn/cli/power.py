@@ -2,7 +2,9 @@
 registered analysis (issue 62; cotdyn.analysis.power; docs/design.md section 5, "Power analysis").
 
 ``cotdyn power --plan P [--effects FILE] [--assume KEY=VALUE ...] [--reps N] [--seed S] [--out DIR]``
-prints the power table and writes power.json and power.png (the power curves) into ``--out``.
+prints the power table and writes power.json and power.png (the power curves) into ``--out``. Without
+``--effects``, the plan's own ``assumed_effects`` (v5 on), at its registered replicates, seed and scales
+unless the command line sets them.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import sys
 from pathlib import Path
 
 from cotdyn.files.terminal import printable
+
+DEFAULT_REPS = 200
 
 
 def _assumed(value: str) -> tuple[str, float]:
@@ -67,12 +71,15 @@ def cmd_power(args) -> int:
     try:
         plan = load_plan(args.plan)
         effects = power.assumed_effects(plan, effects_section(plan, args.effects, args.assume))
-        scales = _numbers("--scales", args.scales) if args.scales else power.DEFAULT_SCALES
+        # what the command line does not set, the plan's registered table does (plan v5 on)
+        scales = _numbers("--scales", args.scales) if args.scales else effects.scales or power.DEFAULT_SCALES
+        reps = args.reps if args.reps is not None else effects.replicates or DEFAULT_REPS
+        seed = args.seed if args.seed is not None else effects.seed or 0
         sizes = _numbers("--needed", args.needed, int) if args.needed else None
         workers = args.workers or os.cpu_count() or 1
-        result = power.power_analysis(plan, effects, args.reps, args.seed, scales, args.n, workers, progress=True)
+        result = power.power_analysis(plan, effects, reps, seed, scales, args.n, workers, progress=True)
         if sizes:
-            result["problems_needed"] = power.problems_needed(plan, effects, sizes, args.reps, args.seed, workers, True)
+            result["problems_needed"] = power.problems_needed(plan, effects, sizes, reps, seed, workers, True)
     except (ValueError, KeyError) as e:  # PowerInputError, the plan's and the analysis settings' named errors
         print(printable(f"error: {e.args[0] if e.args else e}"), file=sys.stderr)
         return 1
@@ -109,11 +116,14 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
         metavar="KEY=VALUE",
         help="set one assumed value for every cell (e.g. gap_pp=10, coverage=0.5, min_power=0.9)",
     )
-    p.add_argument("--reps", type=int, default=200, help="simulated studies per effect size (default 200)")
-    p.add_argument("--seed", type=int, default=0, help="the simulation's seed (default 0)")
+    p.add_argument(
+        "--reps", type=int, help="simulated studies per effect size (default: the plan's replicates, else 200)"
+    )
+    p.add_argument("--seed", type=int, help="the simulation's seed (default: the plan's, else 0)")
     p.add_argument(
         "--scales",
-        help="effect sizes of the power curve, as multiples of the assumed effect (default 0,0.5,1,1.5; 0 and 1 always)",
+        help="effect sizes of the power curve, as multiples of the assumed effect (default: the plan's scales, "
+        "else 0,0.5,1,1.5; 0 and 1 always)",
     )
     p.add_argument("--n", type=int, help="problems per cell, for cells of unknown size (default: the registered n)")
     p.add_argument(

@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
+from pathlib import Path
 
 from cotdyn.files.terminal import printable
 
 
 def cmd_register(args) -> int:
+    from cotdyn.analysis import power
     from cotdyn.plan import timestamp
     from cotdyn.plan.attestation import registration_line
     from cotdyn.plan.load import load_plan
+    from cotdyn.plan.plan_md import render_plan_md
+    from cotdyn.plan.registered import POWER_NAME, registration_date
     from cotdyn.plan.registration import PreregistrationError, register
     from cotdyn.plan.schema import validate_plan
 
@@ -20,6 +26,11 @@ def cmd_register(args) -> int:
         validate_plan(plan, args.plan)  # a plan with m: five is never registered
         analysis_settings(plan, args.plan)  # nor one whose analysis misses a key its version needs
         assumed_effects(plan, args.plan)  # nor one whose assumed effects are incomplete, out of range or impossible
+        if args.date is not None:
+            registration_date(args.date)  # a bad date is named before the power table's minutes, not after
+        if Path(args.registered).exists():
+            raise PreregistrationError(f"{args.registered} exists: a registration is never overwritten")
+        table, underpowered = power_table(plan, args.plan, args.underpowered)
         token = None
         if args.timestamp_url and args.timestamp_token:
             raise PreregistrationError("--timestamp-url and --timestamp-token: give one")
@@ -27,8 +38,21 @@ def cmd_register(args) -> int:
             token = timestamp.fetch_token(args.timestamp_url, timestamp.read_plan_bytes(args.plan))
         elif args.timestamp_token:
             token = timestamp.read_token_bytes(args.timestamp_token)
-        register(args.plan, args.registered, args.date, token, args.registry_url, args.tsa_ca)
+        register(
+            args.plan,
+            args.registered,
+            args.date,
+            token,
+            args.registry_url,
+            args.tsa_ca,
+            power.table_bytes(table) if table is not None else None,
+            underpowered,
+        )
         line = registration_line(args.plan, args.registered, args.tsa_ca)
+        if table is not None:
+            # plan.md shows the table as registered: read back from its bytes
+            written = json.loads(Path(args.registered).with_name(POWER_NAME).read_text())
+            Path(args.plan).with_name("plan.md").write_text(render_plan_md(plan, written))
     except (PreregistrationError, ValueError) as e:  # TimestampError, TimeLockError and load_plan's are ValueErrors
         print(f"error: {printable(str(e))}", file=sys.stderr)
         return 1
@@ -36,6 +60,10 @@ def cmd_register(args) -> int:
         print(printable(f"error: {e.filename or args.plan}: {e.strerror or e}"), file=sys.stderr)
         return 1
     print(printable(f"registered: {line}"))
+    if table is not None:
+        print("\n".join(power.table_lines(table)))
+        if underpowered:
+            print(printable(f"registered underpowered (--underpowered): {underpowered}"))
     return 0
 
 
@@ -65,10 +93,39 @@ def assumed_effects(plan: dict, source) -> None:
             raise PreregistrationError(f"{source}: {e}") from None
 
 
+def power_table(plan: dict, source, declared_underpowered: bool) -> tuple[dict | None, str | None]:
+    """The plan's power table at its registered replicates, seed and scales (None for a plan that
+    states no assumed effects), and its underpowered hypotheses in words; a plan below its min_power
+    registers only with ``--underpowered``, and the flag on a plan that reaches it is refused."""
+    from cotdyn.analysis import power
+    from cotdyn.plan.registration import PreregistrationError
+
+    if power.SECTION not in plan:
+        if declared_underpowered:
+            raise PreregistrationError(f"--underpowered: {source} states no {power.SECTION}, so no power to declare")
+        return None, None
+    try:
+        table = power.registered_table(plan, os.cpu_count() or 1, progress=True)
+    except power.PowerInputError as e:
+        raise PreregistrationError(f"{source}: {e}") from None
+    below = "; ".join(power.underpowered(table)) or None
+    if below and not declared_underpowered:
+        print("\n".join(power.table_lines(table)), file=sys.stderr)
+        raise PreregistrationError(
+            f"{source} is underpowered at registration: {below}. Change the plan (more problems, a larger "
+            "assumed effect, a lower min_power), or register it as it is with --underpowered"
+        )
+    if declared_underpowered and not below:
+        raise PreregistrationError(
+            f"--underpowered: every powered hypothesis of {source} reaches its min_power; nothing to declare"
+        )
+    return table, below
+
+
 def cmd_audit(args) -> int:
     from cotdyn.audit.check import audit, write_report
 
-    report = audit(args.study_dir, args.plan, args.scratch, args.cache, tsa_ca=args.tsa_ca)
+    report = audit(args.study_dir, args.plan, args.scratch, args.cache, tsa_ca=args.tsa_ca, power=args.power)
     if args.regenerate is not False:
         from cotdyn.audit.regenerate import regenerate_into
 
@@ -121,6 +178,12 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
         help="the timestamp authority's CA certificate (PEM): the token is verified against it before the "
         "study is locked to it (a token it does not verify is refused)",
     )
+    r.add_argument(
+        "--underpowered",
+        action="store_true",
+        help="register a plan whose power table puts a hypothesis below its min_power; REGISTERED records it and "
+        "every report page says so",
+    )
     r.set_defaults(run=cmd_register)
 
     a = subparsers.add_parser("audit", help="re-derive a finished study's outputs and compare with its manifest")
@@ -128,6 +191,12 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     a.add_argument("--plan", default=None, help="the plan (default: the one the study's config names)")
     a.add_argument("--scratch", default=None, help="keep the re-derived files here (default: a temporary directory)")
     a.add_argument("--report", default=None, help="also write the report as JSON here")
+    a.add_argument(
+        "--power",
+        action="store_true",
+        help="also recompute the plan's power table from the plan and its seed and compare it with REGISTERED's hash "
+        "(minutes at the panel's scale; without it only the stored table's hash is checked)",
+    )
     a.add_argument(
         "--cache",
         default=None,

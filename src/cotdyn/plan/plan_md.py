@@ -26,8 +26,39 @@ def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
     return lines + [""]
 
 
-def render_plan_md(plan: dict) -> str:
-    """plan.md: every registered value of plan.yaml as text, generated so they cannot drift."""
+def _rate(share: dict) -> str:
+    return f"{share['rate']:.3f} ({share['se']:.3f})"
+
+
+def _power_lines(table: dict) -> list[str]:
+    """The power table computed at registration (power.json, cotdyn.analysis.power): per powered
+    hypothesis and each of its cells, P(supported) under the assumed effect and under the null."""
+    lines = [
+        "## Power at registration",
+        "",
+        f"{table['reps']} simulated studies of the registered size at each effect size ("
+        f"{', '.join(f'{s:g}' for s in table['scales'])} times the assumed effects; 0 is the null; seed "
+        f"{table['seed']}), each through the registered analysis; MC standard errors in brackets. "
+        f"Required: power >= {table['min_power']:g}. Minimum detectable effect: the multiple of the assumed effect "
+        "at which power reaches it. The table is power.json; its sha256 is in REGISTERED.",
+        "",
+    ]
+    rows = []
+    for h in table["hypotheses"]:
+        if not h["powered"]:
+            continue
+        mde = h["minimum_detectable"]["scale"]
+        mde = "not reached" if mde is None else f"{mde:.2f} x assumed"
+        flag = " (UNDERPOWERED)" if h["underpowered"] else ""
+        rows.append([h["id"], "all its cells", _rate(h["power"]) + flag, _rate(h["false_support"]), mde])
+        for cell, shares in h["effect"]["cells"].items():
+            rows.append([h["id"], cell, _rate(shares["supported"]), _rate(h["null"]["cells"][cell]["supported"]), ""])
+    return lines + _table(["hypothesis", "cell", "power", "false support", "minimum detectable"], rows)
+
+
+def render_plan_md(plan: dict, power: dict | None = None) -> str:
+    """plan.md: every registered value of plan.yaml as text, generated so they cannot drift; with
+    ``power``, the power table computed at registration (power.json beside REGISTERED)."""
     lines = [
         f"# {plan.get('title', 'Registered plan')}",
         "",
@@ -92,6 +123,17 @@ def render_plan_md(plan: dict) -> str:
     if "verdict_rule" in plan:
         lines += ["## Verdict rule", ""]
         lines += _table(["rule", "value"], [[k, v] for k, v in plan["verdict_rule"].items()])
+    if "assumed_effects" in plan:
+        effects = plan["assumed_effects"]
+        lines += ["## Assumed effects (the sample-size rationale)", ""]
+        lines += _table(
+            ["setting", "value"],
+            [[k, effects[k]] for k in ("min_power", "replicates", "seed", "scales") if k in effects],
+        )
+        laws = [["default", effects.get("default", {})]] + [[c, law] for c, law in effects.get("cells", {}).items()]
+        lines += _table(["cell", "assumed law"], laws)
+    if power is not None:
+        lines += _power_lines(power)
     if "changes_from_previous_version" in plan:
         lines += ["## Deviations from the previous plan version", ""]
         lines += _table(

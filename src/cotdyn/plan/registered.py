@@ -39,18 +39,29 @@ def registration_date(date) -> str:
 
 # The timestamp token's file, beside REGISTERED (what `openssl ts -reply` and a TSA's HTTP answer hold).
 TOKEN_NAME = "REGISTERED.tsr"
+# The power table computed at registration (plan v5 on: cotdyn.analysis.power.registered_table), beside REGISTERED.
+POWER_NAME = "power.json"
 REGISTERED_FIELDS = (
-    "plan_sha256", "date", "timestamp_token", "timestamp_token_sha256", "timestamp_signed_sha256", "registry_url"
+    "plan_sha256", "date", "timestamp_token", "timestamp_token_sha256", "timestamp_signed_sha256", "registry_url",
+    "power_table", "power_table_sha256", "underpowered",
 )  # fmt: skip
 
 
 def registered_text(
-    sha256: str, date: str, token_sha256: str | None = None, registry_url: str | None = None, signed_sha256=None
+    sha256: str,
+    date: str,
+    token_sha256: str | None = None,
+    registry_url: str | None = None,
+    signed_sha256=None,
+    power_sha256: str | None = None,
+    underpowered: str | None = None,
 ) -> str:
     """REGISTERED's text, written by the YAML dumper (a value cannot add keys); the date stays a
     quoted string, as in the registered plans' files. ``date`` is the author's; a token's time is
     read from the token itself, never copied here. ``signed_sha256``: the token's signed TSTInfo's
-    (``cotdyn.plan.timestamp.Token.signed_sha256``), the lock of plan v5 on."""
+    (``cotdyn.plan.timestamp.Token.signed_sha256``), the lock of plan v5 on. ``power_sha256``: the
+    power table's (POWER_NAME); ``underpowered``: the author's registration of a plan below its
+    min_power, the hypotheses in words."""
     fields = {"plan_sha256": sha256, "date": registration_date(date)}
     if token_sha256 is not None:
         fields |= {"timestamp_token": TOKEN_NAME, "timestamp_token_sha256": token_sha256}
@@ -58,6 +69,10 @@ def registered_text(
             fields["timestamp_signed_sha256"] = signed_sha256
     if registry_url is not None:
         fields["registry_url"] = str(registry_url)
+    if power_sha256 is not None:
+        fields |= {"power_table": POWER_NAME, "power_table_sha256": power_sha256}
+    if underpowered is not None:
+        fields["underpowered"] = str(underpowered)
     body = yaml.safe_dump(fields, sort_keys=False, allow_unicode=False)
     return "# The registration of plan.yaml: its sha256 and date (cotdyn.plan.registration.register).\n" + body
 
@@ -82,6 +97,10 @@ def read_registered(registered_path: str | Path) -> dict:
         raise PreregistrationError(f"{path}: timestamp_signed_sha256 without a timestamp_token")
     if data.get("timestamp_token", TOKEN_NAME) != TOKEN_NAME:
         raise PreregistrationError(f"{path}: timestamp_token must be {TOKEN_NAME}, the file beside it")
+    if ("power_table" in data) != ("power_table_sha256" in data):
+        raise PreregistrationError(f"{path}: power_table and power_table_sha256 come together")
+    if data.get("power_table", POWER_NAME) != POWER_NAME:
+        raise PreregistrationError(f"{path}: power_table must be {POWER_NAME}, the file beside it")
     return {k: str(data[k]) for k in REGISTERED_FIELDS if data.get(k) is not None}
 
 

@@ -9,6 +9,7 @@ cannot drift.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from cotdyn.plan.attestation import earlier_registration_problems, read_registra
 from cotdyn.plan.config import confirmatory_cells, limited_scope, study_limit, study_protocols
 from cotdyn.plan.load import load_plan, plan_sha256, registered_protocol
 from cotdyn.plan.registered import (  # noqa: F401  (the names callers import from here)
+    POWER_NAME,
     REGISTERED_FIELDS,
     TOKEN_NAME,
     PreregistrationError,
@@ -57,9 +59,14 @@ def register(
     token: bytes | None = None,
     registry_url: str | None = None,
     tsa_ca: str | Path | None = None,
+    power_table: bytes | None = None,
+    underpowered: str | None = None,
 ) -> str:
     """Freeze the plan: write its sha256 and the author's ``date`` to ``registered_path``, and a
     timestamp ``token`` over the plan (RFC 3161, cotdyn.plan.timestamp) beside it; return the hash.
+    ``power_table``: the plan's power table (``cotdyn.analysis.power.table_bytes``), written beside
+    it (POWER_NAME) with its sha256 in REGISTERED; ``underpowered``: the hypotheses below min_power
+    the author registers anyway, in words, recorded in REGISTERED.
 
     Without ``date`` the token's day is the author's date. Refuses to overwrite: a plan is
     registered once, and a new plan is a new registration. Refuses a token over another plan, an
@@ -71,7 +78,8 @@ def register(
 
     registered_path = Path(registered_path)
     token_path = registered_path.with_name(TOKEN_NAME)
-    for existing in (registered_path, token_path):
+    power_path = registered_path.with_name(POWER_NAME)
+    for existing in (registered_path, token_path, *([power_path] if power_table is not None else [])):
         if existing.exists() or existing.is_symlink():
             raise PreregistrationError(f"{existing} exists: a registration is never overwritten")
     load_plan(plan_path)  # a plan that does not load (duplicate keys, bad YAML, no lock) is never registered
@@ -92,11 +100,14 @@ def register(
             raise PreregistrationError(f"--date {date} is earlier than the timestamp token's time ({attested})")
     if date is None:
         raise PreregistrationError("--date YYYY-MM-DD is required without a timestamp token")
+    power_sha256 = hashlib.sha256(power_table).hexdigest() if power_table is not None else None
     text = registered_text(
-        sha, date, parsed and parsed.sha256, registry_url, parsed and parsed.signed_sha256
+        sha, date, parsed and parsed.sha256, registry_url, parsed and parsed.signed_sha256, power_sha256, underpowered
     )  # the date is checked before anything is written
     if token is not None:
         token_path.write_bytes(token)
+    if power_table is not None:
+        power_path.write_bytes(power_table)
     registered_path.write_text(text)
     return sha
 

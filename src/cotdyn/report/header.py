@@ -126,6 +126,8 @@ def report_header(
         "Differences from the registered protocol, by cell (for confirmatory cells, the declared deviations):",
         "",
     ]
+    if isinstance(registered, dict) and registered.get("underpowered"):  # cotdyn register --underpowered
+        lines[3:3] = [f"**Underpowered at registration** ({rst_text(registered['underpowered'])}).", ""]
     limit = plan_check.get("limit")
     if isinstance(limit, dict):  # a limited study (config limit): said before anything is read as a result
         lines[3:3] = [f"**Descriptive study**: {rst_text(limit.get('scope'))}.", ""]
