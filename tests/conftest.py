@@ -36,7 +36,17 @@ RUNS_A_STUDY = {
 # that builds a study or a model is shared by the workers through `built_once`. Modules go out in the
 # order of HEAVY_FIRST, then the collection's: the longest start first, so no worker is left with one
 # at the end (longest-processing-time-first; xdist's own reorder counts tests, not seconds).
-HEAVY_FIRST = ["test_slurm", "test_regenerate", "test_real_model", "test_user_benchmark", "test_infogain_traces"]
+HEAVY_FIRST = [
+    "test_slurm",
+    "test_regenerate",
+    "test_lab_study",
+    "test_infogain",
+    "test_deployment",
+    "test_real_model",
+    "test_llama_server",
+    "test_user_benchmark",
+    "test_infogain_traces",
+]
 
 
 def pytest_configure(config):

@@ -16,7 +16,7 @@ STUDIES = ROOT / "tests" / "fixtures" / "studies"
 
 
 @pytest.mark.parametrize(
-    "study, plan", [("old-v3", "preregistration/v3/plan.yaml"), ("old-v4", "preregistration/plan.yaml")]
+    "study, plan", [("old-v3", "preregistration/v3/plan.yaml"), ("old-v4", "preregistration/v4/plan.yaml")]
 )
 def test_a_study_made_by_the_code_before_audits_pass(tmp_path, study, plan):
     folder = shutil.copytree(STUDIES / study, tmp_path / "results" / study)

@@ -301,11 +301,11 @@ def test_a_later_analysis_only_version_is_locked_to_the_earlier_registration(att
     "old, new, named",
     [
         ("criterion: {kind: ci_upper_below, value: 0.0}", "criterion: {kind: ci_upper_below, value: 0.0, over: each_cell}",
-         "criterion.over is not a key of plan version 4"),
+         "criterion.over is not a key of plan version 5"),
         ("    quantile_rule: linear ", "    # quantile_rule: linear ", "analysis.bootstrap: missing key 'quantile_rule'"),
     ],
 )  # fmt: skip
-def test_register_refuses_a_v4_plan_its_analysis_cannot_read(tmp_path, old, new, named):
+def test_register_refuses_a_plan_from_v4_on_its_analysis_cannot_read(tmp_path, old, new, named):
     text = PANEL_TEXT
     assert old in text
     (tmp_path / "plan.yaml").write_text(text.replace(old, new))
