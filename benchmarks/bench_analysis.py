@@ -1,5 +1,5 @@
 """Wall time of the registered analysis at the paper's panel size, and the vectorized bootstrap
-against a plain per-resample loop (docs/design.md sections 5 and 10: speed is measured here, not in tests).
+against a plain per-resample loop (docs/reference.md sections 5 and 10: speed is measured here, not in tests).
 
     python benchmarks/bench_analysis.py [--repeats 3]
 

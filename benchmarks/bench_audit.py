@@ -1,5 +1,5 @@
 """Wall time and peak memory of ``cotdyn audit`` on a panel-sized simulated study, against the records
-rule's own time on the same study in the same run (docs/design.md section 7; issue 61 item 2).
+rule's own time on the same study in the same run (docs/reference.md section 7; issue 61 item 2).
 
     python benchmarks/bench_audit.py [--study WORKDIR] [--models 4] [--keep]
 

@@ -1,4 +1,4 @@
-"""Generated tokens/s of the batched two-phase path against one call per prefix (docs/design.md section 8).
+"""Generated tokens/s of the batched two-phase path against one call per prefix (docs/reference.md section 8).
 
     python benchmarks/bench_generation.py [--problems 8] [--batch-size 80] [--width 256] [--threads N]
     python benchmarks/bench_generation.py --model results/models/smollm2 --problems 6

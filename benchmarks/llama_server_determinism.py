@@ -9,7 +9,7 @@ the settings a throughput-minded lab would pick, in the same run, on the embedde
 Each setting draws the same requests twice, the second time in reverse order, and prints generated
 tokens/s and how many samples the second pass drew equal to the first (a resumed or regenerated
 study needs all of them equal). llama-server comes from COTDYN_LLAMA_SERVER, PATH, or
-scripts/llama_server.sh's cache. Speed is measured here, never in tests (docs/design.md section 10).
+scripts/llama_server.sh's cache. Speed is measured here, never in tests (docs/reference.md section 10).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Calibration of the registered analysis by simulation with planted truths (docs/design.md section 10).
+"""Calibration of the registered analysis by simulation with planted truths (docs/reference.md section 10).
 
 1. Coverage of the 95% percentile bootstrap CI of the H1 accuracy gap (1000 problem-level
    resamples, as registered) over many simulated cells with a planted gap.

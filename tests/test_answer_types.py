@@ -1,4 +1,4 @@
-"""The four answer types (docs/design.md section 4): number, boxed, choice and string, each on the
+"""The four answer types (docs/reference.md section 4): number, boxed, choice and string, each on the
 edge cases of its own; and ``cotdyn extract`` on every phrasing of a chosen letter."""
 
 import json

@@ -1,4 +1,4 @@
-"""Provenance manifests and the reviewer's audit (docs/design.md section 7), on small simulated studies.
+"""Provenance manifests and the reviewer's audit (docs/reference.md section 7), on small simulated studies.
 
 A study is built the way the workflow builds one (the same cotdyn functions its rules call, the
 same layout) over the first 100 GSM8K problems, then tampered with in the ways a reviewer must

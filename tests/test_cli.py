@@ -1,4 +1,4 @@
-"""The command line of docs/design.md section 11, as people with their own traces call it."""
+"""The command line of docs/reference.md section 11, as people with their own traces call it."""
 
 import json
 import subprocess

@@ -1,5 +1,5 @@
 """Common random numbers: one problem-resample matrix per cell, read by every bootstrap of that cell
-(stats.cell_resamples; seed 003 section 3.4, docs/design.md section 5)."""
+(stats.cell_resamples; seed 003 section 3.4, docs/reference.md section 5)."""
 
 import numpy as np
 import pytest

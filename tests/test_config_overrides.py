@@ -9,7 +9,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMANDS = [
-    ["--config", "plan=preregistration/v1/plan.yaml"],  # docs/design.md
+    ["--config", "plan=preregistration/v1/plan.yaml"],  # docs/reference.md section 7
     ["infogain", "--config", "infogain={size: full, seed: 0}"],  # README: nested, typed by the schema
 ]
 

@@ -1,4 +1,4 @@
-"""The endpoint and label variants mean what they say (docs/design.md section 6; seed 003 sections
+"""The endpoint and label variants mean what they say (docs/reference.md section 6; seed 003 sections
 3.3, 5.2): the chain-answer endpoint fills only the null samples of a finished chain's last prefix,
 under ``label: chain`` the final confidence is the agreement with the chain's answer, and a chain
 cut by its budget has no answer of its own."""

@@ -278,7 +278,7 @@ TOKENS = [
 def test_normalization_is_idempotent(answer):
     once = normalize(answer, "math500")
     # as_written (plans v1-v3) keeps its one exception, so that their grades stay what they registered:
-    # 0.50 normalizes to 0.5, which normalizes to \frac{1}{2} (issue 49; docs/design.md section 4).
+    # 0.50 normalizes to 0.5, which normalizes to \frac{1}{2} (issue 49; docs/reference.md section 4).
     # Plan v4's canonical form has none (test_grading_canonical.py).
     assert once is None or normalize(once, "math500") == once or once == "0.5"
 

@@ -1,4 +1,4 @@
-"""Plan v4's canonical answer form (issue 49; docs/design.md section 4; cotdyn.grading.canonical).
+"""Plan v4's canonical answer form (issue 49; docs/reference.md section 4; cotdyn.grading.canonical).
 
 Under ``answer_form: canonical`` a number or boxed answer that is one number is its value in one
 form, so equal decimals, fractions, trailing zeros, money and percent are one class; plans v1-v3
@@ -143,7 +143,7 @@ def test_an_unknown_answer_form_is_a_config_error(plan):
 
 
 def test_as_written_keeps_the_quirk_that_v1_to_v3_registered():
-    # written down in docs/design.md section 4: 0.50 is 0.5, 0.5 is \frac{1}{2}, so the two differ
+    # written down in docs/reference.md section 4: 0.50 is 0.5, 0.5 is \frac{1}{2}, so the two differ
     assert normalize("0.50", "math500") == "0.5" and normalize("0.5", "math500") == HALF
     assert not equivalent("\\boxed{0.50}", HALF, "math500")
     assert not equivalent("$8.50", "8.5", "gsm8k")

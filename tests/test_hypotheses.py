@@ -373,7 +373,7 @@ def test_planted_gap_is_covered_and_the_null_rarely_rejected():
 def test_simulated_records_agree_with_their_planted_truth():
     truth = PlantedCell(3000, 0.4, 0.85, 0.55, exclusion_rate=0.05)
     records = simulate_records(truth, "qwen7b-gsm8k", seed=5)
-    assert set(hyp.RECORD_COLUMNS) <= set(records.columns)  # records may carry more (design.md section 11)
+    assert set(hyp.RECORD_COLUMNS) <= set(records.columns)  # records may carry more (reference.md section 11)
     used = records[~records["excluded"]]
     rises = [sum(b - a > 0.01 for a, b in zip(t, t[1:])) for t in used["trajectory"]]
     assert rises == list(used["violations"]) and ((used["violations"] == 0) == used["monotone"]).all()

@@ -1,6 +1,6 @@
 """Seed 000 on the study's own traces: split, steps, Math-Shepherd endpoint, detection, the tiny
 supervisor, and the rules through the DAG (in process, tests/inprocess.py; the report by Snakemake)
-(docs/design.md section 9)."""
+(docs/reference.md section 9)."""
 
 import json
 

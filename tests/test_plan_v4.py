@@ -1,4 +1,4 @@
-"""Plan version 4's analysis keys (issue 49; docs/design.md section 5): each read from the plan, each
+"""Plan version 4's analysis keys (issue 49; docs/reference.md section 5): each read from the plan, each
 earlier version's behaviour through hypotheses.inputs.PLAN_V3_UNREGISTERED, a v4 plan refused where it
 leaves one out or names an unknown value, and the rules they select: H3's permutation p-value, the H5
 zero-width rule, perfect separation, no criterion.over, the registered interval and quantile rule."""

@@ -1,4 +1,4 @@
-"""Each plan version computes what it registered (docs/design.md section 5, "Plan versions"): the
+"""Each plan version computes what it registered (docs/reference.md section 5, "Plan versions"): the
 key that selects a computation, its registered default where a version predates it, and plan v3's
 rules for values fixed by construction."""
 
@@ -115,7 +115,7 @@ def _cell(monotone, correct, confidence) -> CellData:
 
 def test_v3_a_test_split_on_which_filter_and_baseline_agree_is_flagged_not_an_exact_zero():
     """[0, 0] there carries no sampling error, yet the filter differs from the baseline on problems the
-    split lacks (docs/design.md section 5): flagged, and the cell decides nothing."""
+    split lacks (docs/reference.md section 5): flagged, and the cell decides nothing."""
     rng = np.random.default_rng(3)
     n = 400
     monotone = rng.random(n) < 0.5

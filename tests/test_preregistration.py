@@ -1,4 +1,4 @@
-"""Preregistration as code (docs/design.md section 7): REGISTERED, deviations, plan.md."""
+"""Preregistration as code (docs/reference.md section 7): REGISTERED, deviations, plan.md."""
 
 from __future__ import annotations
 

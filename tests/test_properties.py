@@ -209,7 +209,7 @@ SAMPLINGS = [Sampling(0.7, 512, 0.95, 0, 1.0), Sampling(0.0, 64), Sampling(1.0, 
 
 
 def json_key(request: Request, revision: str) -> str:
-    """The content address as docs/design.md defines it, written out: sha256 of the compact JSON list."""
+    """The content address as docs/reference.md defines it, written out: sha256 of the compact JSON list."""
     payload = [revision, list(request.prompt_ids), request.sampling.as_dict(), request.seed, request.n]
     return hashlib.sha256(json.dumps(payload, separators=(",", ":")).encode()).hexdigest()
 

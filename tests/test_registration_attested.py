@@ -1,4 +1,4 @@
-"""A registration a reviewer can verify (issue 48; docs/design.md section 7, "The registration"):
+"""A registration a reviewer can verify (issue 48; docs/reference.md section 7, "The registration"):
 a study registered with a token from a timestamp authority the tests make (tests/tsa.py, served on
 127.0.0.1), generated under plan v4's time lock, then audited as a reviewer would, and each attack
 named by file and reason."""

@@ -1,4 +1,4 @@
-"""Kill-and-resume (docs/design.md section 3): a study SIGKILLed at random points and run again ends with
+"""Kill-and-resume (docs/reference.md section 3): a study SIGKILLed at random points and run again ends with
 byte-identical samples and records, and no sample lost or duplicated; a torn or altered cache
 shard is detected and regenerated, never trusted.
 

@@ -1,4 +1,4 @@
-"""A kill of the transformers backend loses at most the rows in flight (docs/design.md section 8).
+"""A kill of the transformers backend loses at most the rows in flight (docs/reference.md section 8).
 
 Each row is told (journaled) the step it finishes; a resumed batch is handed the rows told as done,
 decodes the others again from their prompt, and gives the very bits of an uninterrupted run, no

@@ -1,4 +1,4 @@
-"""Plan version 2's verdict rule (docs/design.md section 5; seed 003 sections 3.4, 4): Holm decides,
+"""Plan version 2's verdict rule (docs/reference.md section 5; seed 003 sections 3.4, 4): Holm decides,
 small groups are not estimates, H4 is an estimation, and every choice is read from the plan.
 
 Each test fails on the code that plan version 1 ran with (CI criterion alone, no group rule, H4

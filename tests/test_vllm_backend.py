@@ -1,4 +1,4 @@
-"""The vLLM backend's contract (docs/design.md sections 4 and 8), against a stand-in ``vllm`` module.
+"""The vLLM backend's contract (docs/reference.md sections 4 and 8), against a stand-in ``vllm`` module.
 
 vLLM needs CUDA, so ``scripts/vllm_standin.py`` records every call the backend makes: how the
 engine is built, how many ``generate`` calls a study makes (one per phase, never one per prefix),

@@ -71,7 +71,7 @@ class Study:
         return registration_line(self.plan_path, tsa_ca=tsa_ca)
 
     def records(self, variant: str = REGISTERED) -> pd.DataFrame:
-        """Every cell's records of ``variant`` (docs/design.md section 4), one row per chain, with a
+        """Every cell's records of ``variant`` (docs/reference.md section 4), one row per chain, with a
         ``cell`` column; a cell whose records the study lacks is left out."""
         paths = [self.path / variant_file(cell, variant, "records.parquet") for cell in self.cells]
         # each a regular file inside the study (the admission refused links; checked again as read)

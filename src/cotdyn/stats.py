@@ -1,4 +1,4 @@
-"""Problem-level statistics of the registered analysis (seed 003 section 3.4; docs/design.md section 5).
+"""Problem-level statistics of the registered analysis (seed 003 section 3.4; docs/reference.md section 5).
 
 The primary inferential object is a 95% percentile bootstrap interval over problem-level
 resamples. Every bootstrap here is vectorized: one (resamples, n) index matrix drawn from
@@ -65,7 +65,7 @@ def cell_resamples(seed: int, cell: str, n: int, resamples: int) -> np.ndarray:
     Every bootstrap of a cell (H1-H3, H5's test split, the epsilon sweep, early exit, the
     exploratory CIs) reads this one matrix over the cell's usable problems, in problem order, so
     the rows of a table are paired comparisons: two statistics that agree on every problem get
-    identical intervals (seed 003 section 3.4; docs/design.md section 5). Cells keep separate
+    identical intervals (seed 003 section 3.4; docs/reference.md section 5). Cells keep separate
     streams, so the per-cell bootstraps H4 combines stay independent.
     """
     return resample_indices(n, resamples, derive_seed(seed, cell))
@@ -79,7 +79,7 @@ def stratified_split_resamples(idx: np.ndarray, member: np.ndarray, stratum: np.
     problems come from the stratum (the cell is itself a sample, so its share varies), and each
     part is drawn with replacement from the split's problems of that stratum (the split holds the
     cell's share fixed). Resampling the split unstratified instead varies the share as a sample of
-    the split's size would, which is wider than the stratified split varies (docs/design.md section 5,
+    the split's size would, which is wider than the stratified split varies (docs/reference.md section 5,
     H5). Entries are cell indices of members; ``seed`` seeds the draws within each part.
     """
     member, stratum = np.asarray(member, dtype=bool), np.asarray(stratum, dtype=bool)

@@ -1,4 +1,4 @@
-# Preregistration, provenance and audit (docs/design.md section 7).
+# Preregistration, provenance and audit (docs/reference.md section 7).
 # check_plan heads the DAG: an edited plan or an undeclared deviation of a confirmatory cell stops
 # the run before any generation. hypotheses, manifest and audit close it.
 

@@ -1,4 +1,4 @@
-# Exploratory analyses and sensitivity sweeps (docs/design.md section 6; seed 003 sections 5-6, Appendix F).
+# Exploratory analyses and sensitivity sweeps (docs/reference.md section 6; seed 003 sections 5-6, Appendix F).
 # Outside the registration: computed from stored records only, and reported against the registered cell.
 from cotdyn.report.exploratory_tables import FIGURES as EXPLORATORY_FIGURES, TABLES as EXPLORATORY_TABLES, TABLES_HTML
 

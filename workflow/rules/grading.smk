@@ -1,4 +1,4 @@
-# The grading page (cotdyn.report.grading; docs/design.md section 4): per cell, the parse statuses,
+# The grading page (cotdyn.report.grading; docs/reference.md section 4): per cell, the parse statuses,
 # every pair the registered rule and math-verify grade differently, and a fixed-seed sample of
 # graded texts, as CSV and on one HTML page of the report. It reads the reference chains and the
 # registered variant's samples (the first variant when none is named registered), so it is written

@@ -1,5 +1,5 @@
 # Step information gain (seed 000): the toy experiment with five synthetic LLMs, a supervisor and an
-# ORM per LLM, Math-Shepherd with the generator as completer (docs/design.md section 9). CPU only.
+# ORM per LLM, Math-Shepherd with the generator as completer (docs/reference.md section 9). CPU only.
 # config["infogain"]: size ("reduced" | "full" | a dict of overrides, see cotdyn.methods.infogain.experiment.presets.PRESETS)
 # and seed (int).
 rule infogain_toy:
@@ -73,7 +73,7 @@ rule math_shepherd:
         "../scripts/math_shepherd.py"
 
 
-# Information gain on the study's own traces (seed 000 section 3.4; docs/design.md section 9), when the
+# Information gain on the study's own traces (seed 000 section 3.4; docs/reference.md section 9), when the
 # config has infogain.traces: the variant's chains cut into its registered units, problems split
 # train / val / test by a seeded hash of their id (shared by every cell of a benchmark), a LoRA
 # supervisor and an ORM per cell on the train chains, thresholds from the validation chains.

@@ -1,4 +1,4 @@
-# The study report: `snakemake --report report.html --configfile <study config>` (docs/design.md section 7).
+# The study report: `snakemake --report report.html --configfile <study config>` (docs/reference.md section 7).
 # The header (plan hash, deviations, scope, integrity) is shown first, then the Registered results
 # page; every other output is flagged with report() in the rule that produces it. Both pages follow
 # the study manifest and the audit, so they live under report/, outside the manifest.

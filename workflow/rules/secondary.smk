@@ -1,4 +1,4 @@
-# Seed 003's further analyses (docs/design.md section 6; cotdyn.analysis.secondary), when the plan pre-specifies
+# Seed 003's further analyses (docs/reference.md section 6; cotdyn.analysis.secondary), when the plan pre-specifies
 # them (analysis.secondary): per variant from its records and hypotheses.json, and across the
 # generations that differ only in their seed or reference budget.
 from cotdyn.report.secondary_tables import GENERATION_TABLES, TABLES as SECONDARY_TABLES, TABLES_HTML as SECONDARY_HTML

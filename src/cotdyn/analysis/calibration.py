@@ -1,4 +1,4 @@
-"""Records-level simulator with planted truths (docs/design.md sections 8 and 10).
+"""Records-level simulator with planted truths (docs/reference.md sections 8 and 10).
 
 It plants the quantities the registered analysis estimates (seed 003 sections 3.4 and 4):
 monotone coverage, accuracy among monotone and among non-monotone problems (hence the accuracy
@@ -179,7 +179,7 @@ def _trajectory(n_points: int, violations: int, rng: np.random.Generator) -> lis
 
 
 def simulate_records(truth: PlantedCell, cell: str, seed: int) -> pd.DataFrame:
-    """One cell's records frame with every docs/design.md section 11 column, drawn from its planted truth."""
+    """One cell's records frame with every docs/reference.md section 11 column, drawn from its planted truth."""
     rng = np.random.default_rng(derive_seed(seed, cell))
     labels = simulate_labels(truth, rng)
     trajectories = [_trajectory(int(k), int(v), rng) for k, v in zip(labels.n_points, labels.violations)]

@@ -1,5 +1,5 @@
 """Calibration grid over H1-H5 and H3's size under the null with ties (issue 49 item 3;
-docs/design.md section 5, "Calibration grid (plan v4)"). Driven by scripts/calibrate_analysis.py
+docs/reference.md section 5, "Calibration grid (plan v4)"). Driven by scripts/calibrate_analysis.py
 (``--only grid``).
 
 Two processes draw the cells:

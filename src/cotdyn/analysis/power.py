@@ -1,4 +1,4 @@
-"""Power of the registered analysis (issue 62; docs/design.md section 5, "Power analysis").
+"""Power of the registered analysis (issue 62; docs/reference.md section 5, "Power analysis").
 
 A study of the registered size is simulated under assumed effects (the plan's ``assumed_effects``
 section, or the same mapping given beside the plan) and under the null, and each simulated study

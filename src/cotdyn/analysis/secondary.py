@@ -1,5 +1,5 @@
 """Seed 003's further analyses, each a table with its bootstrap CI (seed 003 sections 2, 3.4, 5.1, 5.2,
-6.1, 7, Appendices C and F; docs/design.md section 6).
+6.1, 7, Appendices C and F; docs/reference.md section 6).
 
 Outside the confirmatory verdicts, and computed from stored records only. Functions over one cell's
 records take that cell's problem-resample matrix ``idx`` (``stats.cell_resamples`` over its analyzed
@@ -71,7 +71,7 @@ def top_k_accuracy_rows(score: np.ndarray, correct: np.ndarray, idx: np.ndarray,
 
 
 # Selective accuracy is flagged when more than this share of its k accepted chains is filler
-# (docs/design.md section 6): outside the plan, a reporting threshold of this table only.
+# (docs/reference.md section 6): outside the plan, a reporting threshold of this table only.
 FILLER_FLAG_SHARE = 0.10
 
 

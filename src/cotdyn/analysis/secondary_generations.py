@@ -1,4 +1,4 @@
-"""Seed 003's further analyses across generations (seed 003 sections 5.1 and 7; docs/design.md
+"""Seed 003's further analyses across generations (seed 003 sections 5.1 and 7; docs/reference.md
 section 6): per-problem agreement of two seeds, the spread of the registered statistics over
 seeds, and the reference budget probe. Each takes a records frame per variant (or its
 hypotheses.json) and, for a CI, the resample matrix of the problems it is over; the helpers and the

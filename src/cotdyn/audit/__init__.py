@@ -1,4 +1,4 @@
-"""The reviewer's audit of a finished study (docs/design.md section 7; ``cotdyn.audit.check``).
+"""The reviewer's audit of a finished study (docs/reference.md section 7; ``cotdyn.audit.check``).
 
 ``cotdyn.audit`` is both this package and the Python API's call: ``cotdyn.audit(path, ...)`` runs
 the audit as ``cotdyn.api.audit`` does. Python binds a loaded subpackage to its parent's attribute, so the package

@@ -1,4 +1,4 @@
-"""The reviewer's audit (docs/design.md section 7): re-derive every analysis output and compare hashes.
+"""The reviewer's audit (docs/reference.md section 7): re-derive every analysis output and compare hashes.
 
 From the stored generations alone (chains.parquet, samples.parquet) and the study manifest's
 config, the audit re-extracts every continuation's answer from its text, re-derives records,

@@ -1,4 +1,4 @@
-"""The re-derivations of the audit (docs/design.md section 7), shared with the workflow's rules.
+"""The re-derivations of the audit (docs/reference.md section 7), shared with the workflow's rules.
 
 From the stored generations alone (chains.parquet, samples.parquet) and the study manifest's
 config, ``rederive`` re-extracts every continuation's answer from its text and re-derives records,

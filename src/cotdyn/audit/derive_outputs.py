@@ -1,4 +1,4 @@
-"""The audit's re-derivation of what lies beside the registered analysis (docs/design.md section 7):
+"""The audit's re-derivation of what lies beside the registered analysis (docs/reference.md section 7):
 each variant's exploratory tables and figures, its Math-Shepherd labels, the sensitivity sweeps
 over every variant, and the grading tables and page under report/grading/. Each is written into
 the audit's scratch folder by the function its rule calls (workflow/scripts/exploratory.py,

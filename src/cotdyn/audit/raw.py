@@ -1,4 +1,4 @@
-"""The audit of the raw data (docs/design.md section 7): chains and samples against their seals and the cache.
+"""The audit of the raw data (docs/reference.md section 7): chains and samples against their seals and the cache.
 
 The study manifest's hash of a samples file shows only that the file has not changed since the
 manifest was written; a rerun over a forged file, or a forger who re-hashes, would pass it. So the

@@ -1,4 +1,4 @@
-"""The reviewer's check of the registration (issue 48; docs/design.md section 7, "The registration").
+"""The reviewer's check of the registration (issue 48; docs/reference.md section 7, "The registration").
 
 Three parts, each verified or said not to be, in the line the audit prints first:
 

@@ -1,5 +1,5 @@
 """The study folder as the audit's admission found it (``audit.untrusted.admit``), and its one
-reader after (docs/design.md section 7).
+reader after (docs/reference.md section 7).
 
 Each regular file the admission's walk found is hashed once; each raw table is bounded
 (``audit.bounds.admit_raw``) and its seal checked before a row of it is parsed. A file the walk did

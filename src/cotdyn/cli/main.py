@@ -1,4 +1,4 @@
-"""The ``cotdyn`` command line (docs/design.md section 11), for people with their own traces."""
+"""The ``cotdyn`` command line (docs/reference.md section 11), for people with their own traces."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """``cotdyn power``: the plan's power, by simulating studies of its registered size through its own
-registered analysis (issue 62; cotdyn.analysis.power; docs/design.md section 5, "Power analysis").
+registered analysis (issue 62; cotdyn.analysis.power; docs/reference.md section 5, "Power analysis").
 
 ``cotdyn power --plan P [--effects FILE] [--assume KEY=VALUE ...] [--reps N] [--seed S] [--out DIR]``
 prints the power table and writes power.json and power.png (the power curves) into ``--out``. Without

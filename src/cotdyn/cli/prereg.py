@@ -1,4 +1,4 @@
-"""``cotdyn register`` and ``cotdyn audit`` (docs/design.md section 7); wired in by ``add_subcommands``."""
+"""``cotdyn register`` and ``cotdyn audit`` (docs/reference.md section 7); wired in by ``add_subcommands``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Content-addressed generation cache (docs/design.md section 3).
+"""Content-addressed generation cache (docs/reference.md section 3).
 
 A request is keyed by (model revision, prompt ids, sampling parameters, seed, n), so a prefix
 that two variants share is sampled once, and a killed run resumes without re-sampling or

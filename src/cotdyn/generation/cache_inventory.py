@@ -1,5 +1,5 @@
 """What the generation cache keeps, which study references each shard, and what no study does
-(``cotdyn cache ls|prune``; docs/design.md section 8).
+(``cotdyn cache ls|prune``; docs/reference.md section 8).
 
 A shard (``<cache>/<model revision>/<sha256>.json``, cotdyn.generation.cache) holds the completions
 of one chunk of requests, by cache key. A study references a key when one of its seals lists it

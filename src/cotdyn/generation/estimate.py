@@ -1,4 +1,4 @@
-"""What a run is about to generate and how long that should take (docs/design.md section 8).
+"""What a run is about to generate and how long that should take (docs/reference.md section 8).
 
 A phase's work is counted exactly: its rows (samples not yet in the cache) and the most tokens
 they can draw (every output at its budget). Before any chunk has run, its time is that bound at the

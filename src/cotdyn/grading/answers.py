@@ -1,4 +1,4 @@
-"""Answer extraction, normalization and equivalence (docs/design.md section 4; seed 003 section 3.1).
+"""Answer extraction, normalization and equivalence (docs/reference.md section 4; seed 003 section 3.1).
 
 GSM8K: the final number of a text, with currency symbols and thousands separators stripped, a
 trailing period and a trailing point-zero dropped. Gold: the number after ``####``.
@@ -16,7 +16,7 @@ expression of a closing "the final answer is ..." (a box still wins) before fall
 final number. ``equivalence: math_verify`` compares the raw strings (``raw`` of an extraction,
 ``gold_expression`` of a gold) with math-verify's own parser.
 
-Every benchmark has one of four answer types (docs/design.md section 4): ``number`` (the GSM8K
+Every benchmark has one of four answer types (docs/reference.md section 4): ``number`` (the GSM8K
 rules above), ``boxed`` (the MATH rules), ``choice`` (an option's letter, ``cotdyn.grading.choices``) and
 ``string`` (normalized exact match: NFKC, case-folded, whitespace collapsed, end punctuation and
 quotes dropped; the answer is what follows the last "answer is"/"Answer:", else the last line).

@@ -1,5 +1,5 @@
 """cotdyn's own benchmarks, declared: ``gsm8k``, ``math500``, ``arithmetic``, ``arc``, ``svamp``,
-``math_algebra`` (docs/design.md section 4).
+``math_algebra`` (docs/reference.md section 4).
 
 Each is one ``register(Benchmark(...))`` declaration (``cotdyn.grading.registry``), and cotdyn's package
 metadata names each as an entry point of group ``cotdyn.benchmarks`` (pyproject.toml), as a lab's plugin

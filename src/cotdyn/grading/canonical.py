@@ -1,4 +1,4 @@
-"""The canonical answer form of plan v4 (``answer_form: canonical``; docs/design.md section 4).
+"""The canonical answer form of plan v4 (``answer_form: canonical``; docs/reference.md section 4).
 
 Under the rule of plans v1-v3 (``as_written``) a class is the normalized spelling of an answer, and
 one value can have two spellings: ``0.50`` normalizes to ``0.5`` but ``0.5`` to ``\\frac{1}{2}``

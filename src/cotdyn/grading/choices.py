@@ -101,7 +101,7 @@ def letter_of(answer: str, options: Sequence[str] | None = None) -> str | None:
 
 
 def extract_letter(text: str, options: Sequence[str] | None = None) -> str | None:
-    """The letter of the option ``text`` finally chooses, or None (docs/design.md section 4)."""
+    """The letter of the option ``text`` finally chooses, or None (docs/reference.md section 4)."""
     text = unicodedata.normalize("NFKC", text or "")
     valid = _valid(options)
     for content in _boxed_contents(text):

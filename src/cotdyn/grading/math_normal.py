@@ -1,4 +1,4 @@
-"""The MATH rule's normalization and its whole-number fallback (docs/design.md section 4).
+"""The MATH rule's normalization and its whole-number fallback (docs/reference.md section 4).
 
 ``strip_string`` is the standard MATH normalization of Hendrycks et al. (2021), with ``\\text{}``
 unwrapped rather than deleted, extended to every spelling MATH-500's own 500 golds use, so that a

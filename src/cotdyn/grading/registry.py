@@ -1,4 +1,4 @@
-"""The benchmark registry (docs/design.md section 4): one declaration per benchmark a study may name.
+"""The benchmark registry (docs/reference.md section 4): one declaration per benchmark a study may name.
 
 A declaration (``Benchmark``) is all there is to know of a benchmark that is not a registered value:
 its name, where its rows come from (a hub dataset's repo, config and split; a local copy in the

@@ -1,4 +1,4 @@
-"""Where a text states its answer in words (docs/design.md section 4): the string type's rule
+"""Where a text states its answer in words (docs/reference.md section 4): the string type's rule
 (``final_statement``) and the ``final_statement`` extraction's closing expression
 (``closing_expression``). Split from ``cotdyn.grading.answers``, which re-exports both."""
 

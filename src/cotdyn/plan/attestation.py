@@ -1,4 +1,4 @@
-"""What a registration attests, in words (docs/design.md section 7, "The registration").
+"""What a registration attests, in words (docs/reference.md section 7, "The registration").
 
 REGISTERED holds the plan's sha256 and the author's date, and may name a timestamp token beside it
 (RFC 3161, ``cotdyn.plan.timestamp``). Where a token exists its time is the registration's, shown

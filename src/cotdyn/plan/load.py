@@ -12,7 +12,7 @@ from cotdyn.plan import timelock
 from cotdyn.plan.registered import registered_token
 
 # Protocol parameters the plan does not name (it was registered before they were parameters): each
-# defaults to the rule the registered protocol describes (docs/design.md section 4), so a study that
+# defaults to the rule the registered protocol describes (docs/reference.md section 4), so a study that
 # does not set it runs the registered rule, and a config may override it as any parameter.
 # ``answer_form``: plans v1-v3 grade answers as written (0.50 and \frac{1}{2} are two classes).
 UNNAMED_DEFAULTS = {"extraction": REGISTERED_EXTRACTION, "answer_form": AS_WRITTEN}

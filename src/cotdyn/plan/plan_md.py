@@ -1,5 +1,5 @@
 """plan.md: every registered value of plan.yaml rendered as text, so the two cannot drift
-(docs/design.md section 7)."""
+(docs/reference.md section 7)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""REGISTERED, the registration's record (docs/design.md section 7): the plan's sha256, the author's
+"""REGISTERED, the registration's record (docs/reference.md section 7): the plan's sha256, the author's
 date and, where one was stored beside it, the sha256 of a timestamp token over the plan
 (``REGISTERED.tsr``) and the public registration's address. Read strictly: a regular file, bounded,
 no key twice, no alias."""

@@ -1,4 +1,4 @@
-"""Preregistration as code (docs/design.md section 7): the registered hash, declared deviations, plan.md.
+"""Preregistration as code (docs/reference.md section 7): the registered hash, declared deviations, plan.md.
 
 ``preregistration/REGISTERED`` freezes the sha256 of ``plan.yaml`` and the registration date.
 A confirmatory cell may run only if the plan still has that hash and every difference between
@@ -31,7 +31,7 @@ from cotdyn.plan.registered import (  # noqa: F401  (the names callers import fr
 )
 
 # The variant whose protocol a confirmatory cell is held to; other variants are sensitivity
-# analyses reported against it (docs/design.md section 6), so their differences are not deviations.
+# analyses reported against it (docs/reference.md section 6), so their differences are not deviations.
 REGISTERED_VARIANT = "registered"
 DEVIATION_FIELDS = ("cell", "parameter", "registered", "used", "reason")
 ANY_CELL = "*"

@@ -1,4 +1,4 @@
-"""Generation time-locked to its registration (plan v4; docs/design.md section 7, "The registration").
+"""Generation time-locked to its registration (plan v4; docs/reference.md section 7, "The registration").
 
 A registration is the plan's sha256 and, where one is stored beside REGISTERED, the sha256 of an
 RFC 3161 timestamp token over that plan (``cotdyn.plan.timestamp``). Under plan v4 its *lock*

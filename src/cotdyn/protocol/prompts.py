@@ -1,4 +1,4 @@
-"""Prompts as token ids (docs/design.md section 4: prefixes are token-exact).
+"""Prompts as token ids (docs/reference.md section 4: prefixes are token-exact).
 
 The registered system prompt and the question go through the model's chat template once; a
 prefix is those ids followed by the reference chain's own generated ids up to a boundary. No

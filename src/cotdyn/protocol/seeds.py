@@ -1,4 +1,4 @@
-"""Per-request sampler seeds (docs/design.md section 4: seeds reach the sampler).
+"""Per-request sampler seeds (docs/reference.md section 4: seeds reach the sampler).
 
 A request's seed is a hash of (run seed, cell, problem id, prefix position, role) and, from plan v4 on,
 the registration's lock (``cotdyn.plan.timelock``: the plan's sha256 and its timestamp token's), so

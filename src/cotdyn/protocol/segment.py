@@ -18,7 +18,7 @@ from typing import Callable, Sequence
 Span = tuple[int, int]
 
 RULES = ("blank_line", "newline", "step_marker", "sentence", "token_window")
-TOKEN_WINDOW = 40  # tokens per unit under the token_window rule (docs/design.md section 6)
+TOKEN_WINDOW = 40  # tokens per unit under the token_window rule (docs/reference.md section 6)
 
 _BLANK_LINE = re.compile(r"\n\s*\n")
 _NEWLINE = re.compile(r"\n")

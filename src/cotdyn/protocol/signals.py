@@ -1,4 +1,4 @@
-"""The chain-level ranking signals, each declared once (seed 003 Appendix F.1; docs/design.md section 6).
+"""The chain-level ranking signals, each declared once (seed 003 Appendix F.1; docs/reference.md section 6).
 
 A signal is a column of records.parquet read as a score, oriented so that a higher score means
 "more likely correct". Its declaration is the one place that says how it is derived, read, drawn

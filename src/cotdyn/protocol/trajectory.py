@@ -72,7 +72,7 @@ def coherence(trajectory: Sequence[float]) -> float:
 
 @dataclass(frozen=True)
 class Trajectory:
-    """The per-problem summary that records.parquet stores (docs/design.md section 11)."""
+    """The per-problem summary that records.parquet stores (docs/reference.md section 11)."""
 
     trajectory: list[float]
     points: list[int]  # prefix index of each point

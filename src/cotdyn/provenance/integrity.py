@@ -1,4 +1,4 @@
-"""The study's integrity as its report shows it (docs/design.md section 7): the study manifest's
+"""The study's integrity as its report shows it (docs/reference.md section 7): the study manifest's
 sha256, the audit's result per file, and a check of the stored files against the manifest made
 when the report is built, so a report over outputs that no longer match their manifest says so.
 """

@@ -1,4 +1,4 @@
-"""Provenance (docs/design.md section 7): a manifest per cell and a study manifest hashing every output.
+"""Provenance (docs/reference.md section 7): a manifest per cell and a study manifest hashing every output.
 
 The cell manifest says what produced the cell: code (git), plan and config hashes, model and
 tokenizer, the sampling parameters the backend actually used (from generation.json), the dataset,

@@ -1,4 +1,4 @@
-"""Seals of the raw data (docs/design.md section 7): what generation wrote, recorded when it wrote it.
+"""Seals of the raw data (docs/reference.md section 7): what generation wrote, recorded when it wrote it.
 
 A generation rule (reference, continuations) writes, beside its ``chains.parquet`` or
 ``samples.parquet``, a ``seal.json``: the file's sha256 and size, its rows, the model revision

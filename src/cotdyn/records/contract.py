@@ -1,4 +1,4 @@
-"""The records contract (docs/design.md section 11): the columns every records.parquet holds.
+"""The records contract (docs/reference.md section 11): the columns every records.parquet holds.
 
 A reader may rely on these and must require no more; a study's records may carry further columns
 (a declared signal's, diagnostics such as ``parse_rate``), which readers ignore. Each reader states

@@ -1,4 +1,4 @@
-"""The samples as JSON lines, beside the parquet (docs/design.md section 3): one object per row.
+"""The samples as JSON lines, beside the parquet (docs/reference.md section 3): one object per row.
 
 For readers without a parquet library (jq, grep, a notebook's ``json.loads``), like the per-sample
 logs of lm-evaluation-harness and inspect_ai. Written by rule ``samples_jsonl`` from the sealed

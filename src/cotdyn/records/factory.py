@@ -136,7 +136,7 @@ def records_frame(
     read from a plan); the rest are an analysed chain of cell ``m-gsm8k`` whose answer is gold. Given
     columns are not checked against each other: a test that gives ``monotone`` without a trajectory
     gets the default trajectory beside it. Further columns (a study's diagnostics, ``points``,
-    ``prefix_answers``) may be given; records may carry more than the contract (docs/design.md
+    ``prefix_answers``) may be given; records may carry more than the contract (docs/reference.md
     section 11). Each of the study's signals (cotdyn's own and the plugin ``signals`` named, as a
     config names them) with a ``derive`` that is not given is derived per chain.
     """

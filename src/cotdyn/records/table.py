@@ -1,7 +1,7 @@
 """Records from chains and samples, as pure steps over plain tables (seed 003 sections 2-3).
 
 1. ``variant_samples``: a variant's view of the samples (its m; its endpoint, ``ENDPOINTS``).
-2. ``records_table``: one row per problem (docs/design.md section 11), derived from chains and samples only.
+2. ``records_table``: one row per problem (docs/reference.md section 11), derived from chains and samples only.
 3. ``cell_summary``: the cell's summary.json.
 """
 
@@ -138,7 +138,7 @@ def records_table(
     gold_raw: Mapping[str, str] | None = None,
     signals: Sequence[str] = (),
 ) -> pd.DataFrame:
-    """One row per problem: trajectory, shape, magnitude, labels and flags (docs/design.md section 11).
+    """One row per problem: trajectory, shape, magnitude, labels and flags (docs/reference.md section 11).
 
     ``m`` keeps only the first m samples of each prefix (the m sweep subsamples N = 20 this way).
     ``signals``: the plugin signals the study's config names (``cotdyn.protocol.signals.study_signals``);

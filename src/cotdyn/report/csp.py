@@ -1,4 +1,4 @@
-"""The Content-Security-Policy every HTML page cotdyn writes carries (docs/design.md section 7).
+"""The Content-Security-Policy every HTML page cotdyn writes carries (docs/reference.md section 7).
 
 A page opened from a study folder, alone or embedded in ``snakemake --report``'s report.html (an
 iframe whose source is the page as a data URL), runs nothing and requests nothing: no script, no
@@ -51,7 +51,7 @@ def carries_policy(data: bytes) -> bool:
 
 
 # What a browser renders as a page; snakemake --report embeds every report() output, each page as
-# a data URL in an iframe of report.html, where it runs what it holds (docs/design.md section 7).
+# a data URL in an iframe of report.html, where it runs what it holds (docs/reference.md section 7).
 PAGE_SUFFIXES = (".html", ".htm", ".xhtml", ".shtml", ".svg", ".xml", ".mht", ".mhtml")
 
 

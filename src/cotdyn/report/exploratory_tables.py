@@ -1,4 +1,4 @@
-"""The exploratory tables and figures of one variant, and the sweep table (docs/design.md section 6).
+"""The exploratory tables and figures of one variant, and the sweep table (docs/reference.md section 6).
 
 Tables are built as pandas frames by pure functions (``exploratory_tables``, ``sweep_frame``);
 only ``write_exploratory`` touches the file system, through ``cotdyn.files.writers``, so the same
@@ -50,7 +50,7 @@ def exploratory_tables(
     resamples: int = 1000,
     level: float = 0.95,
 ) -> dict[str, pd.DataFrame]:
-    """Every exploratory table over all cells of one variant (docs/design.md section 6), keyed by table name.
+    """Every exploratory table over all cells of one variant (docs/reference.md section 6), keyed by table name.
 
     ``m`` and ``epsilon`` are the variant's protocol values; ``seed`` is the analysis seed, from
     which each cell and statistic derives its own stream.
@@ -166,7 +166,7 @@ def sweep_frame(
     registered: str = "registered",
     extras: Mapping[str, Mapping[str, dict]] | None = None,
 ) -> pd.DataFrame:
-    """Every variant against the registered cell (docs/design.md section 6), with chain-length quantiles
+    """Every variant against the registered cell (docs/reference.md section 6), with chain-length quantiles
     taken from each variant's records, and ``extras`` (variant -> cell -> further columns) beside them."""
     extras = extras or {}
     lengths = {

@@ -1,4 +1,4 @@
-"""The report's rendered pages over hypotheses.json (docs/design.md sections 5 and 7): the study's
+"""The report's rendered pages over hypotheses.json (docs/reference.md sections 5 and 7): the study's
 scope (which cells ran, which registered cells did not, and what that leaves of each verdict),
 and the "Registered results" page (verdicts, the panel table shaped like seed 003 section 4's,
 the Holm family), each carrying the study's integrity (cotdyn.provenance.integrity).

@@ -1,4 +1,4 @@
-"""The per-sample browser page (issue 53 item 6; docs/design.md section 7): per reference chain of
+"""The per-sample browser page (issue 53 item 6; docs/reference.md section 7): per reference chain of
 each cell, the chain, its prefixes, their continuations with the answer extracted from each, and
 the answer entropy at every prefix, as inspect_ai's ``inspect view`` shows a sample.
 

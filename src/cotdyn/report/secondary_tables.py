@@ -1,4 +1,4 @@
-"""Seed 003's further analyses as report tables (docs/design.md section 6; ``cotdyn.analysis.secondary``
+"""Seed 003's further analyses as report tables (docs/reference.md section 6; ``cotdyn.analysis.secondary``
 and ``cotdyn.analysis.secondary_generations``).
 
 ``secondary_tables`` builds one variant's tables from its records and its hypotheses.json;

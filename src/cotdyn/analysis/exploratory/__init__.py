@@ -1,6 +1,6 @@
-"""Exploratory analyses over stored records (seed 003 sections 5, 6.1, 8 and Appendix F; docs/design.md section 6).
+"""Exploratory analyses over stored records (seed 003 sections 5, 6.1, 8 and Appendix F; docs/reference.md section 6).
 
-Everything here is outside the registration and is computed from records.parquet (docs/design.md section 11)
+Everything here is outside the registration and is computed from records.parquet (docs/reference.md section 11)
 alone: no model runs. Each function takes a records frame (or arrays) and returns plain data; the
 tables are assembled in ``cotdyn.report.exploratory_tables`` and written there. A signal is oriented so that a higher
 score means "more likely correct": the monotone flag, the negated violation count, the negated final

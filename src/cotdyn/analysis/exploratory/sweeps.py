@@ -1,4 +1,4 @@
-"""Sensitivity sweeps against the registered cell (docs/design.md section 6)."""
+"""Sensitivity sweeps against the registered cell (docs/reference.md section 6)."""
 
 from __future__ import annotations
 

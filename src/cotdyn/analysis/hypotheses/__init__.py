@@ -1,6 +1,6 @@
-"""The registered analysis: H1-H5, Holm and computed verdicts (seed 003 sections 3.4, 4; docs/design.md section 5).
+"""The registered analysis: H1-H5, Holm and computed verdicts (seed 003 sections 3.4, 4; docs/reference.md section 5).
 
-``analyze`` turns per-problem records into the ``hypotheses.json`` structure of docs/design.md section 11;
+``analyze`` turns per-problem records into the ``hypotheses.json`` structure of docs/reference.md section 11;
 ``write_analysis`` writes it with the paper-shaped tables and the forest plot. Every criterion is
 read from the plan and every verdict is computed here. Excluded problems are counted and enter no
 statistic. A statistic that is undefined on a cell (an empty group, a constant label, a missing

@@ -216,7 +216,7 @@ def discordant_minority(tiers: np.ndarray, k: int, monotone: np.ndarray, correct
 def h5_interval_rule(discordant: int, s: Settings) -> tuple[bool, list[str]]:
     """Whether H5's interval may decide (plan analysis.h5.min_discordant_minority, version 3), with its
     flag: below the threshold of discordant minority-label test problems the interval under-covers
-    (docs/design.md section 5, the grid). A test split on which filter and baseline agree gives
+    (docs/reference.md section 5, the grid). A test split on which filter and baseline agree gives
     [0, 0]; that is no exact zero: the filter still differs from the baseline on problems the split
     lacks (in the grid such cells covered the fitted filter's reduction 25% of the time at pi = 0.9,
     n = 150), so it is flagged as well."""

@@ -317,7 +317,7 @@ def ordered_cells(plan: dict, records: pd.DataFrame) -> list[str]:
 
 
 def read_records(paths: Sequence[str | Path]) -> pd.DataFrame:
-    """Concatenate records.parquet files, checking each against the docs/design.md section 11 columns."""
+    """Concatenate records.parquet files, checking each against the docs/reference.md section 11 columns."""
     if not paths:
         raise ValueError("no records files given")
     frames = []

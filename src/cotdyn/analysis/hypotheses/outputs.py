@@ -48,7 +48,7 @@ def table_rows(result: dict) -> dict[str, list[dict]]:
             "flags": _flags(h1), "reason": h1["reason"],
         })  # fmt: skip
         b2 = r["H2"]
-        # H2 is reported beside the shape effect (docs/design.md section 5): the gap and the violation rho.
+        # H2 is reported beside the shape effect (docs/reference.md section 5): the gap and the violation rho.
         h2.append({
             "cell": cell, "rho": b2["rho"], "ci_lo": b2["ci"][0], "ci_hi": b2["ci"][1], "ci_n_kept": b2["ci_n_kept"],
             "p_spearman": b2["p_spearman"], "criterion": verdict_h2.get(cell, {}).get("verdict", "not an H2 cell"),
@@ -174,7 +174,7 @@ def forest_rows(result: dict) -> tuple[list[dict], list[str]]:
 
 
 def forest_figure(result: dict):
-    """Forest plot of every run cell's H1 gap with its 95% CI (docs/design.md section 5); a gap
+    """Forest plot of every run cell's H1 gap with its 95% CI (docs/reference.md section 5); a gap
     that is not estimable is labelled, not drawn, and cells that did not run are named below."""
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D

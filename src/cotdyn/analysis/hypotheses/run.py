@@ -1,4 +1,4 @@
-"""``analyze``: the registered analysis of docs/design.md section 5 over records of any cells."""
+"""``analyze``: the registered analysis of docs/reference.md section 5 over records of any cells."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ from cotdyn.stats import finite_or_none
 
 
 def analyze(records: pd.DataFrame, plan: dict, plan_sha256: str) -> dict:
-    """The registered analysis of docs/design.md section 5 over records of any cells (hypotheses.json)."""
+    """The registered analysis of docs/reference.md section 5 over records of any cells (hypotheses.json)."""
     settings = Settings.from_plan(plan)
     require_columns(records, (*ANALYSIS_COLUMNS, *settings.features), "records")
     duplicated = records.duplicated(["cell", "problem_id"])

@@ -237,7 +237,7 @@ def hypothesis_verdict(hypothesis: dict, cells: dict, h4: dict, holm: list[dict]
 
     An interval hypothesis records per cell its CI criterion and whether Holm rejects its members
     there (``holm_reject``, None without members); under the plan's verdict rule a cell is supported
-    only when both hold (docs/design.md section 5; seed 003 section 3.4).
+    only when both hold (docs/reference.md section 5; seed 003 section 3.4).
     """
     hid = hypothesis.get("id", "?")
     criterion = plan_key(hypothesis, "criterion", where=f"hypothesis {hid}")

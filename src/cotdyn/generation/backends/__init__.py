@@ -1,4 +1,4 @@
-"""Generation backends behind one interface (docs/design.md section 8).
+"""Generation backends behind one interface (docs/reference.md section 8).
 
 Each backend is one declaration (``register_backend``, cotdyn.generation.backends.registry): its
 name, how it is built from a model entry, its options block and their schema, the packages it needs,

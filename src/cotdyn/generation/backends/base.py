@@ -1,4 +1,4 @@
-"""The backend interface: batched requests of token ids in, completions out (docs/design.md section 8)."""
+"""The backend interface: batched requests of token ids in, completions out (docs/reference.md section 8)."""
 
 from __future__ import annotations
 

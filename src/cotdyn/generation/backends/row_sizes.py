@@ -1,4 +1,4 @@
-"""Batch sizes at which a model's matrix products give a batch's own rows bit for bit (docs/design.md section 8).
+"""Batch sizes at which a model's matrix products give a batch's own rows bit for bit (docs/reference.md section 8).
 
 The compacting decode loop drops finished rows from a batch, but a CPU matrix library picks its
 kernel and its split over threads by the matrix sizes: measured on the 2-core development machine,

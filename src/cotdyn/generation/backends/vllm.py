@@ -1,4 +1,4 @@
-"""The vLLM backend: the registered panel's path (docs/design.md section 8).
+"""The vLLM backend: the registered panel's path (docs/reference.md section 8).
 
 One phase is one ``LLM.generate`` call: every request goes in at once, as token ids, with its own
 ``SamplingParams`` (n = m samples, its own seed), and vLLM's scheduler with prefix caching shares
@@ -7,7 +7,7 @@ prefix (the original harness's pattern).
 
 Every sampling field is written out (``wanted_sampling``), and the engine is built with
 ``generation_config="vllm"``, so a model's own generation_config (its temperature, top_p, top_k,
-repetition penalty) never applies (docs/design.md section 4). vLLM gives sample i of a request seeded s
+repetition penalty) never applies (docs/reference.md section 4). vLLM gives sample i of a request seeded s
 the seed s + i, which is the convention of ``cotdyn.protocol.seeds``.
 
 Supported: vLLM 0.26.0 (requires torch 2.11.0, transformers >= 5.5.3) through the pinned 0.32.0

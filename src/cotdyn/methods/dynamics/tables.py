@@ -142,7 +142,7 @@ def objective_profiles(
 # Figure 2: mechanism shares by model
 
 
-# What each endpoint does to the last state a mechanism is read at (docs/design.md section 9).
+# What each endpoint does to the last state a mechanism is read at (docs/reference.md section 9).
 ENDPOINT_NOTES = {
     "continuation": "last state sampled from the whole finished chain: its continuations are mostly null "
     "(seed 003 section 5.2), so a finished chain's label at K rests on its few answered samples while a "

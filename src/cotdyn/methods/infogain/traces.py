@@ -3,7 +3,7 @@ that need no torch.
 
 - Steps: a reference chain is cut into the registered units (``segment.units`` and ``cap_units``
   under the variant's ``segmentation`` and ``cap``), so step t of the supervisor is unit t of the
-  entropy trajectory and X_t is the prefix k = t (docs/design.md section 4).
+  entropy trajectory and X_t is the prefix k = t (docs/reference.md section 4).
 - Split: problems, not chains, go to train / validation / test, by a seeded hash of the problem id
   (``split_problems``): the split of a problem depends on the seed and its id only, never on the
   cell, the order of the problems or which other problems exist, so every cell of a benchmark

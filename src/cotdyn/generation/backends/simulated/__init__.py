@@ -1,4 +1,4 @@
-"""A generator with planted ground truth (docs/design.md section 8), for tests, calibration and benchmarks.
+"""A generator with planted ground truth (docs/reference.md section 8), for tests, calibration and benchmarks.
 
 It writes the same text formats a real model does (blank-line separated 'Step k:' units, a final
 answer line, continuations that state an answer, ``\\boxed{}`` on MATH), so segmentation and

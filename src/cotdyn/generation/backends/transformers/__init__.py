@@ -1,4 +1,4 @@
-"""The transformers backend: CPU or GPU, small models, and the embedded default (docs/design.md section 8).
+"""The transformers backend: CPU or GPU, small models, and the embedded default (docs/reference.md section 8).
 
 Sampling is done by ``SeededSampler``, a logits processor that draws row i's token from its own
 ``torch.Generator`` seeded with that row's sample seed, and hands ``generate`` (run greedy) a
