@@ -7,6 +7,7 @@ import copy
 import hashlib
 import json
 import math
+import os
 import re
 from pathlib import Path
 
@@ -372,6 +373,11 @@ def test_the_audit_checks_the_stored_table_and_recomputes_it_on_request(tmp_path
     assert "recomputed from the plan and its seed, sha256 " + registered_sha in problems[1]
     # a plan that states no assumed effects has no power line
     assert power_check(plan, {k: v for k, v in loaded.items() if k != "assumed_effects"}, True) == (None, [])
+    # the stored table is untrusted input: a FIFO in its place is named, not waited on
+    (tmp_path / "power.json").unlink()
+    os.mkfifo(tmp_path / "power.json")
+    words, problems = power_check(plan, loaded, recompute=False)
+    assert words.startswith("power table: FAILED") and "not a regular file" in problems[0], problems
 
 
 def test_the_report_header_says_a_plan_was_registered_underpowered():

@@ -24,7 +24,7 @@ import os
 
 import pandas as pd
 
-from cotdyn.files.strict import read_json
+from cotdyn.files.strict import UntrustedFileError, read_bytes, read_json
 from cotdyn.files.terminal import printable
 from cotdyn.plan.attestation import earlier_registration, read_registration, verified_attestation
 from cotdyn.plan.registered import POWER_NAME, read_registered, sibling_paths
@@ -71,6 +71,9 @@ def registration_check(plan_path, plan: dict, view, tsa_ca) -> tuple[str, str | 
     return registration.line(attestation), head + ")", problems
 
 
+MAX_POWER_BYTES = 4 << 20
+
+
 def power_check(plan_path, plan: dict, recompute: bool) -> tuple[str | None, list[str]]:
     """The power table's part of the audit's first line and its problems (plan v5 on; None for a
     plan that states no assumed effects): the stored table (power.json beside REGISTERED) against
@@ -93,11 +96,11 @@ def power_check(plan_path, plan: dict, recompute: bool) -> tuple[str | None, lis
         ]
     stored = registered_path.with_name(POWER_NAME)
     problems = []
-    try:
-        if hashlib.sha256(stored.read_bytes()).hexdigest() != sha:
+    try:  # strictly: a regular file of at most MAX_POWER_BYTES (the panel's is 31 kB)
+        if hashlib.sha256(read_bytes(stored, max_bytes=MAX_POWER_BYTES)).hexdigest() != sha:
             problems.append(f"{stored}: its sha256 is not the one {registered_path} records (power_table_sha256)")
-    except OSError as e:
-        problems.append(f"{stored}: cannot be read ({e.strerror or e})")
+    except UntrustedFileError as e:
+        problems.append(f"power table: {printable(str(e))}")
     under = f"; underpowered at registration ({record['underpowered']})" if record.get("underpowered") else ""
     if not recompute:
         words = "FAILED" if problems else "its hash checked against REGISTERED, not recomputed (cotdyn audit --power)"
