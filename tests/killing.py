@@ -29,3 +29,20 @@ def run_killed(context, target, args: dict, marks: Path, kill_at: int | None, ti
             os.kill(process.pid, signal.SIGKILL)
     process.join(timeout=timeout)
     return process.exitcode
+
+
+def stopping_transformers(model_dir, share_prefill: bool):
+    """The transformers backend on ``model_dir`` (batches of 8, float32) with a twentieth of the
+    vocabulary stopping a row, so rows of a batch end at different steps, some at the budget."""
+    from cotdyn.generation.backends import make_backend
+
+    backend = make_backend(
+        {
+            "backend": "transformers",
+            "id": str(model_dir),
+            "dtype": "float32",
+            "transformers": {"batch_size": 8, "share_prefill": share_prefill},
+        }
+    )
+    backend.stop_ids = set(range(2, len(backend.tokenizer.hf), 20)) | backend.stop_ids
+    return backend

@@ -103,6 +103,17 @@ def test_a_config_makes_the_extras_it_asks_for_and_the_audit_expects_those(tmp_p
     assert {"analysis/registered/hypotheses.json", "analysis/registered/verdicts_table.csv"} <= written
 
 
+def test_a_config_without_extras_makes_them_all_and_figure_4_brings_the_dynamics():
+    from cotdyn.files.layout import EXTRAS, study_extras
+
+    assert study_extras({}) == set(EXTRAS)
+    assert study_extras({"extras": []}) == set()
+    assert study_extras({"extras": ["sweeps"], "dynamics_comparisons": {"default_variant": "x"}}) == {
+        "sweeps",
+        "dynamics",
+    }
+
+
 def test_the_embedded_default_makes_the_registered_study_only():
     config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     assert config["extras"] == []

@@ -17,11 +17,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from killing import log_to, run_killed
+from killing import log_to, run_killed, stopping_transformers
 
 from cotdyn.dataset.benchmarks import load_benchmark, problems_table
 from cotdyn.generation import journal as J
-from cotdyn.generation.backends import Completion, Request, Sampling, make_backend
+from cotdyn.generation.backends import Completion, Request, Sampling
 from cotdyn.generation.backends.simulated import SimulatedBackend
 from cotdyn.plan.load import effective_protocol
 
@@ -58,16 +58,7 @@ def test_a_torn_last_line_or_an_altered_line_is_skipped_and_the_rest_read(tmp_pa
 def test_transformers_tells_each_row_as_it_stops_and_a_resumed_batch_redraws_none_of_its_done_rows(
     tiny_model_dir, share_prefill
 ):
-    backend = make_backend(
-        {
-            "backend": "transformers",
-            "id": str(tiny_model_dir),
-            "dtype": "float32",
-            "transformers": {"batch_size": 8, "share_prefill": share_prefill},
-        }
-    )
-    # a twentieth of the vocabulary stops a row (as in test_backends): rows end at different steps
-    backend.stop_ids = set(range(2, len(backend.tokenizer.hf), 20)) | backend.stop_ids
+    backend = stopping_transformers(tiny_model_dir, share_prefill)
     ids = tuple(backend.tokenizer.chat_prompt_ids("Solve.", "What is 2+3?"))
     other = tuple(backend.tokenizer.chat_prompt_ids("Solve.", "What is 7*6?"))
     requests = [Request(ids + tuple(range(100, 100 + k)), 3, Sampling(0.7, 16), 256 * (k + 1)) for k in range(2)]

@@ -15,30 +15,16 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from killing import log_to, run_killed
+from killing import log_to, run_killed, stopping_transformers
 
 from cotdyn.dataset.benchmarks import load_benchmark, problems_table
-from cotdyn.generation.backends import Completion, Request, Sampling, make_backend
+from cotdyn.generation.backends import Completion, Request, Sampling
 from cotdyn.generation.backends.transformers.sampler import SeededSampler
 from cotdyn.plan.load import effective_protocol
 
 
 class Killed(Exception):
     """What a kill does to the decode loop: it stops between two steps, or within one."""
-
-
-def _backend(model_dir, share_prefill: bool):
-    backend = make_backend(
-        {
-            "backend": "transformers",
-            "id": str(model_dir),
-            "dtype": "float32",
-            "transformers": {"batch_size": 8, "share_prefill": share_prefill},
-        }
-    )
-    # a twentieth of the vocabulary stops a row: rows end at different steps, some at the budget
-    backend.stop_ids = set(range(2, len(backend.tokenizer.hf), 20)) | backend.stop_ids
-    return backend
 
 
 def _requests(backend) -> list[Request]:
@@ -67,7 +53,7 @@ def _killed_at(monkeypatch, draws: int) -> list[int]:
 def test_a_batch_killed_mid_decode_restarts_its_rows_in_flight_to_the_same_bits(
     tiny_model_dir, monkeypatch, share_prefill
 ):
-    backend = _backend(tiny_model_dir, share_prefill)
+    backend = stopping_transformers(tiny_model_dir, share_prefill)
     requests = _requests(backend)
     whole = _killed_at(monkeypatch, draws=-1)  # never killed: counts the draws of an uninterrupted run
     full = backend.generate(requests, done={}, on_done=lambda rows: None)
