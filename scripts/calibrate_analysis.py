@@ -115,11 +115,14 @@ def _cell_data(cell: str, labels) -> CellData:
 
 def verdict_rule_error(truths: dict, false_claims: set, panels: int, plan: dict, seed: int) -> dict:
     """Share of simulated anchor panels in which a false hypothesis (H1 or H3) is declared supported
-    by the plan's verdict rule, beside the share under the CI criterion alone."""
+    by the plan's verdict rule, beside the share under the CI criterion alone; and per hypothesis
+    and per cell, the share of each declared supported (``supported``: what the power analysis's
+    null world tallies, tests/test_power.py)."""
     s = Settings.from_plan(plan)
     hypotheses = [dict(h, cells=list(ANCHOR)) for h in plan["hypotheses"] if h["id"] in false_claims]
     rng = np.random.default_rng(seed)
     errors = ci_only = 0
+    supported = {(h["id"], c): 0 for h in hypotheses for c in ("all", *ANCHOR)}
     for i in range(panels):
         cells = {}
         for cell, truth in truths.items():
@@ -130,8 +133,15 @@ def verdict_rule_error(truths: dict, false_claims: set, panels: int, plan: dict,
         entries = [hypothesis_verdict(h, cells, {}, holm, s) for h in hypotheses]
         errors += any(e["verdict"] == "supported" for e in entries)
         ci_only += any(e["ci_criterion"] == "supported" for e in entries)
+        for h, e in zip(hypotheses, entries):
+            supported[h["id"], "all"] += e["verdict"] == "supported"
+            for c in ANCHOR:
+                supported[h["id"], c] += e["cells"][c]["verdict"] == "supported"
     rate = errors / panels
-    return {"rate": rate, "se": np.sqrt(rate * (1 - rate) / panels), "ci_only": ci_only / panels}
+    shares = {
+        key: {"rate": k / panels, "se": np.sqrt(k / panels * (1 - k / panels) / panels)} for key, k in supported.items()
+    }
+    return {"rate": rate, "se": np.sqrt(rate * (1 - rate) / panels), "ci_only": ci_only / panels, "supported": shares}
 
 
 def h5_ci_coverage(truth: PlantedCell, cell: str, cells: int, plan: dict, seed: int) -> dict:

@@ -121,7 +121,7 @@ def walkthrough_in(folder: Path, command) -> subprocess.CompletedProcess:
     for line in walkthrough():
         words = line.split()
         if words[:2] == ["cotdyn", "init"]:
-            words.append("--backend=simulated")
+            words += ["--backend=simulated", "--power-reps=0"]  # its power: tests/test_power.py
         result = command(folder, "cotdyn.cli.main" if words[0] == "cotdyn" else "snakemake", *words[1:])
         assert result.returncode == 0, f"{line}\n{result.output[-3000:]}"
         assert str(ROOT) not in result.output, line

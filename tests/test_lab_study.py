@@ -24,7 +24,8 @@ import cotdyn
 from cotdyn.files.layout import STUDY_MANIFEST
 
 GENERATION = {"reference", "continuations"}
-SMALL = ("--protocol", "m=2", "--protocol", "reference_max_tokens=60", "--protocol", "continuation_max_tokens=30")
+SMALL = ("--protocol", "m=2", "--protocol", "reference_max_tokens=60", "--protocol", "continuation_max_tokens=30",
+         "--power-reps", "0")  # fmt: skip
 
 
 class Lab:

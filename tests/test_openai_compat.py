@@ -210,7 +210,7 @@ def test_a_study_on_a_served_model_runs_through_the_dag_to_audit_pass(smol_token
         cotdyn("init", "studies/served", "--jsonl", "studies/served/problems.jsonl", "--answer", "number", "--id", "id",
                "--backend", "openai_compat", "--model-id", str(smol_tokenizer_dir), "--revision", "rev-1",
                "--model", "served", "--option", f"base_url={server.url}", "--option", f"model={SERVED}",
-               "--dtype", "bfloat16")  # fmt: skip
+               "--dtype", "bfloat16", "--power-reps", "0")  # fmt: skip
         config = yaml.safe_load((tmp_path / "studies/served/config.yaml").read_text())
         assert config["models"]["served"] == {
             "backend": "openai_compat",

@@ -52,7 +52,7 @@ def site(tmp_path, monkeypatch):
 def init(capsys, tmp_path, *args) -> tuple[int, str, str]:
     (tmp_path / "p.jsonl").write_text('{"id": "a", "question": "What is 1 + 1?", "gold": "2"}\n')
     code = cotdyn_main(["init", str(tmp_path / "mine"), "--jsonl", str(tmp_path / "p.jsonl"), "--answer", "number",
-                        "--id", "id", "--registered-plan", REGISTERED, *args])  # fmt: skip
+                        "--id", "id", "--registered-plan", REGISTERED, "--power-reps", "0", *args])  # fmt: skip
     out = capsys.readouterr()
     return code, out.out, out.err
 

@@ -9,6 +9,7 @@ import json
 import math
 import os
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from statsmodels.stats.power import NormalIndPower
 from statsmodels.stats.proportion import proportion_effectsize
 
 from cotdyn.analysis import power
+from cotdyn.analysis.calibration import PlantedCell
 from cotdyn.cli.main import main
 from cotdyn.plan.load import load_plan
 
@@ -66,6 +68,48 @@ def test_null_false_support_is_at_most_alpha_plus_two_mc_se(curve):
         false = by_id(curve)[hid]["false_support"]
         assert false["of"] == 150
         assert false["rate"] <= alpha + 2 * false["se"], (hid, false)
+
+
+@pytest.mark.slow  # 400 simulated studies
+def test_null_false_support_agrees_with_the_calibration_scripts_verdict_rule(tmp_path):
+    """Two drivers of the registered decision under the same null: the power analysis (records
+    simulated, then ``analyze``) and scripts/calibrate_analysis.py's verdict-rule error (labels
+    simulated, then the analysis's cell, Holm and verdict functions). On the panel's anchor cells
+    with its Holm family, each hypothesis's and each cell's share declared supported agree within
+    2 MC se of their difference."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import calibrate_analysis
+
+    panel = load_plan(ROOT / "preregistration" / "plan.yaml")
+    anchor, n, reps = calibrate_analysis.ANCHOR, 80, 200
+    plan = copy.deepcopy(panel)
+    plan["panel"] = {"anchor": "qwen7b", "standard": ["qwen7b"], "models": {"qwen7b": panel["panel"]["models"]["qwen7b"]},
+                     "benchmarks": {b: {**v, "n": n} for b, v in panel["panel"]["benchmarks"].items()}}  # fmt: skip
+    plan["hypotheses"] = [dict(h, cells=list(anchor)) for h in panel["hypotheses"] if h["id"] in ("H1", "H3")]
+    nulls = {"qwen7b-gsm8k": PlantedCell.null(n, 0.563, 0.846), "qwen7b-math500": PlantedCell.null(n, 0.146, 0.505)}
+    law = {k: getattr(nulls["qwen7b-gsm8k"], k) for k in power.PAIRS[0] + power.PAIRS[1]}
+    effects = power.assumed_effects(
+        plan,
+        {"min_power": 0.8, "default": {"gap_pp": 10.0, "exclusion_rate": 0.0, **law, "source": "tests: the null"},
+         "cells": {c: {"coverage": t.coverage, "accuracy": t.acc_monotone} for c, t in nulls.items()}},
+    )  # fmt: skip
+    sizes = power.registered_sizes(plan)
+    runs = [power.study_verdicts(plan, effects, sizes, 0.0, power.replicate_seed(7, 0.0, i)) for i in range(reps)]
+    script = calibrate_analysis.verdict_rule_error(nulls, {"H1", "H3"}, reps, panel, 8)["supported"]
+    alpha = panel["holm"]["alpha"]
+    for hid in ("H1", "H3"):
+        tally = power._tally(runs, hid)
+        for cell, ours in [("all", tally["verdicts"]["supported"])] + [
+            (c, tally["cells"][c]["supported"]) for c in anchor
+        ]:
+            theirs = script[hid, cell]
+            assert ours["rate"] <= alpha + 2 * ours["se"], (hid, cell, ours)
+            assert abs(ours["rate"] - theirs["rate"]) <= 2 * math.hypot(ours["se"], theirs["se"]) + 1e-12, (
+                hid,
+                cell,
+                ours,
+                theirs,
+            )
 
 
 @pytest.mark.slow  # simulates hundreds of studies
@@ -397,3 +441,24 @@ def test_cotdyn_power_reads_the_plans_own_effects_and_table_settings(tmp_path, c
     written = json.loads((tmp_path / "out" / "power.json").read_text())
     assert (written["reps"], written["seed"], written["scales"]) == (2, 5, [0.0, 1.0])
     assert written["assumed_effects"][CELL]["gap_pp"] == 30.0
+
+
+def test_init_prints_the_power_its_size_gives_under_the_proposed_effects(tmp_path, capsys):
+    problems = tmp_path / "p.jsonl"
+    problems.write_text("".join(json.dumps({"question": f"{i} + 1?", "gold": str(i + 1)}) + "\n" for i in range(30)))
+    folder = tmp_path / "mine"
+    args = ["init", str(folder), "--jsonl", str(problems), "--answer", "number", "--backend", "simulated"]
+    assert main([*args, "--power-reps", "4"]) == 0
+    printed = capsys.readouterr().out
+    plan = load_plan(folder / "plan.yaml")
+    effects = power.assumed_effects(plan)
+    assert effects.sources["sim-p"].startswith("proposed by cotdyn init")
+    # the written plan's own table at its seed, the numbers `cotdyn register` simulates at these reps
+    expected = power.table_lines(power.power_analysis(plan, effects, 4, effects.seed, effects.scales))
+    assert "power at this study's size (30 problems in sim-p)" in printed
+    assert "\n".join(expected) in printed
+    # none simulated on request; a count below 1 is a named error
+    assert main([*args[:1], str(tmp_path / "other"), *args[2:], "--power-reps", "0"]) == 0
+    assert "power: not simulated (--power-reps 0)" in capsys.readouterr().out
+    assert main([*args[:1], str(tmp_path / "third"), *args[2:], "--power-reps", "-1"]) == 1
+    assert "error: reps: must be >= 1" in capsys.readouterr().err

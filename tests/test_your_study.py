@@ -65,6 +65,8 @@ def test_the_walkthrough_as_written_ends_with_verdicts_for_its_cell(tmp_path):
     for line in walkthrough():
         result = run(line, tmp_path)
         assert result.returncode == 0, f"{line}\n{result.output[-3000:]}"
+        if line.startswith("cotdyn init"):  # before registration: the power its 60 problems give
+            assert "power at this study's size (60 problems in sim-problems)" in result.output, result.output
     # the audit, the last line: first the registration it checked, then its verdict
     lines = result.output.splitlines()
     assert lines[0].startswith("plan ") and "registered 2026-12-01 (author's date; no timestamp token)" in lines[0]

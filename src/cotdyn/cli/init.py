@@ -18,6 +18,7 @@ files are as given (relative to the folder you run snakemake from, or absolute).
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from pathlib import Path
@@ -343,16 +344,42 @@ def cmd_init(args) -> int:
         registry.check_requires(registry.spec(args.backend))
     except MissingDependency as e:
         print(f"note: {printable(str(e))} (snakemake --sdm conda); the run stops on it otherwise", file=sys.stderr)
+    try:
+        print_power(folder / "plan.yaml", args.power_reps)
+    except ValueError as e:  # power.PowerInputError: the proposed effects, edited or not, by their key
+        print(f"error: {printable(str(e))}", file=sys.stderr)
+        return 1
     print(
         "next: read and edit them, then\n"
         f"  cotdyn register --plan {folder / 'plan.yaml'} --registered {folder / 'REGISTERED'} --date YYYY-MM-DD\n"
         "    (or --timestamp-url URL in place of --date: a timestamp authority attests the time; docs/your-study.md)\n"
-        "    (it first simulates the power of the plan's assumed_effects, proposed here; below its min_power it\n"
-        "    registers only with --underpowered; the problems needed: "
+        "    (it simulates the power again, at the registered replicates; below min_power it registers only\n"
+        "    with --underpowered; the problems needed: "
         f"cotdyn power --plan {folder / 'plan.yaml'} --needed 100,200,400)\n"
         f"  snakemake --cores 2 --configfile {folder / 'config.yaml'}"
     )
     return 0
+
+
+def print_power(plan_path: Path, reps: int | None) -> None:
+    """The power the study's size gives under the proposed effects, before it is registered: the
+    plan's own table at ``reps`` simulated studies per world (None: the plan's replicates)."""
+    from cotdyn.analysis import power
+    from cotdyn.plan.load import load_plan
+
+    if reps == 0:
+        print(f"power: not simulated (--power-reps 0); cotdyn power --plan {printable(str(plan_path))}")
+        return
+    plan = load_plan(plan_path)
+    if power.SECTION not in plan:
+        print("power: not simulated (the registered plan, before v5, has no assumed_effects)")
+        return
+    effects = power.assumed_effects(plan)
+    reps, seed, scales = reps or effects.replicates, effects.seed or 0, effects.scales or (0, 1)
+    result = power.power_analysis(plan, effects, reps, seed, scales, workers=os.cpu_count() or 1, progress=True)
+    size = ", ".join(f"{n} problems in {cell}" for cell, n in result["sizes"].items())
+    print(f"power at this study's size ({size}), under the proposed assumed_effects:")
+    print("\n".join(power.table_lines(result)))
 
 
 def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
@@ -432,5 +459,12 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
         type=int,
         default=None,
         help="register a smaller analysis.groups.min_group_size than the registered plan's (a small study)",
+    )
+    i.add_argument(
+        "--power-reps",
+        type=int,
+        default=None,
+        metavar="N",
+        help="simulated studies per world for the power it prints (default: the plan's replicates, as `cotdyn register` will; 0: none)",
     )
     i.set_defaults(run=cmd_init)
