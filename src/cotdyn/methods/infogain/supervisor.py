@@ -68,7 +68,7 @@ def chain_instances(
 
 
 # ---------------------------------------------------------------------------------------------
-# Batching, determinism, training and scoring (shared with the LoRA path).
+# Batching, determinism and training.
 
 
 def pad_batch(instances: Sequence[SupervisorInstance], pad_id: int) -> dict[str, torch.Tensor]:
