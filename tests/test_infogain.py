@@ -40,11 +40,11 @@ def test_instance_errors():
         supervisor.build_instance([1], [[10]], 1, [], [SEP], [ANS])
 
 
-def _gpt2(vocab_size: int = PAD + 1, seed: int = 0):
-    """A randomly initialised one-layer GPT-2 (dropout off) over ids 0..vocab_size-1."""
+def _gpt2(seed: int = 0):
+    """A randomly initialised one-layer GPT-2 (dropout off) over ids 0..PAD."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    config = GPT2Config(vocab_size=vocab_size, n_positions=32, n_embd=16, n_layer=1, n_head=2, resid_pdrop=0.0,
+    config = GPT2Config(vocab_size=PAD + 1, n_positions=32, n_embd=16, n_layer=1, n_head=2, resid_pdrop=0.0,
                         embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=BOS, eos_token_id=ANS)  # fmt: skip
     torch.manual_seed(seed)
     return GPT2LMHeadModel(config)
