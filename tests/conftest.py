@@ -40,7 +40,6 @@ HEAVY_FIRST = [
     "test_slurm",
     "test_regenerate",
     "test_lab_study",
-    "test_infogain",
     "test_deployment",
     "test_real_model",
     "test_llama_server",

@@ -10,13 +10,13 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 COMMANDS = [
     ["--config", "plan=preregistration/v1/plan.yaml"],  # docs/reference.md section 7
-    ["infogain", "--config", "infogain={size: full, seed: 0}"],  # README: nested, typed by the schema
+    ["--config", "extras=[dynamics,exploratory]"],  # README: nested, typed by the schema
 ]
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("snakemake") is None, reason="snakemake not installed")
-@pytest.mark.parametrize("args", COMMANDS, ids=["plan", "infogain"])
+@pytest.mark.parametrize("args", COMMANDS, ids=["plan", "extras"])
 def test_config_override_keeps_the_default(args):
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     run = subprocess.run(["snakemake", "-n", "--cores", "2", *args], cwd=ROOT, env=env, capture_output=True, text=True)

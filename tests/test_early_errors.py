@@ -79,6 +79,28 @@ def test_a_schema_error_names_the_override_not_the_config_file():
     assert override_source(overrides, ["models", "smollm2"], source) == source  # the file's own field
 
 
+def test_the_removed_toy_experiments_settings_are_refused_by_name_but_an_older_manifests_pass():
+    from cotdyn.generation.backends.registry import schema_file
+    from cotdyn.plan.schema import without_toy_keys
+
+    entries = ["infogain={size: full, seed: 0}"]  # the README's toy command before its removal
+    overrides = command_line_overrides(entries, snakemake_reading(entries))
+    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    source = "invalid config (config/config.yaml)"
+    with schema_file(ROOT / "src" / "cotdyn" / "plan" / "config.schema.yaml") as schema:
+        with pytest.raises(ConfigError) as e:
+            config["infogain"] = overrides["infogain"][1]
+            validate_config(config, source, schema, lambda path: override_source(overrides, path, source))
+        assert str(e.value).startswith(
+            "--config infogain={size: full, seed: 0}: field infogain.size: the seed-000 toy experiment was removed"
+        )
+        # a manifest written before the removal holds the schema's old default, dropped for its audit
+        config["infogain"] = {"size": "reduced", "seed": 0, "traces": {"supervisor": {"id": "x"}}}
+        kept = validate_config(without_toy_keys(config), source, schema)
+    assert kept["infogain"] == {"traces": {"supervisor": {"id": "x"}}}
+    assert config["infogain"]["size"] == "reduced"  # the manifest's own config is not changed
+
+
 # --- 3. errors that point at the fix ---------------------------------------------------------------
 
 

@@ -285,7 +285,7 @@ def test_every_rule_with_a_script_is_checked():
         "hypotheses",
         "audit",
         "math_shepherd",
-        "infogain_toy",
+        "infogain_cell",
         "reference",
         "continuations",
         "prepare_model",

@@ -60,11 +60,7 @@ def every_rule_config(tmp_path: Path) -> Path:
     for benchmark in config["benchmarks"].values():
         benchmark["path"] = str(ROOT / benchmark["path"])
     config["variants"] |= {"m4": {"subsample_of": "sampled", "m": 4}, "steps": {"checkpoints": "steps"}}
-    config["infogain"] = {
-        "size": "reduced",
-        "seed": 0,
-        "traces": {"seed": 0, "variant": "steps", "supervisor": {"id": str(tmp_path)}},
-    }
+    config["infogain"] = {"traces": {"seed": 0, "variant": "steps", "supervisor": {"id": str(tmp_path)}}}
     (path := tmp_path / "study.yaml").write_text(yaml.safe_dump(config))
     return path
 

@@ -376,7 +376,7 @@ def _traces_entry(model_dir, **extra):
             "train": {"max_epochs": 1, "batch_size": 16},
         },
     }
-    return {"size": "reduced", "seed": 0, "traces": {**entry, **extra}}
+    return {"traces": {**entry, **extra}}
 
 
 def _check_study(study, cells):

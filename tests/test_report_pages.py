@@ -351,7 +351,7 @@ def test_the_sweep_table_keeps_n_total_and_n_analysed_apart_and_says_when_nothin
 
 def test_the_report_sections_are_numbered_without_a_gap_and_the_optional_one_comes_last():
     """issue 53: `snakemake --report`'s sidebar skipped section 5 (information gain, which only the
-    `infogain` target or `infogain.traces` writes, sat between dynamics and grading)."""
+    config's `infogain.traces` writes, sat between dynamics and grading)."""
     import re
 
     root = Path(__file__).resolve().parents[1]

@@ -8,8 +8,9 @@ summaries, the plan check, problem tables, cell manifests, every analysis output
 with the study and its manifest (``expected_checks``): an expected file absent from the study or
 from the manifest fails, and so does a file in a folder the DAG alone writes (``VOUCHED``) that
 no rule writes for this config ("extra"). The logs and the report pages (cotdyn.audit.pages) are
-not in the manifest and not compared here; ``infogain/`` holds the toy experiment too, a target
-of its own, so only the traces files a config asks for are expected there.
+not in the manifest and not compared here. ``infogain/`` is not vouched for: a study made before the
+seed-000 toy experiment was removed may hold its ``infogain/toy/`` (never in a manifest), so only the
+traces files a config asks for are expected there.
 
 ``tests/test_expected_files.py`` checks this set against the outputs of every job of the
 workflow's own DAG (``snakemake -n --forceall``) for configs that plan every optional rule.

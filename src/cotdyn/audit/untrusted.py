@@ -29,6 +29,7 @@ from cotdyn.generation.backends.validation import plugin_problems, validate_conf
 from cotdyn.plan.config import ConfigError, bundled_roots, resolve_cells, study_protocols
 from cotdyn.plan.load import load_plan, plan_sha256
 from cotdyn.plan.registration import sibling_paths
+from cotdyn.plan.schema import without_toy_keys
 from cotdyn.plugins import PluginError
 from cotdyn.protocol.signals import study_signals
 
@@ -239,7 +240,7 @@ def admit(study_dir, plan_path=None, cache=None) -> Admitted:
         raise Refused("; ".join(missing))
     try:
         # the run's schema, with the backend registry filled in
-        config = validate_config(options_moved(manifest["config"]), f"{manifest_path} (config)")
+        config = validate_config(without_toy_keys(options_moved(manifest["config"])), f"{manifest_path} (config)")
         study_signals(config.get("signals", ()))  # a manifest from before plugins were pinned
     except (ConfigError, PluginError) as e:
         raise Refused(printable(str(e))) from None

@@ -3,26 +3,14 @@
 From the prefix through step t, N completions by the generator itself; the soft label is the share
 that reach the gold answer, the hard label is 1 when any does. ``math_shepherd_from_samples`` labels
 the study's own traces from the continuations the pipeline already drew (rule math_shepherd, in
-envs/analysis.yaml); the toy experiment (``cotdyn.methods.infogain``) uses ``math_shepherd_labels``.
+envs/analysis.yaml).
 """
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
 from cotdyn.grading.answers import AS_WRITTEN, answer_or_none, equivalent, in_answer_form
-
-
-def math_shepherd_labels(completions_correct: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Soft and hard Math-Shepherd labels from an (n prefixes, N completions) bool array.
-
-    soft = share of completions reaching the gold answer; hard = 1 when at least one does.
-    """
-    hits = np.asarray(completions_correct, dtype=bool)
-    if hits.ndim != 2 or hits.shape[1] == 0:
-        raise ValueError(f"completions_correct must be (n prefixes, N >= 1 completions), got shape {hits.shape}")
-    return hits.mean(axis=1), hits.any(axis=1).astype(float)
 
 
 def math_shepherd_from_samples(
@@ -71,7 +59,7 @@ def math_shepherd_from_samples(
     if table.empty:
         return pd.DataFrame([])
     # one row per (problem, prefix), by whole-column group reductions (not a loop over the groups):
-    # soft is the share of hits (math_shepherd_labels' mean), hard whether any hit
+    # soft is the share of hits, hard whether any hit
     groups = table.groupby(["problem_id", "prefix"], sort=True)
     hits = groups["hit"]
     return pd.DataFrame(

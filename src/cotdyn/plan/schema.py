@@ -77,6 +77,23 @@ def _rules(schema: str | Path, source: str) -> dict:
     return rules
 
 
+# The seed-000 toy experiment's settings. The experiment is gone (CHANGELOG.md), but the schema filled
+# these in everywhere before, so every study manifest written then holds them.
+TOY_KEYS = ("size", "seed")
+
+
+def _toy_keys(config: dict) -> list[str]:
+    infogain = config.get("infogain")
+    return [key for key in TOY_KEYS if isinstance(infogain, dict) and key in infogain]
+
+
+def without_toy_keys(config: dict) -> dict:
+    """A study manifest's config without the toy experiment's keys, so an older study still audits."""
+    if not isinstance(config, dict) or not _toy_keys(config):
+        return config
+    return {**config, "infogain": {k: v for k, v in config["infogain"].items() if k not in TOY_KEYS}}
+
+
 def validate_config(
     config, source: str, schema: str | Path = SCHEMA, source_of: Callable[[list], str] | None = None
 ) -> dict:
@@ -87,6 +104,13 @@ def validate_config(
 
     if not isinstance(config, dict):
         raise ConfigError(f"{source}: the config must be a mapping, got {type(config).__name__}")
+    toy = _toy_keys(config)
+    if toy:
+        where = source_of(["infogain", toy[0]]) if source_of else source
+        raise ConfigError(
+            f"{where}: field infogain.{toy[0]}: the seed-000 toy experiment was removed (CHANGELOG.md); "
+            "delete infogain.size and infogain.seed (information gain on a study's traces is infogain.traces)"
+        )
     rules = _rules(schema, source)
     try:
         _filling_validator(rules).validate(config)

@@ -1,7 +1,7 @@
 """The supervisor for real chains: a pretrained causal LM fine-tuned with LoRA (seed 000, section 3.4;
 the arithmetic experiment's Llama-3-8B supervisor). A GPU path.
 
-The instances are the toy's, built from text: ``prompt || step 1 || ... || step t #|> gold`` with the
+The instances (``supervisor.chain_instances``) are built from text: ``prompt || step 1 || ... || step t #|> gold`` with the
 loss on the gold answer's tokens only. Each piece is tokenized on its own and the ids concatenated
 (token-exact, as docs/reference.md section 4 asks), so a prefix is never re-tokenized across a boundary.
 The seed reports no LoRA rank, alpha or target modules; ``LoraSettings`` holds ours.

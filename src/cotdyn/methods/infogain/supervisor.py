@@ -6,8 +6,7 @@ loss covers the answer tokens only, and a chain's score at step t is the per-tok
 cross-entropy of the gold answer, l_CE(Y, g_sup(X_t)) = -(1/|Y|) sum_i log g(y_i | X_t, #|>, y_<i)
 (seed 000, "Estimating Information-Gain in Practice", step 2).
 
-This module is tokenizer-agnostic: it works on token ids. ``toy_vocab`` is the integer-valued
-vocabulary of the toy experiment; ``lora.py`` builds the same instances from a pretrained tokenizer.
+This module works on token ids; ``lora.py`` builds the instances from a pretrained tokenizer.
 """
 
 from __future__ import annotations
@@ -18,7 +17,6 @@ import math
 from dataclasses import dataclass, field
 from typing import Iterator, Sequence
 
-import numpy as np
 import torch
 
 IGNORE_INDEX = -100  # positions outside the answer: no loss (transformers' convention)
@@ -39,28 +37,22 @@ def build_instance(
     answer_ids: Sequence[int],
     step_sep: Sequence[int],
     answer_sep: Sequence[int],
-    answer_scored: Sequence[bool] | None = None,
 ) -> SupervisorInstance:
     """``prompt || step 1 || ... || step t #|> answer`` with the loss on the answer tokens only.
 
     ``step_sep`` (the ``||``) precedes each step; ``answer_sep`` (the ``#|>``) precedes the answer.
-    Separators, prompt and steps are context, never targets. ``answer_scored`` (default: all) marks
-    which answer tokens are targets, for an answer rendered with fixed field labels (the toy's
-    ``A1 y1 ... A5 y5``) whose labels are scaffolding rather than answer.
+    Separators, prompt and steps are context, never targets.
     """
     if not 0 <= t <= len(step_ids):
         raise ValueError(f"t must be in 0..{len(step_ids)} (the number of steps), got {t}")
-    scored = [True] * len(answer_ids) if answer_scored is None else [bool(b) for b in answer_scored]
-    if len(scored) != len(answer_ids):
-        raise ValueError(f"answer_scored has {len(scored)} entries for {len(answer_ids)} answer tokens")
-    if not any(scored):
-        raise ValueError("no answer token is scored: the supervisor needs at least one target token")
+    if not answer_ids:
+        raise ValueError("the answer has no token: the supervisor needs at least one target token")
     context = list(prompt_ids)
     for step in step_ids[:t]:
         context += list(step_sep) + list(step)
     context += list(answer_sep)
     input_ids = context + list(answer_ids)
-    labels = [IGNORE_INDEX] * len(context) + [int(a) if s else IGNORE_INDEX for a, s in zip(answer_ids, scored)]
+    labels = [IGNORE_INDEX] * len(context) + [int(a) for a in answer_ids]
     return SupervisorInstance(tuple(int(i) for i in input_ids), tuple(int(i) for i in labels))
 
 
@@ -70,69 +62,13 @@ def chain_instances(
     answer_ids: Sequence[int],
     step_sep: Sequence[int],
     answer_sep: Sequence[int],
-    answer_scored: Sequence[bool] | None = None,
 ) -> list[SupervisorInstance]:
     """The T+1 instances of one chain, t = 0..T."""
-    return [
-        build_instance(prompt_ids, step_ids, t, answer_ids, step_sep, answer_sep, answer_scored)
-        for t in range(len(step_ids) + 1)
-    ]
+    return [build_instance(prompt_ids, step_ids, t, answer_ids, step_sep, answer_sep) for t in range(len(step_ids) + 1)]
 
 
 # ---------------------------------------------------------------------------------------------
-# The toy vocabulary: one token per integer value, then the specials.
-
-
-@dataclass(frozen=True)
-class ToyVocab:
-    """Integer tokens 0..n_values-1 (token id = value), then PAD, BOS, ``||``, ``#|>`` and one field
-    label per answer element (``A1``..``An``).
-
-    The toy answer is rendered ``A1 y1 A2 y2 ...``: the labels are fixed, never scored, and tell a
-    small model trained from scratch which element comes next, the way "z =" does in "z = 50".
-    """
-
-    n_values: int
-    n_fields: int = 5
-
-    @property
-    def pad(self) -> int:
-        return self.n_values
-
-    @property
-    def bos(self) -> int:
-        return self.n_values + 1
-
-    @property
-    def step_sep(self) -> int:
-        return self.n_values + 2
-
-    @property
-    def answer_sep(self) -> int:
-        return self.n_values + 3
-
-    def field(self, j: int) -> int:
-        """The label of answer element j (1-based)."""
-        if not 1 <= j <= self.n_fields:
-            raise ValueError(f"field index must be in 1..{self.n_fields}, got {j}")
-        return self.n_values + 3 + j
-
-    @property
-    def size(self) -> int:
-        return self.n_values + 4 + self.n_fields
-
-    def decode(self, ids: Sequence[int]) -> str:
-        names = {self.pad: "<pad>", self.bos: "<bos>", self.step_sep: "||", self.answer_sep: "#|>"}
-        names.update({self.field(j): f"A{j}" for j in range(1, self.n_fields + 1)})
-        return " ".join(names.get(int(i), str(int(i))) for i in ids)
-
-
-def toy_vocab(max_value_exclusive: int, n_fields: int = 5) -> ToyVocab:
-    return ToyVocab(int(max_value_exclusive), int(n_fields))
-
-
-# ---------------------------------------------------------------------------------------------
-# Batching, determinism, training and scoring (shared with the LoRA path).
+# Batching, determinism and training.
 
 
 def pad_batch(instances: Sequence[SupervisorInstance], pad_id: int) -> dict[str, torch.Tensor]:
@@ -207,19 +143,6 @@ def supervisor_loss(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> t
     """Per-instance mean answer-token cross-entropy: the training objective and the score agree."""
     logits = model(**model_inputs(batch), logits_to_keep=batch["logits_to_keep"]).logits
     return per_instance_answer_ce(logits, batch["labels"])
-
-
-def answer_cross_entropy(
-    model: torch.nn.Module, instances: Sequence[SupervisorInstance], pad_id: int, batch_size: int = 256
-) -> np.ndarray:
-    """l_CE(Y, g_sup(X_t)) for each instance, in nats (float64 array, in input order)."""
-    model.eval()
-    out = []
-    with torch.no_grad():
-        for start in range(0, len(instances), batch_size):
-            batch = pad_batch(instances[start : start + batch_size], pad_id)
-            out.append(supervisor_loss(model, batch).double().numpy())
-    return np.concatenate(out) if out else np.empty(0)
 
 
 @dataclass(frozen=True)
@@ -307,55 +230,3 @@ def fit(model: torch.nn.Module, train: Sequence, val: Sequence, loss_fn, collate
     model.load_state_dict(best_state)
     model.eval()
     return result
-
-
-def train_supervisor(
-    model: torch.nn.Module,
-    train: Sequence[SupervisorInstance],
-    val: Sequence[SupervisorInstance],
-    pad_id: int,
-    params: TrainParams,
-) -> TrainResult:
-    """Train g_sup on ``prefix #|> gold answer`` instances; early stopping on ``val``."""
-    with deterministic_torch(params.seed, params.num_threads):
-        return fit(model, list(train), list(val), supervisor_loss, lambda items: pad_batch(items, pad_id), params)
-
-
-@dataclass(frozen=True)
-class ModelSize:
-    """A small GPT-2 (the seed's toy supervisor is a GPT-2; we train one from scratch on CPU)."""
-
-    n_layer: int = 2
-    n_head: int = 2
-    n_embd: int = 32
-    n_positions: int = 32
-
-
-def toy_gpt2_config(vocab: ToyVocab, size: ModelSize):
-    """The GPT-2 configuration of the toy supervisor and its ORM (dropout off: early stopping
-    regularises). Nothing is generated; BOS/EOS ids lie inside the vocabulary only to keep it valid."""
-    from transformers import GPT2Config
-
-    return GPT2Config(
-        vocab_size=vocab.size,
-        n_positions=size.n_positions,
-        n_embd=size.n_embd,
-        n_layer=size.n_layer,
-        n_head=size.n_head,
-        activation_function="gelu",
-        resid_pdrop=0.0,
-        embd_pdrop=0.0,
-        attn_pdrop=0.0,
-        bos_token_id=vocab.bos,
-        eos_token_id=vocab.answer_sep,
-        pad_token_id=vocab.pad,
-    )
-
-
-def build_gpt2_lm(vocab: ToyVocab, size: ModelSize, seed: int):
-    """A randomly initialised GPT2LMHeadModel over ``vocab`` (``toy_gpt2_config``)."""
-    from transformers import GPT2LMHeadModel
-
-    config = toy_gpt2_config(vocab, size)
-    torch.manual_seed(int(seed))
-    return GPT2LMHeadModel(config)
