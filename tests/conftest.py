@@ -44,7 +44,9 @@ HEAVY_FIRST = [
     "test_real_model",
     "test_llama_server",
     "test_user_benchmark",
+    "test_transformers_kill",
     "test_infogain_traces",
+    "test_your_study",
 ]
 
 

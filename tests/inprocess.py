@@ -25,10 +25,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _dag(api, config: Path, workdir: Path, targets=(), rerun_triggers=None, forceall: bool = False):
-    """The workflow with its DAG built, as ``snakemake [--forceall] --configfile config`` builds it."""
+def _dag(api, config: Path, workdir: Path, targets=(), rerun_triggers=None, forceall: bool = False, run=False):
+    """The workflow with its DAG built, as ``snakemake [--forceall] --configfile config`` builds it;
+    with ``run``, as a run that executes its jobs plans it (Snakemake's local executor chosen, which
+    the workflow's checks read: a damaged table is dated back to be rebuilt, a seal error stops it)."""
     from snakemake.settings.enums import RerunTrigger
     from snakemake.settings.types import ConfigSettings, DAGSettings, ResourceSettings
+    from snakemake_interface_executor_plugins.registry import ExecutorPluginRegistry
 
     workflow_api = api.workflow(
         resource_settings=ResourceSettings(cores=1),
@@ -40,6 +43,8 @@ def _dag(api, config: Path, workdir: Path, targets=(), rerun_triggers=None, forc
     settings = DAGSettings(targets=frozenset(targets), rerun_triggers=frozenset(triggers), forceall=forceall)
     workflow_api.dag(settings)  # installs the DAG settings on the workflow
     workflow = workflow_api._workflow
+    if run:
+        workflow._executor_plugin = ExecutorPluginRegistry().get_plugin("local")
     workflow._prepare_dag(forceall=forceall, ignore_incomplete=True, lock_warn_only=True, nolock=True)
     workflow._build_dag()
     return workflow
@@ -66,7 +71,7 @@ def planned_rules(config: Path, workdir: Path = ROOT) -> set[str]:
 
 
 def _dag_levels(api, config: Path, workdir: Path, targets, rerun_triggers):
-    workflow = _dag(api, config, workdir, targets, rerun_triggers)
+    workflow = _dag(api, config, workdir, targets, rerun_triggers, run=True)
     needed = set(workflow.dag.needrun_jobs())
     return workflow, [[job for job in level if job in needed] for level in workflow.dag.toposorted()]
 

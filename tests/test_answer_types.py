@@ -60,6 +60,7 @@ def test_a_chosen_letter_is_read_in_every_phrasing(text, letter):
     assert (found.answer, found.status) == (letter, "ok" if letter else "no_answer")
 
 
+@pytest.mark.slow  # starts the cotdyn command (tests/test_cli.py's tier); the phrasings in process are above
 def test_cotdyn_extract_reads_every_phrasing_of_a_letter_on_arc():
     lines = "".join(json.dumps({"text": text, "options": OPTIONS}) + "\n" for text, _ in CHOSEN)
     result = cotdyn("extract", "--benchmark", "arc", stdin=lines)
@@ -173,6 +174,7 @@ def test_every_registered_benchmark_has_an_answer_type():
     assert normalize("(B)", "arc") == "B" and normalize(" B ", "choice") == "B"
 
 
+@pytest.mark.slow  # starts the cotdyn command (tests/test_cli.py's tier)
 @pytest.mark.parametrize(
     "rule, pairs, expected",
     [

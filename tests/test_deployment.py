@@ -1,6 +1,6 @@
-"""A release (a git tag) deployed into a folder of its own as a Snakemake module, and its wheel
-installed in a clean venv, each running a study to its audit PASS (docs/deployment.md); the shipped
-plans read outside a checkout; the catalog's usage file, --containerize and the env files' paths."""
+"""A release (a git tag) deployed into a folder of its own as a Snakemake module, its wheel installed
+in a clean venv, running a study to its audit PASS (docs/deployment.md); the shipped plans read
+outside a checkout; the catalog's usage file, --containerize and the env files' paths."""
 
 import json
 import os
@@ -130,18 +130,51 @@ def walkthrough_in(folder: Path, command) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def deployed_study(release, tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
-    """The four steps in a deployed folder, the release's code installed: the folder and its audit."""
+def wheel(release, tmp_path_factory) -> SimpleNamespace:
+    """The release's sdist and wheel, made by setuptools' build hooks (what `python -m build` calls),
+    the wheel installed in a venv that sees the lock's packages (sdist: its members by path; python:
+    the venv's interpreter; run: a command by that interpreter, as a user runs it, with no PYTHONPATH)."""
+    tmp_path = tmp_path_factory.mktemp("wheel")
+    dist = tmp_path / "dist"
+    # the folder read first: the build hooks rewrite sys.argv as they run
+    build = (
+        "from setuptools import build_meta as b; import sys; out = sys.argv[1]; b.build_sdist(out), b.build_wheel(out)"
+    )
+    subprocess.run([sys.executable, "-c", build, str(dist)], cwd=release, check=True, capture_output=True, timeout=300)
+    (sdist,), (wheel,) = dist.glob("*.tar.gz"), dist.glob("*.whl")
+    with tarfile.open(sdist) as tar:
+        shipped = {m.name.partition("/")[2]: m for m in tar.getmembers()}
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=300)
+    python = venv / "bin/python"
+    install = [python, "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)]
+    subprocess.run(install, check=True, capture_output=True, timeout=300)
+
+    def run(folder, *args):
+        result = subprocess.run(
+            [python, "-m", *args], cwd=folder, capture_output=True, text=True, timeout=600, env=clean()
+        )
+        result.output = result.stdout + result.stderr
+        return result
+
+    return SimpleNamespace(sdist=shipped, python=python, venv=venv, run=run)
+
+
+@pytest.fixture(scope="module")
+def deployed_study(release, wheel, tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
+    """The four steps in a deployed folder, run by the release's wheel installed (docs/deployment.md):
+    the folder and its audit."""
     folder = deploy(release, tmp_path_factory.mktemp("deployed-study") / "my-study")
-    return folder, walkthrough_in(folder, lambda folder, *args: run_in(folder, *args, code=release / "src"))
+    return folder, walkthrough_in(folder, wheel.run)
 
 
 @pytest.mark.slow
-def test_a_study_deployed_from_a_release_audits_pass_with_its_code_and_the_checkouts(release, deployed_study):
+def test_a_study_deployed_from_a_release_audits_pass_with_its_code_and_the_checkouts(wheel, deployed_study):
     """Nothing of the checkout is read, and the checkout's own cotdyn audits the study alike."""
     folder, audit = deployed_study
-    # the plan copied the shipped registered plan's protocol; the run's files name no checkout path
-    assert str(release / "preregistration/plan.yaml") in (folder / "studies/mine/plan.yaml").read_text()
+    # the plan copied the installed release's registered plan's protocol; the run's files name no checkout path
+    shipped = wheel.venv.glob("lib/python*/site-packages/cotdyn/bundled/preregistration/plan.yaml")
+    assert str(next(shipped)) in (folder / "studies/mine/plan.yaml").read_text()
     assert str(ROOT) not in every_text(folder)
     checkout = run_in(folder, "cotdyn.cli.main", "audit", "results/mine", code=ROOT / "src")
     assert checkout.returncode == 0, checkout.output[-3000:]
@@ -178,41 +211,18 @@ def test_the_checkout_runs_the_deployed_studys_files_to_the_same_results(release
 
 
 @pytest.mark.slow
-def test_the_wheel_installed_in_a_clean_venv_runs_a_deployed_study_to_its_audit(release, tmp_path):
-    """The release's sdist and wheel, made by setuptools' build hooks (what `python -m build` calls);
-    the wheel installed in a venv that sees the lock's packages; the four steps run by its interpreter
-    in a deployed folder, with no PYTHONPATH."""
-    dist = tmp_path / "dist"
-    # the folder read first: the build hooks rewrite sys.argv as they run
-    build = (
-        "from setuptools import build_meta as b; import sys; out = sys.argv[1]; b.build_sdist(out), b.build_wheel(out)"
-    )
-    subprocess.run([sys.executable, "-c", build, str(dist)], cwd=release, check=True, capture_output=True, timeout=300)
-    (sdist,), (wheel,) = dist.glob("*.tar.gz"), dist.glob("*.whl")
-    with tarfile.open(sdist) as tar:  # the bundled files as copies, not links
-        shipped = {m.name.partition("/")[2]: m for m in tar.getmembers()}
-    assert shipped["src/cotdyn/bundled/preregistration/plan.yaml"].isfile()
-    assert shipped["src/cotdyn/plan/config.schema.yaml"].isfile()
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=300)
-    python = venv / "bin/python"
-    install = [python, "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)]
-    subprocess.run(install, check=True, capture_output=True, timeout=300)
-    folder = deploy(release, tmp_path / "my-study")
-
-    def installed(folder, *args):
-        result = subprocess.run(
-            [python, "-m", *args], cwd=folder, capture_output=True, text=True, timeout=600, env=clean()
-        )
-        result.output = result.stdout + result.stderr
-        return result
-
-    where = installed(folder, "cotdyn.cli.main", "--version")
+def test_the_wheel_installed_in_a_clean_venv_runs_a_deployed_study_to_its_audit(wheel, deployed_study):
+    """The wheel's cotdyn is the one the deployed study ran with (deployed_study: the four steps to the
+    audit's PASS by the venv's interpreter, with no PYTHONPATH); the sdist ships the bundled files."""
+    assert wheel.sdist["src/cotdyn/bundled/preregistration/plan.yaml"].isfile()  # copies, not links
+    assert wheel.sdist["src/cotdyn/plan/config.schema.yaml"].isfile()
+    folder, audit = deployed_study
+    where = wheel.run(folder, "cotdyn.cli.main", "--version")
     assert where.returncode == 0 and where.stdout.strip() == f"cotdyn {version('cotdyn')}", where.output
-    origin = subprocess.run([python, "-c", "import cotdyn; print(cotdyn.__file__)"], cwd=folder, env=clean(),
+    origin = subprocess.run([wheel.python, "-c", "import cotdyn; print(cotdyn.__file__)"], cwd=folder, env=clean(),
                             capture_output=True, text=True, timeout=60)  # fmt: skip
-    assert origin.stdout.strip().startswith(str(venv)), origin.stdout + origin.stderr
-    walkthrough_in(folder, installed)
+    assert origin.stdout.strip().startswith(str(wheel.venv)), origin.stdout + origin.stderr
+    assert "audit of results/mine: PASS" in audit.output
     assert str(ROOT) not in every_text(folder)
 
 

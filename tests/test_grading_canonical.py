@@ -8,8 +8,8 @@ form, so equal decimals, fractions, trailing zeros, money and percent are one cl
 from __future__ import annotations
 
 import hashlib
+import io
 import json
-import subprocess
 import sys
 from fractions import Fraction
 from pathlib import Path
@@ -328,18 +328,22 @@ def test_a_stored_class_maps_to_what_re_extraction_finds(text):
 # --- the command line -------------------------------------------------------------------------
 
 
-def test_cotdyn_extract_and_equivalent_take_the_answer_form():
-    def cotdyn(*args, stdin):
-        return subprocess.run(
-            [sys.executable, "-m", "cotdyn.cli.main", *args], input=stdin, capture_output=True, text=True, check=True
-        )
+def test_cotdyn_extract_and_equivalent_take_the_answer_form(monkeypatch, capsys):
+    """The commands' entry point in this process (a fresh interpreter per command costs a second)."""
+    from cotdyn.cli.main import main
+
+    def cotdyn(*args, stdin) -> str:
+        monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
+        capsys.readouterr()
+        assert main(list(args)) == 0
+        return capsys.readouterr().out
 
     pair = json.dumps({"a": "\\boxed{0.50}", "b": HALF})
     canonical = cotdyn("equivalent", "--benchmark", "math500", "--answer-form", "canonical", stdin=pair)
     written_ = cotdyn("equivalent", "--benchmark", "math500", stdin=pair)
-    assert json.loads(canonical.stdout) == {"equivalent": True} and json.loads(written_.stdout) == {"equivalent": False}
+    assert json.loads(canonical) == {"equivalent": True} and json.loads(written_) == {"equivalent": False}
     out = cotdyn("extract", "--benchmark", "gsm8k", "--answer-form", "canonical", stdin=json.dumps({"text": "$8.50"}))
-    assert json.loads(out.stdout) == {"answer": "\\frac{17}{2}", "status": answers.OK}
+    assert json.loads(out) == {"answer": "\\frac{17}{2}", "status": answers.OK}
 
 
 def test_generations_agree_on_a_prediction_by_its_canonical_class():

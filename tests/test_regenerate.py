@@ -365,9 +365,10 @@ def test_the_report_header_says_whether_the_raw_data_were_verified_against_the_m
 
 
 @pytest.mark.parametrize("value", ["0", "some"])
-def test_a_bad_regenerate_count_is_refused_naming_the_option(value, tmp_path):
-    audit = subprocess_cotdyn("audit", str(tmp_path), "--regenerate", value, cwd=tmp_path)
-    assert (
-        audit.returncode == 2
-        and f"--regenerate takes a positive number of requests or 'all', not '{value}'" in audit.stderr
-    )
+def test_a_bad_regenerate_count_is_refused_naming_the_option(value, tmp_path, capsys):
+    from cotdyn.cli.main import main
+
+    with pytest.raises(SystemExit) as refused:
+        main(["audit", str(tmp_path), "--regenerate", value])
+    assert refused.value.code == 2
+    assert f"--regenerate takes a positive number of requests or 'all', not '{value}'" in capsys.readouterr().err

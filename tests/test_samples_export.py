@@ -128,13 +128,19 @@ def exported_study(tmp_path_factory) -> Path:
     return root / "results" / "t"
 
 
-def test_the_rule_writes_the_parquet_rows_and_the_audit_rederives_them(exported_study):
+@pytest.fixture(scope="module")
+def exported_audit(exported_study):
+    """The audit of the unaltered study, read by the tests of each file it re-derives."""
+    return audit(exported_study)
+
+
+def test_the_rule_writes_the_parquet_rows_and_the_audit_rederives_them(exported_study, exported_audit):
     stored = pd.read_parquet(exported_study / "cells/sim-gsm8k/registered/samples.parquet")
     rows = [json.loads(line) for line in (exported_study / SAMPLES).read_text().splitlines()]
     assert len(rows) == len(stored) > 0
     assert [r["text"] for r in rows] == stored["text"].tolist()
     assert not (exported_study / "cells/sim-gsm8k/fewer/samples.jsonl").exists()  # it has no samples of its own
-    report = audit(exported_study)
+    report = exported_audit
     assert report.ok, report.text()
     line = next(f for f in report.files if f.path == SAMPLES)
     assert line.detail == "re-derived"
@@ -153,7 +159,7 @@ def test_the_audit_fails_an_edited_or_deleted_export(exported_study, tmp_path):
     assert line.status == MISSING and "samples_jsonl" in line.detail, line
 
 
-def test_each_variant_has_its_sample_browser_page_and_the_audit_rederives_it(exported_study, tmp_path):
+def test_each_variant_has_its_sample_browser_page_and_the_audit_rederives_it(exported_study, exported_audit, tmp_path):
     from cotdyn.report.csp import carries_policy
 
     for variant in ("registered", "fewer"):
@@ -163,7 +169,7 @@ def test_each_variant_has_its_sample_browser_page_and_the_audit_rederives_it(exp
     # the subsample variant shows its own first 5 samples of each prefix, and names the generating variant's file
     assert "samples.jsonl" in (exported_study / "report/samples/fewer.html").read_text()
     assert "cells/sim-gsm8k/registered/samples.jsonl" in (exported_study / "report/samples/fewer.html").read_text()
-    report = audit(exported_study)
+    report = exported_audit
     line = next(f for f in report.files if f.path == "report/samples/registered.html")
     assert report.ok and line.detail == "re-derived from the stored raw data", (line, report.text())
     study = tmp_path / "results" / "t"

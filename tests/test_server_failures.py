@@ -136,6 +136,7 @@ runpy.run_path(a["script"], init_globals={"snakemake": snakemake}, run_name="__m
 """
 
 
+@pytest.mark.slow  # a fresh interpreter: the failures in this one are the tests above
 def test_the_rule_script_prints_the_one_line_to_its_log_and_terminal(problems, plan, smol_tokenizer_dir, tmp_path):
     """workflow/scripts/reference.py, run as Snakemake runs a script (a fresh Python), against a server
     that goes silent after one answer: exit 1, the named line last on stderr and in the rule's log,

@@ -32,17 +32,24 @@ def base_config() -> dict:
     return _simulated_config(Path("/tmp/unused"))
 
 
-def validate_config(config: dict) -> None:
-    """Snakemake's validate, on the schema with the backend registry filled in (as common.smk runs it)."""
+@pytest.fixture(scope="module")
+def schema_path():
+    """The schema with the backend registry filled in (as common.smk writes it), written once for
+    the module's two hundred validations."""
     from cotdyn.generation.backends.registry import schema_file
 
-    with schema_file(SCHEMA) as schema:
-        validate(config, schema)
+    with schema_file(SCHEMA) as path:
+        yield path
 
 
-def refused(config: dict) -> str:
+def validate_config(config: dict, schema_path: str) -> None:
+    """Snakemake's validate, as common.smk runs it."""
+    validate(config, schema_path)
+
+
+def refused(config: dict, schema_path: str) -> str:
     with pytest.raises(Exception) as e:
-        validate_config(copy.deepcopy(config))
+        validate_config(copy.deepcopy(config), schema_path)
     return str(e.value)
 
 
@@ -77,18 +84,18 @@ WHERES = ("study", "model", "benchmark", "cell", "variant", "subsample_of", "con
 
 @pytest.mark.parametrize("where", WHERES)
 @pytest.mark.parametrize("name", ["../../../../escaped", "..", "a/b", "x..y", ".hidden", "-x", "a b"])
-def test_a_name_that_could_leave_its_folder_is_refused(where, name):
-    message = refused(_with_name(where, name))
+def test_a_name_that_could_leave_its_folder_is_refused(where, name, schema_path):
+    message = refused(_with_name(where, name), schema_path)
     assert "does not match" in message, message
 
 
 @pytest.mark.parametrize("where", WHERES)
-def test_safe_names_pass(where):
+def test_safe_names_pass(where, schema_path):
     name = {"cell": "qwen2.5-7b-gsm8k", "benchmark": "gsm8k", "subsample_of": "registered"}.get(where, "qwen2.5_7b")
     config = _with_name(where, name)
     if where == "confirmatory":
         config["confirmatory"] = ["sim-gsm8k"]
-    validate_config(config)
+    validate_config(config, schema_path)
 
 
 @pytest.mark.slow
@@ -132,25 +139,25 @@ BAD_OVERRIDES = [
 
 @pytest.mark.parametrize("key,value", BAD_OVERRIDES)
 @pytest.mark.parametrize("level", ["protocol", "variant"])
-def test_a_protocol_override_of_the_wrong_type_or_range_is_refused(key, value, level):
+def test_a_protocol_override_of_the_wrong_type_or_range_is_refused(key, value, level, schema_path):
     config = base_config()
     if level == "protocol":
         config["protocol"] = {key: value}
     else:
         config["variants"] = {"registered": {}, "v": {key: value}}
-    message = refused(config)
+    message = refused(config, schema_path)
     assert f"['{key}']" in message, message
 
 
-def test_the_schema_types_every_protocol_parameter_of_the_plan(plan):
+def test_the_schema_types_every_protocol_parameter_of_the_plan(plan, schema_path):
     schema = yaml.safe_load(SCHEMA.read_text())
     assert set(schema["$defs"]["protocol"]["properties"]) == set(plan["protocol"])
     config = base_config()
     config["protocol"] = dict(plan["protocol"])  # the registered values themselves pass
-    validate_config(config)
+    validate_config(config, schema_path)
 
 
-def test_the_schema_checks_every_planted_field():
+def test_the_schema_checks_every_planted_field(schema_path):
     from cotdyn.generation.backends.registry import config_schema
     from cotdyn.generation.backends.simulated import Planted
 
@@ -160,7 +167,7 @@ def test_the_schema_checks_every_planted_field():
     for bad in ({"null_rat": 0.1}, {"cut_rate": 1.5}, {"unit_chars": "many"}, {"units_median": 0}):
         config = base_config()
         config["models"]["sim"]["planted"] = bad
-        assert "planted" in refused(config)
+        assert "planted" in refused(config, schema_path)
 
 
 def test_a_yaml_error_in_the_plan_names_the_plan(tmp_path):
@@ -309,17 +316,22 @@ def subprocess_cotdyn(*args, cwd):
     )
 
 
-def test_deleted_samples_and_a_truncated_records_file_are_rebuilt_byte_identical(small_simulated_study, tmp_path):
-    from test_workflow import snakemake
+def test_deleted_samples_and_a_truncated_records_file_are_rebuilt_byte_identical(
+    small_simulated_study, tmp_path, capsys
+):
+    """The rerun's jobs run in this process (tests/inprocess.py: Snakemake plans the rerun as a run
+    does, the rules' scripts rebuild); a Snakemake process reruns in test_a_rerun_over_a_forged_sample."""
+    from inprocess import run_study
 
     config = _copy(small_simulated_study, tmp_path)
     original = small_simulated_study.root / "results" / "t"
     (tmp_path / SAMPLES).unlink()
     records = tmp_path / "results/t/cells/sim-gsm8k/newline/records.parquet"
     records.write_bytes(records.read_bytes()[:1000])
-    rerun = snakemake("--cores", "2", "--configfile", str(config), cwd=tmp_path)
-    assert rerun.returncode == 0, rerun.output[-3000:]
-    assert "records.parquet is damaged" in rerun.output
+    capsys.readouterr()
+    ran = run_study(config, tmp_path)
+    assert "records.parquet is damaged" in capsys.readouterr().err
+    assert {"continuations", "records"} <= set(ran) and "reference" not in ran, sorted(ran)
     study = tmp_path / "results" / "t"
     assert (study / "cells/sim-gsm8k/registered/samples.parquet").read_bytes() == (
         original / "cells/sim-gsm8k/registered/samples.parquet"

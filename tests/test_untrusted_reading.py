@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -246,6 +244,7 @@ def test_a_dictionary_bomb_is_refused_by_its_decoded_size(tmp_path):
 # --- where the workflow reads them ------------------------------------------------------------
 
 
+@pytest.mark.slow  # starts Snakemake
 def test_a_config_with_a_key_twice_stops_a_dry_run(tmp_path):
     """Snakemake reads the config itself and keeps the last value; common.smk reads it again strictly."""
     from test_workflow import _simulated_config, _write, snakemake
@@ -260,16 +259,15 @@ def test_a_config_with_a_key_twice_stops_a_dry_run(tmp_path):
     assert "Traceback" not in result.output
 
 
-def test_cotdyn_register_refuses_a_plan_with_a_key_twice(tmp_path):
+def test_cotdyn_register_refuses_a_plan_with_a_key_twice(tmp_path, capsys):
+    from cotdyn.cli.main import main
+
     text = PLAN.read_text() + "holm:\n  alpha: 0.5\n"
     (plan := tmp_path / "plan.yaml").write_text(text)
-    done = subprocess.run(
-        [sys.executable, "-m", "cotdyn.cli.main", "register", "--plan", str(plan), "--registered",
-         str(tmp_path / "REGISTERED"), "--date", "2026-12-06"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert done.returncode != 0 and "key 'holm' appears twice" in done.stderr, done.stderr[-2000:]
-    assert "Traceback" not in done.stderr and not (tmp_path / "REGISTERED").exists()
+    code = main(["register", "--plan", str(plan), "--registered", str(tmp_path / "REGISTERED"), "--date", "2026-12-06"])
+    err = capsys.readouterr().err
+    assert code != 0 and "key 'holm' appears twice" in err, err[-2000:]
+    assert "Traceback" not in err and not (tmp_path / "REGISTERED").exists()
 
 
 def test_a_json_written_by_the_writers_is_json(tmp_path):
