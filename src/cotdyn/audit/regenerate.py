@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import sys
+import tempfile
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -198,22 +199,34 @@ def _golds_and_options(view: StudyView, spec) -> tuple[dict, dict]:
 
 def regenerate(study: Admitted, study_dir: Path, count, seed=0, tolerance="exact", model=None):
     """Regenerate ``count`` requests of the admitted study (None: all), see the module docstring."""
-    from cotdyn.generation.backends import make_backend
-
-    cells, protocols = study.cells, study.protocols
     view = study_view(study_dir, study.entries, list(study.raw))
-    items, unread = stored_requests(view, study.raw, protocols)
+    items, unread = stored_requests(view, study.raw, study.protocols)
     result = Regeneration(tolerance=tolerance)
     result.problems += [f"{printable(p)}: not regenerated: {why}" for p, why in sorted(unread.items())]
     chosen = select(items, count, seed)
-    result.requests, pairs, by_cell = len(chosen), [], defaultdict(list)
+    result.requests, by_cell = len(chosen), defaultdict(list)
     for item in chosen:
         by_cell[item.cell].append(item)
+    # a packaged model's converted weights (half a GB for SmolLM2) go when the regeneration ends
+    with tempfile.TemporaryDirectory(prefix="cotdyn-model-") as scratch:
+        pairs = _regenerate_cells(study, study_dir, view, by_cell, model, Path(scratch), result)
+    if tolerance == "answers":
+        result.answer_test = answer_agreement(pairs)
+    sys.stdout.flush()
+    return result
+
+
+def _regenerate_cells(study, study_dir, view, by_cell, model, scratch: Path, result: Regeneration) -> list:
+    """Each cell's chosen requests drawn again and compared into ``result``; the (stored,
+    regenerated) answers of the continuations, for the answer test."""
+    from cotdyn.generation.backends import make_backend
+
+    cells, protocols, pairs = study.cells, study.protocols, []
     for n, (cell, items) in enumerate(sorted(by_cell.items()), 1):
         spec = cells[cell]
         print(f"regenerate {cell} ({n}/{len(by_cell)}): {cost_line(items, spec.model)}")
         golds, options = _golds_and_options(view, spec)
-        backend = make_backend(study_model(spec, protocols, model), golds, spec.answer_rule)
+        backend = make_backend(study_model(spec, protocols, model, scratch), golds, spec.answer_rule)
         described = backend.describe()
         refused = None
         for path in sorted({i.path for i in items}):
@@ -235,10 +248,7 @@ def regenerate(study: Admitted, study_dir: Path, count, seed=0, tolerance="exact
                         for c, pid in zip(samples, item.rows["problem_id"])
                     ]
                     pairs.append((answers.answers_or_none(item.rows["answer"]), regenerated))
-    if tolerance == "answers":
-        result.answer_test = answer_agreement(pairs)
-    sys.stdout.flush()
-    return result
+    return pairs
 
 
 def _groups(items: list[Stored]) -> dict[tuple[str, str], list[Stored]]:

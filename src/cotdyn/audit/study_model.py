@@ -20,27 +20,28 @@ from cotdyn.files.terminal import printable
 MAX_LOG_BYTES = 1 << 20  # a generation.json describes one backend: a few kB
 
 
-def study_model(spec, protocols: dict[str, dict], model: str | None) -> dict:
+def study_model(spec, protocols: dict[str, dict], model: str | None, scratch: Path) -> dict:
     """The backend's model entry as the workflow built it (``model_for`` in cotdyn.workflow.params):
     the config's entry and the protocol's dtype; for a packaged GGUF model, the weights converted
-    now from the installed package. ``model``: the reviewer's copy of the weights (a folder or hub
-    id) in place of the entry's id."""
+    now from the installed package into a new folder under ``scratch``. ``model``: the reviewer's
+    copy of the weights (a folder or hub id) in place of the entry's id."""
     entry = {k: v for k, v in spec.model.items() if k != "resources"}
     entry["dtype"] = next(iter(protocols.values()))["dtype"]
     if model is not None:
         entry["id"] = model
     elif "gguf" in entry:
-        entry["id"] = str(converted_gguf(spec.model_key, entry["gguf"]))
+        entry["id"] = str(converted_gguf(spec.model_key, entry["gguf"], scratch))
     return entry
 
 
-def converted_gguf(key: str, gguf: dict) -> Path:
-    """The packaged GGUF file dequantized into a temporary folder, as the workflow's rule does; the
-    conversion is deterministic, so its files hash as the study's did when the package is the same."""
+def converted_gguf(key: str, gguf: dict, scratch: Path) -> Path:
+    """The packaged GGUF file dequantized into a new folder under ``scratch``, as the workflow's rule
+    does; the conversion is deterministic, so its files hash as the study's did when the package is
+    the same."""
     from cotdyn.generation.backends.transformers import convert_gguf
 
     print(f"regenerate: converting {gguf['package']}/{gguf['file']} from the installed package", flush=True)
-    return convert_gguf(gguf["package"], gguf["file"], Path(tempfile.mkdtemp(prefix="cotdyn-model-")) / key)
+    return convert_gguf(gguf["package"], gguf["file"], Path(tempfile.mkdtemp(dir=scratch)) / key)
 
 
 def recorded_backend(generation_log: Path) -> dict:
