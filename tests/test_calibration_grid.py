@@ -90,6 +90,7 @@ def _run(tmp_path: Path, *args: str) -> dict:
     return json.loads(out.read_text())
 
 
+@pytest.mark.slow  # starts the script's interpreter
 def test_the_scripts_smallest_grid_and_size_runs(tmp_path):
     result = _run(tmp_path, "--only", "grid", "--v4-n", "40", "--v4-cells", "2", "--v4-no-h5")
     assert result["part"] == "grid" and result["cells_per_setting"] == {"40": 2}

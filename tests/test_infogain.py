@@ -100,6 +100,7 @@ def test_loss_ignores_everything_but_the_answer(tiny_lm):
     assert _ce(model, [b])[0] != pytest.approx(alone[0], abs=1e-6)
 
 
+@pytest.mark.slow  # trains a model
 def test_supervisor_training_is_reproducible_and_restores_torch_settings():
     rng = np.random.default_rng(0)
     insts = [
@@ -122,6 +123,7 @@ def test_supervisor_training_is_reproducible_and_restores_torch_settings():
     assert restored == 2 and not torch.are_deterministic_algorithms_enabled()
 
 
+@pytest.mark.slow  # trains a model
 def test_information_gain_finds_the_planted_erroneous_step():
     """Planted truth: answer element t is revealed by step t (its own id range), unless the chain
     errs at step t and writes a value from a range no correct step uses. A supervisor trained on

@@ -172,6 +172,7 @@ def _resume_and_compare(args: dict, baseline: dict) -> Counter:
     return _drawn(args)
 
 
+@pytest.mark.slow  # generation in child processes, killed and resumed
 def test_a_kill_mid_chunk_then_a_resume_draws_no_sample_twice(slow_study):
     baseline, total = slow_study["baseline"], sum(_drawn(slow_study["baseline"]).values())
     assert set(_drawn(baseline).values()) == {1}
@@ -189,6 +190,7 @@ def test_a_kill_mid_chunk_then_a_resume_draws_no_sample_twice(slow_study):
         assert sum(drawn.values()) == total and max(drawn.values()) == 1  # every sample drawn once: 0 twice
 
 
+@pytest.mark.slow  # generation in child processes, killed and resumed
 def test_kills_at_random_moments_redraw_at_most_the_request_in_flight(slow_study, protocol):
     baseline, total = slow_study["baseline"], sum(_drawn(slow_study["baseline"]).values())
     rng = random.Random(20261206)

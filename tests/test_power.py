@@ -212,6 +212,7 @@ def test_the_table_moves_with_each_registered_setting(plan, change, direction):
     assert (after > before) if direction == "up" else (after < before), (before, after)
 
 
+@pytest.mark.slow  # starts a pool of processes
 def test_deterministic_from_its_seed_whatever_the_workers(plan):
     effects = power.assumed_effects(plan, section())
     one = power.power_analysis(plan, effects, 12, 7, (0, 1))
