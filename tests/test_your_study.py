@@ -40,6 +40,7 @@ def run(line: str, cwd):
     assert words[0] == "cotdyn", line
     if words[1] == "init":
         words.append("--backend=simulated")  # the doc's "try it first" (docs/your-study.md, What you need)
+        words.append("--power-reps=20")  # the power it prints, at fewer studies than register's 200
     result = subprocess.run(
         [sys.executable, "-m", "cotdyn.cli.main", *words[1:]], cwd=cwd, capture_output=True, text=True, timeout=600
     )
