@@ -24,12 +24,14 @@ DATA = ROOT / "data"
 PLAN = ROOT / "preregistration" / "plan.yaml"
 
 
-# The fixtures that run a Snakemake study or build a model (a transformers model, even a tiny random
-# one): every test that uses one, directly or through another fixture, is in the slow tier. The fast
-# tier (`pytest -m "not slow"`) follows a one-cell simulated study through every rule in process
-# instead (tests/test_fast_path.py).
+# The fixtures that run a study (under Snakemake or in process) or build a model (a transformers model,
+# even a tiny random one): every test that uses one, directly or through another fixture, is in the
+# slow tier. The fast tier (`pytest -m "not slow"`) follows one one-cell simulated study through every
+# rule in process instead (tests/test_fast_path.py).
 SLOW_FIXTURES = {
     "tiny_model_dir",
+    "limited_study",  # tests/test_limit.py's, in process
+    "exported_study",  # tests/test_samples_export.py's, in process
     "small_simulated_study",
     "registered_study",
     "weak_study",
