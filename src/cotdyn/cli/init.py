@@ -346,7 +346,7 @@ def cmd_init(args) -> int:
         print(f"note: {printable(str(e))} (snakemake --sdm conda); the run stops on it otherwise", file=sys.stderr)
     try:
         print_power(folder / "plan.yaml", args.power_reps)
-    except ValueError as e:  # power.PowerInputError: the proposed effects, edited or not, by their key
+    except ValueError as e:  # power.PowerInputError, naming its key (a --power-reps below 1)
         print(f"error: {printable(str(e))}", file=sys.stderr)
         return 1
     print(
@@ -365,6 +365,7 @@ def print_power(plan_path: Path, reps: int | None) -> None:
     """The power the study's size gives under the proposed effects, before it is registered: the
     plan's own table at ``reps`` simulated studies per world (None: the plan's replicates)."""
     from cotdyn.analysis import power
+    from cotdyn.cli.power import DEFAULT_REPS
     from cotdyn.plan.load import load_plan
 
     if reps == 0:
@@ -375,7 +376,8 @@ def print_power(plan_path: Path, reps: int | None) -> None:
         print("power: not simulated (the registered plan, before v5, has no assumed_effects)")
         return
     effects = power.assumed_effects(plan)
-    reps, seed, scales = reps or effects.replicates, effects.seed or 0, effects.scales or (0, 1)
+    reps, seed = reps or effects.replicates or DEFAULT_REPS, effects.seed or 0  # as cotdyn power reads a plan
+    scales = effects.scales or (0, 1)
     result = power.power_analysis(plan, effects, reps, seed, scales, workers=os.cpu_count() or 1, progress=True)
     size = ", ".join(f"{n} problems in {cell}" for cell, n in result["sizes"].items())
     print(f"power at this study's size ({size}), under the proposed assumed_effects:")
